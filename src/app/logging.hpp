@@ -1,0 +1,10 @@
+#pragma once
+
+#include "core/config.hpp"
+
+namespace loom {
+
+/// Logs go to stderr, one line per event, as key=value pairs after time and level.
+void setup_logging(log_level level);
+
+} // namespace loom

@@ -1,0 +1,99 @@
+// loom: the control plane for disaggregated RL post-training clusters.
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <optional>
+
+#include "app/logging.hpp"
+#include "app/serve.hpp"
+#include "core/config.hpp"
+
+namespace {
+
+constexpr int exit_config_error = 2;
+
+/// Loads the config named on the command line, or the embedded defaults when none is.
+loom::config_result load(const std::string& path) {
+  if (path.empty())
+    return loom::parse_config(loom::embedded_config_text(), "<embedded conf/loom.toml>");
+  return loom::load_config_file(path);
+}
+
+void print_errors(const loom::config_result& result) {
+  for (auto& e : result.errors)
+    std::fprintf(stderr, "%s\n", e.to_string().c_str());
+  std::fprintf(stderr, "%zu error%s in config\n", result.errors.size(),
+               result.errors.size() == 1 ? "" : "s");
+}
+
+std::optional<loom::log_level> parse_level(const std::string& s) {
+  for (auto l : {loom::log_level::trace, loom::log_level::debug, loom::log_level::info,
+                 loom::log_level::warn, loom::log_level::error})
+    if (loom::to_string(l) == s)
+      return l;
+  return std::nullopt;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Loom: control plane for disaggregated RL post-training clusters.\n"
+               "Packs RL jobs into co-execution groups (WEAVE), plans generation parallelism\n"
+               "(OrchestrRL) and reshapes optical fabrics (RFabric, mFabric, Opus)."};
+  app.set_version_flag("--version", "loom " LOOM_VERSION);
+  app.require_subcommand(1);
+
+  std::string serve_config;
+  std::string serve_level;
+  auto* serve_cmd = app.add_subcommand(
+    "serve", "Run the Loom service for one cluster in the foreground until SIGINT/SIGTERM:\n"
+             "opens RocksDB storage, serves Prometheus /metrics, hosts the actors.");
+  serve_cmd->add_option("-c,--config", serve_config,
+                        "Config file (TOML); default: the embedded conf/loom.toml")
+    ->check(CLI::ExistingFile);
+  serve_cmd->add_option("--log-level", serve_level, "Override the config's log level")
+    ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+
+  std::string check_path;
+  auto* check_cmd = app.add_subcommand(
+    "check-config", "Validate a config file without starting anything; prints every error as\n"
+                    "FILE:LINE:COL: KEY: MESSAGE and exits 2 if there is any.");
+  check_cmd->add_option("file", check_path, "Config file; default: the embedded conf/loom.toml");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (*check_cmd) {
+    auto result = load(check_path);
+    if (!result.value) {
+      print_errors(result);
+      return exit_config_error;
+    }
+    auto& c = *result.value;
+    std::printf("%s: ok: cluster '%s', %zu rollout nodes (%d GPUs, $%.2f/h), %zu training nodes "
+                "(%d GPUs, $%.2f/h), fabric %s with %zu ToRs, %zu OCS, %zu links\n",
+                c.source.c_str(), c.cluster.name.c_str(), c.cluster.rollout.size(),
+                c.cluster.total_gpus(loom::pool_kind::rollout),
+                c.cluster.cost_per_hour(loom::pool_kind::rollout), c.cluster.training.size(),
+                c.cluster.total_gpus(loom::pool_kind::training),
+                c.cluster.cost_per_hour(loom::pool_kind::training),
+                std::string{loom::to_string(c.fabric.kind)}.c_str(), c.fabric.tors.size(),
+                c.fabric.ocs.size(), c.fabric.links.size());
+    return 0;
+  }
+
+  if (*serve_cmd) {
+    auto result = load(serve_config);
+    if (!result.value) {
+      print_errors(result);
+      return exit_config_error;
+    }
+    auto level = result.value->level;
+    if (!serve_level.empty())
+      level = *parse_level(serve_level);
+    loom::setup_logging(level);
+    return loom::serve(*result.value);
+  }
+  return 0;
+}

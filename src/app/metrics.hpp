@@ -1,0 +1,38 @@
+#pragma once
+// The /metrics HTTP endpoint (prometheus-cpp's pull exposer).
+
+#include <memory>
+#include <string>
+
+#include <caf/expected.hpp>
+
+#include "core/metrics.hpp"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace loom {
+
+class process_collector;
+
+class metrics_endpoint {
+public:
+  ~metrics_endpoint();
+
+  /// Binds `address` (host:port, port 0 = any free port) and serves the registry and the
+  /// process metrics on /metrics.
+  static caf::expected<std::unique_ptr<metrics_endpoint>>
+  start(const std::string& address, const service_metrics& metrics);
+
+  /// The port actually bound.
+  int port() const { return port_; }
+
+private:
+  metrics_endpoint() = default;
+  std::shared_ptr<process_collector> process_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+};
+
+} // namespace loom

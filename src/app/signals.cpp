@@ -1,0 +1,33 @@
+#include "app/signals.hpp"
+
+#include <csignal>
+#include <pthread.h>
+
+namespace loom {
+
+namespace {
+
+sigset_t shutdown_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+} // namespace
+
+void block_shutdown_signals() {
+  auto set = shutdown_set();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int await_shutdown_signal() {
+  auto set = shutdown_set();
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0) {
+  }
+  return sig;
+}
+
+} // namespace loom

@@ -1,0 +1,39 @@
+#pragma once
+// The cluster: a rollout pool and a training pool of GPU nodes joined by a cross-cluster link
+// (WEAVE §2, §6 testbed).
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/gpu.hpp"
+
+namespace loom {
+
+enum class pool_kind { rollout, training };
+
+std::string_view to_string(pool_kind x);
+
+struct node {
+  std::string id;
+  pool_kind pool = pool_kind::rollout;
+  std::string gpu;      // key into cluster::gpus
+  int gpus = 0;         // GPUs in this node
+  double host_memory_gb = 0;
+};
+
+struct cluster {
+  std::string name;
+  double cross_link_gbps = 0; // bandwidth between the rollout and training pools
+  std::vector<gpu_spec> gpus; // catalog in force: built-ins merged with config overrides
+  std::vector<node> rollout;
+  std::vector<node> training;
+
+  const gpu_spec* find_gpu(std::string_view name) const;
+  const node* find_node(std::string_view id) const;
+  int total_gpus(pool_kind pool) const;
+  /// $/hour of every GPU in a pool, the provisioning cost WEAVE §4.2 minimises.
+  double cost_per_hour(pool_kind pool) const;
+};
+
+} // namespace loom

@@ -1,0 +1,55 @@
+#pragma once
+// The whole configuration of one `loom serve`, loaded from TOML and validated strictly.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/cluster.hpp"
+#include "core/config_error.hpp"
+#include "core/fabric_topology.hpp"
+#include "core/policy.hpp"
+
+namespace loom {
+
+enum class log_level { trace, debug, info, warn, error };
+
+std::string_view to_string(log_level x);
+
+struct endpoints {
+  std::string gateway; // ZeroMQ endpoint the gateway binds, e.g. tcp://127.0.0.1:5555
+  std::string metrics; // host:port of the Prometheus exposer; port 0 picks a free port
+};
+
+struct storage_config {
+  std::string path;        // RocksDB directory; relative paths are from the working directory
+  bool sync_writes = true; // fsync acknowledged decisions
+};
+
+struct config {
+  std::string source;     // file name, or "<embedded>"
+  std::string service_name = "loom";
+  log_level level = log_level::info;
+  loom::endpoints endpoints;
+  storage_config storage;
+  loom::cluster cluster;
+  fabric_topology fabric;
+  loom::policy policy;
+};
+
+struct config_result {
+  std::optional<config> value;
+  std::vector<config_error> errors; // non-empty exactly when value is empty
+};
+
+/// Parses and validates TOML text; `source_name` is used in error messages.
+config_result parse_config(std::string_view text, std::string source_name);
+
+/// Reads and validates a file.
+config_result load_config_file(const std::string& path);
+
+/// The text of conf/loom.toml, compiled into the binary.
+std::string_view embedded_config_text();
+
+} // namespace loom

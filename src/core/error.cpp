@@ -1,0 +1,49 @@
+#include "core/error.hpp"
+
+#include <caf/atom.hpp>
+#include <caf/make_message.hpp>
+#include <caf/message.hpp>
+
+namespace loom {
+
+const char* to_string(errc x) {
+  switch (x) {
+    case errc::ok: return "ok";
+    case errc::invalid_config: return "invalid_config";
+    case errc::invalid_argument: return "invalid_argument";
+    case errc::not_found: return "not_found";
+    case errc::storage_failure: return "storage_failure";
+    case errc::storage_corrupted: return "storage_corrupted";
+    case errc::storage_locked: return "storage_locked";
+    case errc::schema_too_new: return "schema_too_new";
+  }
+  return "unknown";
+}
+
+caf::atom_value error_category() {
+  return caf::atom("loom");
+}
+
+caf::error make_error(errc code, std::string message) {
+  return caf::error{static_cast<uint8_t>(code), error_category(),
+                    caf::make_message(std::move(message))};
+}
+
+std::string render_loom_error(uint8_t code, const caf::message& context) {
+  std::string out = to_string(static_cast<errc>(code));
+  if (!context.empty() && context.match_elements<std::string>()) {
+    out += ": ";
+    out += context.get_as<std::string>(0);
+  }
+  return out;
+}
+
+std::string render(const caf::error& err) {
+  if (!err)
+    return "ok";
+  if (err.category() == error_category())
+    return render_loom_error(err.code(), err.context());
+  return caf::to_string(err);
+}
+
+} // namespace loom

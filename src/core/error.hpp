@@ -1,0 +1,36 @@
+#pragma once
+// Loom's error codes, carried across actor boundaries as caf::error in category "loom".
+
+#include <caf/error.hpp>
+#include <caf/fwd.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace loom {
+
+enum class errc : uint8_t {
+  ok = 0,
+  invalid_config,     // a config file failed validation
+  invalid_argument,   // a request carried a value outside its domain
+  not_found,          // a looked-up record does not exist
+  storage_failure,    // RocksDB reported an I/O error or refused a write
+  storage_corrupted,  // the database failed a consistency check
+  storage_locked,     // another process holds the database lock
+  schema_too_new,     // the database was written by a newer schema than this binary knows
+};
+
+const char* to_string(errc x);
+
+/// The CAF error category atom for errc values.
+caf::atom_value error_category();
+
+caf::error make_error(errc code, std::string message);
+
+/// "code: message" for an error of the loom category (the CAF error renderer).
+std::string render_loom_error(uint8_t code, const caf::message& context);
+
+/// Renders an error of any category as "category: code: message" for logs and CLI output.
+std::string render(const caf::error& err);
+
+} // namespace loom

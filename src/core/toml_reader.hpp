@@ -1,0 +1,96 @@
+#pragma once
+// Strict reading of TOML tables: every error names file, line, column and the full key path,
+// and keys nobody asked for are reported as unknown. Only config.cpp includes this.
+
+#include <toml++/toml.h>
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config_error.hpp"
+
+namespace loom {
+
+class config_diagnostics {
+public:
+  explicit config_diagnostics(std::string file) : file_(std::move(file)) {}
+
+  void error(const toml::source_region& where, std::string key, std::string message);
+
+  const std::string& file() const { return file_; }
+  const std::vector<config_error>& errors() const { return errors_; }
+  std::vector<config_error> take_errors() { return std::move(errors_); }
+
+private:
+  std::string file_;
+  std::vector<config_error> errors_;
+};
+
+class table_reader {
+public:
+  table_reader(const toml::table& table, std::string path, config_diagnostics& diag);
+
+  /// The value at `key`, or nothing after reporting a missing key or a wrong type.
+  /// T is one of std::string, int64_t, double (integers accepted), bool,
+  /// std::vector<std::string>, std::vector<int64_t>.
+  template <class T>
+  std::optional<T> required(std::string_view key);
+
+  /// The value at `key`, `fallback` when absent, nothing after reporting a wrong type.
+  template <class T>
+  std::optional<T> optional(std::string_view key, T fallback);
+
+  /// A sub-table; nothing (without error) if absent, nothing (with error) if not a table.
+  std::optional<table_reader> table(std::string_view key);
+
+  /// A sub-table that must be present.
+  std::optional<table_reader> required_table(std::string_view key);
+
+  /// An array of tables ([[key]]); empty if absent.
+  std::vector<table_reader> table_array(std::string_view key);
+
+  /// The entries of a table of tables ([key.NAME]), in file order.
+  std::vector<std::pair<std::string, table_reader>> named_tables(std::string_view key);
+
+  /// Reports an error at the value of `key` (or the table itself if the key is absent).
+  void error(std::string_view key, std::string message);
+
+  /// Reports every key of this table that was never read.
+  void reject_unknown();
+
+  std::string key_path(std::string_view key) const;
+  const std::string& path() const { return path_; }
+  int line_of(std::string_view key) const;
+
+private:
+  const toml::node* find(std::string_view key);
+  const toml::source_region& where(std::string_view key) const;
+
+  const toml::table* table_;
+  std::string path_;
+  config_diagnostics* diag_;
+  std::set<std::string, std::less<>> seen_;
+};
+
+extern template std::optional<std::string> table_reader::required(std::string_view);
+extern template std::optional<int64_t> table_reader::required(std::string_view);
+extern template std::optional<double> table_reader::required(std::string_view);
+extern template std::optional<bool> table_reader::required(std::string_view);
+extern template std::optional<std::vector<std::string>>
+table_reader::required(std::string_view);
+extern template std::optional<std::vector<int64_t>> table_reader::required(std::string_view);
+extern template std::optional<std::string> table_reader::optional(std::string_view,
+                                                                  std::string);
+extern template std::optional<int64_t> table_reader::optional(std::string_view, int64_t);
+extern template std::optional<double> table_reader::optional(std::string_view, double);
+extern template std::optional<bool> table_reader::optional(std::string_view, bool);
+extern template std::optional<std::vector<std::string>>
+table_reader::optional(std::string_view, std::vector<std::string>);
+extern template std::optional<std::vector<int64_t>>
+table_reader::optional(std::string_view, std::vector<int64_t>);
+
+} // namespace loom

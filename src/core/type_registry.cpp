@@ -1,0 +1,22 @@
+#include "core/type_registry.hpp"
+
+#include <caf/actor_system_config.hpp>
+#include <caf/message.hpp>
+
+#include "core/actors.hpp"
+#include "core/error.hpp"
+
+namespace loom {
+
+void register_loom_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<record_kind>("loom.record_kind");
+  cfg.add_message_type<record_write>("loom.record_write");
+  cfg.add_message_type<write_batch>("loom.write_batch");
+  cfg.add_message_type<stored_record>("loom.stored_record");
+  cfg.add_message_type<std::vector<stored_record>>("loom.stored_records");
+  cfg.add_error_category(error_category(), [](uint8_t code, caf::atom_value, const caf::message& ctx) {
+    return render_loom_error(code, ctx);
+  });
+}
+
+} // namespace loom

@@ -1,0 +1,193 @@
+#include "store/database.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include "core/error.hpp"
+#include "loom.pb.h"
+
+namespace loom {
+
+namespace {
+
+caf::error to_error(const rocksdb::Status& st, const std::string& path, std::string_view what) {
+  auto text = st.ToString();
+  if (st.IsIOError() && text.find("lock") != std::string::npos)
+    return make_error(errc::storage_locked,
+                      fmt::format("database {} is in use by another process ({})", path, text));
+  if (st.IsCorruption())
+    return make_error(errc::storage_corrupted,
+                      fmt::format("database {} is corrupted: {}", path, text));
+  return make_error(errc::storage_failure, fmt::format("{} {}: {}", what, path, text));
+}
+
+} // namespace
+
+database::~database() {
+  if (!db_)
+    return;
+  for (auto* h : all_handles_)
+    db_->DestroyColumnFamilyHandle(h);
+  db_->Close();
+}
+
+caf::expected<std::unique_ptr<database>> database::open(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec)
+    return make_error(errc::storage_failure,
+                      fmt::format("cannot create database directory {}: {}", path, ec.message()));
+  rocksdb::DBOptions opts;
+  opts.create_if_missing = true;
+  opts.create_missing_column_families = true;
+  opts.paranoid_checks = true;
+  opts.max_background_jobs = 2;
+
+  // RocksDB requires every existing column family to be opened, including ones a newer
+  // schema added: open them too, then let the schema check below refuse the database.
+  std::vector<std::string> names;
+  auto listed = rocksdb::DB::ListColumnFamilies(opts, path, &names);
+  if (!listed.ok() && listed.IsCorruption())
+    return to_error(listed, path, "cannot open");
+  for (auto kind : all_record_kinds) {
+    std::string name{column_family_name(kind)};
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      names.push_back(name);
+  }
+  if (std::find(names.begin(), names.end(), rocksdb::kDefaultColumnFamilyName) == names.end())
+    names.push_back(rocksdb::kDefaultColumnFamilyName);
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (auto& n : names)
+    descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions{});
+
+  std::unique_ptr<database> self{new database};
+  self->path_ = path;
+  rocksdb::DB* raw = nullptr;
+  auto st = rocksdb::DB::Open(opts, path, descriptors, &self->all_handles_, &raw);
+  if (!st.ok())
+    return to_error(st, path, "cannot open database");
+  self->db_.reset(raw);
+  for (size_t i = 0; i < names.size(); ++i)
+    for (size_t k = 0; k < std::size(all_record_kinds); ++k)
+      if (names[i] == column_family_name(all_record_kinds[k]))
+        self->handles_[k] = self->all_handles_[i];
+
+  // Schema check: a new database gets our version; an older one is readable as is.
+  auto meta = self->get(record_kind::meta, "store");
+  if (!meta)
+    return meta.error();
+  if (*meta) {
+    v1::StoreMeta stored;
+    if (!stored.ParseFromString(**meta))
+      return make_error(errc::storage_corrupted,
+                        fmt::format("database {} is corrupted: unreadable store metadata", path));
+    if (stored.schema_version() > schema_version)
+      return make_error(errc::schema_too_new,
+                        fmt::format("database {} was written with schema v{} by {}; this loom "
+                                    "reads schema v{} and older",
+                                    path, stored.schema_version(), stored.created_by(),
+                                    schema_version));
+  } else {
+    v1::StoreMeta fresh;
+    fresh.set_schema_version(schema_version);
+    fresh.set_created_by("loom " LOOM_VERSION);
+    write_batch init;
+    init.records.push_back({record_kind::meta, "store", fresh.SerializeAsString(), false});
+    if (auto res = self->write(init); !res)
+      return res.error();
+  }
+
+  std::unique_ptr<rocksdb::Iterator> it{
+    self->db_->NewIterator(rocksdb::ReadOptions{}, self->handle(record_kind::events))};
+  it->SeekToLast();
+  if (it->Valid())
+    self->last_event_seq_ = event_seq(std::string_view{it->key().data(), it->key().size()});
+  if (!it->status().ok())
+    return to_error(it->status(), path, "cannot read event log of");
+  return self;
+}
+
+rocksdb::ColumnFamilyHandle* database::handle(record_kind kind) const {
+  return handles_[static_cast<size_t>(kind)];
+}
+
+caf::expected<uint64_t> database::write(const write_batch& batch) {
+  rocksdb::WriteBatch wb;
+  for (auto& r : batch.records) {
+    if (r.kind == record_kind::events)
+      return make_error(errc::invalid_argument,
+                        "events are appended through write_batch::events, not as records");
+    auto st = r.erase ? wb.Delete(handle(r.kind), r.key) : wb.Put(handle(r.kind), r.key, r.value);
+    if (!st.ok())
+      return to_error(st, path_, "cannot stage write to");
+  }
+  auto seq = last_event_seq_;
+  for (auto& e : batch.events) {
+    auto st = wb.Put(handle(record_kind::events), event_key(++seq), e);
+    if (!st.ok())
+      return to_error(st, path_, "cannot stage event for");
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = batch.sync;
+  auto st = db_->Write(wo, &wb);
+  if (!st.ok())
+    return to_error(st, path_, "cannot write to");
+  last_event_seq_ = seq;
+  return seq;
+}
+
+caf::expected<std::optional<std::string>> database::get(record_kind kind, std::string_view key) {
+  std::string value;
+  auto st = db_->Get(rocksdb::ReadOptions{}, handle(kind), rocksdb::Slice{key.data(), key.size()},
+                     &value);
+  if (st.IsNotFound())
+    return std::optional<std::string>{};
+  if (!st.ok())
+    return to_error(st, path_, "cannot read from");
+  return std::optional<std::string>{std::move(value)};
+}
+
+caf::expected<std::vector<stored_record>> database::scan(record_kind kind,
+                                                         std::string_view prefix) {
+  std::vector<stored_record> out;
+  std::unique_ptr<rocksdb::Iterator> it{db_->NewIterator(rocksdb::ReadOptions{}, handle(kind))};
+  rocksdb::Slice p{prefix.data(), prefix.size()};
+  for (it->Seek(p); it->Valid() && it->key().starts_with(p); it->Next())
+    out.push_back({it->key().ToString(), it->value().ToString()});
+  if (!it->status().ok())
+    return to_error(it->status(), path_, "cannot scan");
+  return out;
+}
+
+caf::expected<std::vector<stored_record>> database::read_events(uint64_t from, size_t limit) {
+  std::vector<stored_record> out;
+  std::unique_ptr<rocksdb::Iterator> it{
+    db_->NewIterator(rocksdb::ReadOptions{}, handle(record_kind::events))};
+  for (it->Seek(event_key(from)); it->Valid() && out.size() < limit; it->Next())
+    out.push_back({it->key().ToString(), it->value().ToString()});
+  if (!it->status().ok())
+    return to_error(it->status(), path_, "cannot read events of");
+  return out;
+}
+
+uint64_t database::count(record_kind kind) {
+  uint64_t n = 0;
+  std::unique_ptr<rocksdb::Iterator> it{db_->NewIterator(rocksdb::ReadOptions{}, handle(kind))};
+  for (it->SeekToFirst(); it->Valid(); it->Next())
+    ++n;
+  return n;
+}
+
+caf::error database::flush() {
+  auto st = db_->FlushWAL(true);
+  if (!st.ok())
+    return to_error(st, path_, "cannot flush");
+  return caf::none;
+}
+
+} // namespace loom

@@ -1,0 +1,68 @@
+#pragma once
+// Loom's RocksDB database: one column family per record kind, WAL always on, atomic batches,
+// and fsync'd writes for decisions acknowledged to anyone. No actors here: the store actor owns
+// one instance; tests and benchmarks use it directly. Not thread-safe: one owner at a time.
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "store/records.hpp"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+} // namespace rocksdb
+
+namespace loom {
+
+class database {
+public:
+  ~database();
+  database(const database&) = delete;
+  database& operator=(const database&) = delete;
+
+  /// Opens or creates the database at `path`. Fails with storage_locked (another process has
+  /// it open), storage_corrupted, schema_too_new, or storage_failure, each naming the path.
+  static caf::expected<std::unique_ptr<database>> open(const std::string& path);
+
+  /// Applies the batch atomically. Returns the sequence number of the last event in the log
+  /// after the write (0 while the log is empty).
+  caf::expected<uint64_t> write(const write_batch& batch);
+
+  /// The value under `key`, or nothing if absent.
+  caf::expected<std::optional<std::string>> get(record_kind kind, std::string_view key);
+
+  /// All records of a kind whose key starts with `prefix`, in key order.
+  caf::expected<std::vector<stored_record>> scan(record_kind kind, std::string_view prefix);
+
+  /// Events with sequence >= `from`, at most `limit`, in log order.
+  caf::expected<std::vector<stored_record>> read_events(uint64_t from, size_t limit);
+
+  /// Number of records of a kind (walks the column family: for start-up and tests).
+  uint64_t count(record_kind kind);
+
+  uint64_t last_event_seq() const { return last_event_seq_; }
+  const std::string& path() const { return path_; }
+
+  /// Makes everything written so far durable (syncs the WAL), e.g. before shutdown.
+  caf::error flush();
+
+private:
+  database() = default;
+  rocksdb::ColumnFamilyHandle* handle(record_kind kind) const;
+
+  std::string path_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> all_handles_; // includes unknown families
+  std::array<rocksdb::ColumnFamilyHandle*, std::size(all_record_kinds)> handles_{};
+  uint64_t last_event_seq_ = 0;
+};
+
+} // namespace loom

@@ -1,0 +1,216 @@
+#include "tests/support/process.hpp"
+
+// Boost 1.74's Asio uses std::exchange without including <utility> (fixed in later Boost).
+#include <utility>
+
+#include <boost/asio.hpp>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace loom::test {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::string env_or_throw(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v)
+    throw std::runtime_error(std::string{name} + " is not set (run the tests via meson test)");
+  return v;
+}
+
+} // namespace
+
+child_process::child_process(const std::vector<std::string>& argv) {
+  int out_pipe[2];
+  int err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)
+    throw std::runtime_error("pipe failed");
+  pid_ = fork();
+  if (pid_ < 0)
+    throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    // The child must not inherit a blocked signal mask from the test runner.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    std::vector<char*> args;
+    for (auto& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  out_.fd = out_pipe[0];
+  err_.fd = err_pipe[0];
+}
+
+child_process::~child_process() {
+  if (!reaped_) {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, &status_, 0);
+  }
+  for (int fd : {out_.fd, err_.fd})
+    if (fd >= 0)
+      close(fd);
+}
+
+bool child_process::pump(stream& s, std::chrono::milliseconds limit) {
+  if (s.fd < 0)
+    return false;
+  pollfd p{s.fd, POLLIN, 0};
+  int ready = poll(&p, 1, static_cast<int>(limit.count()));
+  if (ready <= 0)
+    return ready == 0; // timeout: stream still open
+  char buf[4096];
+  auto n = read(s.fd, buf, sizeof buf);
+  if (n <= 0) {
+    close(s.fd);
+    s.fd = -1;
+    if (!s.buffer.empty()) {
+      s.lines.push_back(std::move(s.buffer));
+      s.buffer.clear();
+    }
+    return false;
+  }
+  s.buffer.append(buf, static_cast<size_t>(n));
+  size_t pos;
+  while ((pos = s.buffer.find('\n')) != std::string::npos) {
+    s.lines.push_back(s.buffer.substr(0, pos));
+    s.buffer.erase(0, pos + 1);
+  }
+  return true;
+}
+
+std::optional<std::string>
+child_process::read_until(bool from_stderr, const std::function<bool(const std::string&)>& pred,
+                          std::chrono::milliseconds limit) {
+  auto& s = from_stderr ? err_ : out_;
+  auto deadline = clock_type::now() + limit;
+  for (;;) {
+    while (s.consumed < s.lines.size()) {
+      auto& line = s.lines[s.consumed++];
+      if (pred(line))
+        return line;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+    if (left.count() <= 0 || !pump(s, left))
+      if (s.consumed >= s.lines.size())
+        return std::nullopt;
+  }
+}
+
+void child_process::drain(std::chrono::milliseconds limit) {
+  auto deadline = clock_type::now() + limit;
+  while ((out_.fd >= 0 || err_.fd >= 0) && clock_type::now() < deadline) {
+    pump(out_, std::chrono::milliseconds{10});
+    pump(err_, std::chrono::milliseconds{10});
+  }
+}
+
+void child_process::send_signal(int sig) {
+  ::kill(pid_, sig);
+}
+
+std::optional<int> child_process::wait(std::chrono::milliseconds limit) {
+  auto deadline = clock_type::now() + limit;
+  while (!reaped_) {
+    auto r = waitpid(pid_, &status_, WNOHANG);
+    if (r == pid_) {
+      reaped_ = true;
+      break;
+    }
+    if (clock_type::now() >= deadline)
+      return std::nullopt;
+    // Keep the pipes flowing so a chatty child never blocks on a full pipe.
+    pump(out_, std::chrono::milliseconds{5});
+    pump(err_, std::chrono::milliseconds{5});
+  }
+  if (WIFEXITED(status_))
+    return WEXITSTATUS(status_);
+  return 128 + WTERMSIG(status_);
+}
+
+std::string child_process::stderr_text() const {
+  std::string out;
+  for (auto& l : err_.lines)
+    out += l + "\n";
+  return out + err_.buffer;
+}
+
+run_result run(const std::vector<std::string>& argv, std::chrono::milliseconds limit) {
+  child_process p{argv};
+  p.drain(limit);
+  run_result r;
+  r.exit_code = p.wait(limit).value_or(-1);
+  for (auto& l : p.stdout_lines())
+    r.out += l + "\n";
+  r.err = p.stderr_text();
+  return r;
+}
+
+temp_dir::temp_dir() {
+  std::random_device rd;
+  auto base = std::filesystem::temp_directory_path();
+  for (;;) {
+    path_ = base / ("loom-test-" + std::to_string(rd()));
+    if (std::filesystem::create_directory(path_))
+      break;
+  }
+}
+
+temp_dir::~temp_dir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string loom_binary() {
+  return env_or_throw("LOOM_BIN");
+}
+
+std::string source_path(const std::string& relative) {
+  return env_or_throw("LOOM_SOURCE_ROOT") + "/" + relative;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out{path, std::ios::binary | std::ios::trunc};
+  out << text;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string http_get(int port, const std::string& path) {
+  namespace asio = boost::asio;
+  asio::io_context io;
+  asio::ip::tcp::socket sock{io};
+  sock.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
+  std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  asio::write(sock, asio::buffer(req));
+  std::string response;
+  boost::system::error_code ec;
+  asio::read(sock, asio::dynamic_buffer(response), ec);
+  return response;
+}
+
+} // namespace loom::test

@@ -1,0 +1,93 @@
+#pragma once
+// Real child processes for integration tests: spawn with captured stdout/stderr, read lines
+// with a deadline (a guard against hangs, not a timing assertion), signal, and reap.
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace loom::test {
+
+class child_process {
+public:
+  /// Starts argv[0] with the given arguments; stdout and stderr are captured.
+  explicit child_process(const std::vector<std::string>& argv);
+  ~child_process();
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  /// Reads stdout (or stderr) lines until one satisfies `pred`; returns it, or nothing at EOF
+  /// or after `limit`. Every line read is also kept in stdout_lines()/stderr_lines().
+  std::optional<std::string> read_until(bool from_stderr,
+                                        const std::function<bool(const std::string&)>& pred,
+                                        std::chrono::milliseconds limit);
+
+  /// Reads the rest of both streams until the process closes them.
+  void drain(std::chrono::milliseconds limit);
+
+  void send_signal(int sig);
+
+  /// Waits for exit; returns the exit code, or 128 + signal if killed, or nothing on timeout.
+  std::optional<int> wait(std::chrono::milliseconds limit);
+
+  const std::vector<std::string>& stdout_lines() const { return out_.lines; }
+  const std::vector<std::string>& stderr_lines() const { return err_.lines; }
+  std::string stderr_text() const;
+
+private:
+  struct stream {
+    int fd = -1;
+    std::string buffer;
+    std::vector<std::string> lines;
+    size_t consumed = 0; // lines already returned by read_until
+  };
+  bool pump(stream& s, std::chrono::milliseconds limit);
+
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int status_ = 0;
+  stream out_;
+  stream err_;
+};
+
+/// Runs a command to completion; returns exit code and captured output.
+struct run_result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+run_result run(const std::vector<std::string>& argv,
+               std::chrono::milliseconds limit = std::chrono::seconds{60});
+
+/// A fresh directory under the system temp dir, removed with its contents at scope exit.
+class temp_dir {
+public:
+  temp_dir();
+  ~temp_dir();
+  const std::filesystem::path& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+private:
+  std::filesystem::path path_;
+};
+
+/// Path of the built `loom` binary (from the LOOM_BIN environment variable set by meson).
+std::string loom_binary();
+
+/// Path of a file in the source tree (LOOM_SOURCE_ROOT set by meson).
+std::string source_path(const std::string& relative);
+
+void write_file(const std::string& path, const std::string& text);
+std::string read_file(const std::string& path);
+
+/// GET http://127.0.0.1:port/path; returns the whole response (status line, headers, body).
+std::string http_get(int port, const std::string& path);
+
+} // namespace loom::test

@@ -1,0 +1,278 @@
+#define BOOST_TEST_MODULE config
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+
+#include "core/config.hpp"
+#include "core/expand.hpp"
+#include "tests/support/process.hpp"
+
+using namespace loom;
+
+namespace {
+
+/// The embedded defaults with `from` replaced by `to` (which must occur exactly once).
+std::string mutate(const std::string& from, const std::string& to) {
+  std::string text{embedded_config_text()};
+  auto pos = text.find(from);
+  BOOST_REQUIRE_MESSAGE(pos != std::string::npos, "fixture text not found: " << from);
+  BOOST_REQUIRE_MESSAGE(text.find(from, pos + 1) == std::string::npos, "ambiguous: " << from);
+  return text.replace(pos, from.size(), to);
+}
+
+/// 1-based line of the first occurrence of `needle` in `text`.
+int line_of(const std::string& text, const std::string& needle) {
+  auto pos = text.find(needle);
+  BOOST_REQUIRE(pos != std::string::npos);
+  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n'));
+}
+
+/// Parses `text` and requires exactly one error, at `line`, for `key`, mentioning `message`.
+void expect_one_error(const std::string& text, int line, const std::string& key,
+                      const std::string& message) {
+  auto result = parse_config(text, "test.toml");
+  BOOST_REQUIRE(!result.value);
+  BOOST_REQUIRE_EQUAL(result.errors.size(), 1u);
+  auto& e = result.errors.front();
+  BOOST_TEST_INFO("error: " << e.to_string());
+  BOOST_CHECK_EQUAL(e.file, "test.toml");
+  BOOST_CHECK_EQUAL(e.line, line);
+  BOOST_CHECK_EQUAL(e.key, key);
+  BOOST_CHECK_MESSAGE(e.message.find(message) != std::string::npos,
+                      "'" << e.message << "' lacks '" << message << "'");
+  auto rendered = e.to_string();
+  BOOST_CHECK(rendered.rfind("test.toml:" + std::to_string(line) + ":", 0) == 0);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(valid)
+
+BOOST_AUTO_TEST_CASE(embedded_defaults_load) {
+  auto result = parse_config(embedded_config_text(), "<embedded>");
+  BOOST_REQUIRE_MESSAGE(result.value, (result.errors.empty() ? "" : result.errors[0].to_string()));
+  auto& c = *result.value;
+  BOOST_CHECK_EQUAL(c.cluster.rollout.size(), 2u);
+  BOOST_CHECK_EQUAL(c.cluster.rollout[1].id, "h20-1");
+  BOOST_CHECK_EQUAL(c.cluster.total_gpus(pool_kind::training), 16);
+  BOOST_CHECK(c.fabric.kind == fabric_kind::rfabric);
+  BOOST_CHECK_EQUAL(c.fabric.links.size(), 8u);
+  BOOST_CHECK_EQUAL(c.fabric.links[7].a.device, "tor-pod0-r1");
+  BOOST_CHECK_EQUAL(c.fabric.links[7].a.port, 12);
+  BOOST_CHECK_EQUAL(c.fabric.links[7].b.port, 8);
+  // Piezo (Polatis) reconfiguration delay from OrchestrRL Table 2 when none is configured.
+  BOOST_CHECK_EQUAL(c.fabric.ocs.at(0).reconfig_ms, 25.0);
+  BOOST_CHECK_EQUAL(c.policy.weave.tail_migration_threshold, 0.8);
+}
+
+BOOST_AUTO_TEST_CASE(weave_testbed_matches_the_paper) {
+  auto result = load_config_file(loom::test::source_path("conf/weave-testbed.toml"));
+  BOOST_REQUIRE_MESSAGE(result.value, (result.errors.empty() ? "" : result.errors[0].to_string()));
+  auto& cl = result.value->cluster;
+  // WEAVE §6: 328 H20 and 328 H800 GPUs, 20 Gbps between the clusters, H800 2.85x the H20.
+  BOOST_CHECK_EQUAL(cl.rollout.size(), 41u);
+  BOOST_CHECK_EQUAL(cl.training.size(), 41u);
+  BOOST_CHECK_EQUAL(cl.total_gpus(pool_kind::rollout), 328);
+  BOOST_CHECK_EQUAL(cl.total_gpus(pool_kind::training), 328);
+  BOOST_CHECK_EQUAL(cl.cross_link_gbps, 20.0);
+  BOOST_CHECK_EQUAL(cl.rollout.front().id, "r-h20-00");
+  BOOST_CHECK_EQUAL(cl.rollout.back().id, "r-h20-40");
+  auto ratio = cl.find_gpu("H800")->cost_per_gpu_hour / cl.find_gpu("H20")->cost_per_gpu_hour;
+  BOOST_CHECK_CLOSE(ratio, 2.85, 0.5); // the paper rounds 5.28 / 1.85 = 2.854
+}
+
+BOOST_AUTO_TEST_CASE(gpu_overrides_and_new_types) {
+  auto text = mutate("[cluster.gpus.H20]\ncost_per_gpu_hour = 1.85",
+                     "[cluster.gpus.H20]\ncost_per_gpu_hour = 2.5\n\n"
+                     "[cluster.gpus.B200]\nbf16_tflops = 2250\nhbm_gb = 192\nhbm_tbps = 8\n"
+                     "nvlink_gbps = 900\ncost_per_gpu_hour = 9");
+  auto result = parse_config(text, "test.toml");
+  BOOST_REQUIRE(result.value);
+  auto& cl = result.value->cluster;
+  BOOST_CHECK_EQUAL(cl.find_gpu("H20")->cost_per_gpu_hour, 2.5);
+  BOOST_CHECK_EQUAL(cl.find_gpu("H20")->hbm_gb, 96.0); // untouched field keeps the built-in
+  BOOST_CHECK_EQUAL(cl.find_gpu("B200")->hbm_gb, 192.0);
+  BOOST_CHECK_EQUAL(cl.cost_per_hour(pool_kind::rollout), 2 * 8 * 2.5);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(invalid)
+
+BOOST_AUTO_TEST_CASE(syntax_error_names_line) {
+  auto text = mutate("name = \"local\"", "name = \"local");
+  auto result = parse_config(text, "test.toml");
+  BOOST_REQUIRE(!result.value);
+  BOOST_REQUIRE_EQUAL(result.errors.size(), 1u);
+  BOOST_CHECK_EQUAL(result.errors[0].line, line_of(text, "name = \"local"));
+}
+
+BOOST_AUTO_TEST_CASE(unknown_key) {
+  auto text = mutate("sync_writes = true", "sync_writes = true\nsync_wrties = false");
+  expect_one_error(text, line_of(text, "sync_wrties"), "storage.sync_wrties", "unknown key");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_table) {
+  auto text = mutate("[policy.fabric]", "[policy.fabrik]");
+  expect_one_error(text, line_of(text, "[policy.fabrik]"), "policy.fabrik", "unknown key");
+}
+
+BOOST_AUTO_TEST_CASE(wrong_type) {
+  auto text = mutate("gpu = \"H800\"\ngpus = 8", "gpu = \"H800\"\ngpus = \"eight\"");
+  expect_one_error(text, line_of(text, "gpus = \"eight\""), "cluster.training[0].gpus",
+                   "expected an integer, got a string");
+}
+
+BOOST_AUTO_TEST_CASE(missing_required_key) {
+  auto text = mutate("path = \"var/loom\"                  # RocksDB directory, relative to "
+                     "the working directory\n",
+                     "");
+  expect_one_error(text, line_of(text, "[storage]"), "storage.path", "missing required key");
+}
+
+BOOST_AUTO_TEST_CASE(missing_required_table) {
+  auto text = mutate("[endpoints]\ngateway = \"tcp://127.0.0.1:5555\"", "gateway_x = 1\n[e]");
+  auto result = parse_config(text, "test.toml");
+  BOOST_REQUIRE(!result.value);
+  bool found = false;
+  for (auto& e : result.errors)
+    found |= e.key == "endpoints" && e.message == "missing required table";
+  BOOST_CHECK(found);
+}
+
+BOOST_AUTO_TEST_CASE(zero_gpus) {
+  auto text = mutate("gpu = \"H20\"\ngpus = 8", "gpu = \"H20\"\ngpus = 0");
+  expect_one_error(text, line_of(text, "gpus = 0"), "cluster.rollout[0].gpus",
+                   "must be at least 1, got 0");
+}
+
+BOOST_AUTO_TEST_CASE(negative_cost) {
+  auto text = mutate("cost_per_gpu_hour = 1.85", "cost_per_gpu_hour = -1.85");
+  expect_one_error(text, line_of(text, "cost_per_gpu_hour = -1.85"),
+                   "cluster.gpus.H20.cost_per_gpu_hour", "must not be negative, got -1.85");
+}
+
+BOOST_AUTO_TEST_CASE(duplicate_node_ids) {
+  auto text = mutate("# RFabric (OrchestrRL", "[[cluster.training]]\nid = \"h20-{1..3}\"\n"
+                     "gpu = \"H800\"\ngpus = 8\nhost_memory_gb = 1024\n\n# RFabric (OrchestrRL");
+  expect_one_error(text, line_of(text, "id = \"h20-{1..3}\""), "cluster.training[1].id",
+                   "duplicate node id 'h20-1' (first defined at line "
+                     + std::to_string(line_of(text, "id = \"h20-{0..1}\"")) + ")");
+}
+
+BOOST_AUTO_TEST_CASE(link_to_missing_port) {
+  auto text = mutate("to = \"agg-pod0:{5..8}\"", "to = \"agg-pod0:{30..33}\"");
+  expect_one_error(text, line_of(text, "agg-pod0:{30..33}"), "fabric.links[1].to",
+                   "port 33 does not exist on 'agg-pod0' (ports 1..32)");
+}
+
+BOOST_AUTO_TEST_CASE(link_port_used_twice) {
+  auto text = mutate("to = \"agg-pod0:{5..8}\"", "to = \"agg-pod0:{4..7}\"");
+  expect_one_error(text, line_of(text, "agg-pod0:{4..7}"), "fabric.links[1].to",
+                   "port 4 of 'agg-pod0' is already linked at line "
+                     + std::to_string(line_of(text, "agg-pod0:{1..4}")));
+}
+
+BOOST_AUTO_TEST_CASE(link_to_unknown_device) {
+  auto text = mutate("from = \"tor-pod0-r1:{9..12}\"", "from = \"tor-pod9-r1:{9..12}\"");
+  // One error per expanded link: four links name the missing ToR.
+  auto result = parse_config(text, "test.toml");
+  BOOST_REQUIRE(!result.value);
+  BOOST_REQUIRE_EQUAL(result.errors.size(), 4u);
+  for (auto& e : result.errors) {
+    BOOST_CHECK_EQUAL(e.key, "fabric.links[1].from");
+    BOOST_CHECK_EQUAL(e.message, "'tor-pod9-r1' names no ToR or OCS device");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(unknown_gpu_type) {
+  auto text = mutate("gpu = \"H800\"", "gpu = \"A100\"");
+  expect_one_error(text, line_of(text, "\"A100\""), "cluster.training[0].gpu",
+                   "unknown GPU type 'A100'");
+}
+
+BOOST_AUTO_TEST_CASE(bad_enum_value) {
+  auto text = mutate("tier = \"agg\" ", "tier = \"spine\" ");
+  expect_one_error(text, line_of(text, "\"spine\""), "fabric.ocs[0].tier",
+                   "'spine' is not one of: agg, core, regional, rail");
+}
+
+BOOST_AUTO_TEST_CASE(threshold_out_of_range) {
+  auto text = mutate("tail_migration_threshold = 0.8", "tail_migration_threshold = 1.2");
+  expect_one_error(text, line_of(text, "= 1.2"), "policy.weave.tail_migration_threshold",
+                   "must be in (0, 1], got 1.2");
+}
+
+BOOST_AUTO_TEST_CASE(server_outside_cluster) {
+  auto text = mutate("servers = [\"h20-{0..1}\", ", "servers = [\"h20-{0..2}\", ");
+  expect_one_error(text, line_of(text, "h20-{0..2}"), "fabric.pods[0].servers",
+                   "server 'h20-2' is not a node of the cluster");
+}
+
+BOOST_AUTO_TEST_CASE(bad_endpoint) {
+  auto text = mutate("metrics = \"127.0.0.1:9464\"", "metrics = \"127.0.0.1:99999\"");
+  expect_one_error(text, line_of(text, "99999"), "endpoints.metrics",
+                   "is not HOST:PORT with a port in 0..65535");
+}
+
+BOOST_AUTO_TEST_CASE(every_error_is_reported) {
+  auto text = mutate("gpu = \"H20\"\ngpus = 8", "gpu = \"H20\"\ngpus = 0");
+  text += "\n[surprise]\nx = 1\n";
+  auto result = parse_config(text, "test.toml");
+  BOOST_REQUIRE(!result.value);
+  BOOST_CHECK_EQUAL(result.errors.size(), 2u);
+}
+
+BOOST_AUTO_TEST_CASE(missing_file) {
+  auto result = load_config_file("/nonexistent/loom.toml");
+  BOOST_REQUIRE(!result.value);
+  BOOST_CHECK_EQUAL(result.errors.at(0).message, "cannot open file");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(ranges)
+
+BOOST_AUTO_TEST_CASE(expansion) {
+  auto plain = std::get<std::vector<std::string>>(expand_range("pod0"));
+  BOOST_CHECK_EQUAL(plain.size(), 1u);
+  auto r = std::get<std::vector<std::string>>(expand_range("n{8..11}x"));
+  BOOST_CHECK_EQUAL(r.size(), 4u);
+  BOOST_CHECK_EQUAL(r.front(), "n8x");
+  BOOST_CHECK_EQUAL(r.back(), "n11x");
+  auto padded = std::get<std::vector<std::string>>(expand_range("r{00..10}"));
+  BOOST_CHECK_EQUAL(padded.front(), "r00");
+  BOOST_CHECK_EQUAL(padded.back(), "r10");
+}
+
+BOOST_AUTO_TEST_CASE(malformed) {
+  for (auto bad : {"a{1..}", "a{3..1}", "a{1..2}{3..4}", "a{x..2}", "a}{", "a{1.2}"})
+    BOOST_CHECK_MESSAGE(std::holds_alternative<std::string>(expand_range(bad)), bad);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cli)
+
+BOOST_AUTO_TEST_CASE(check_config_accepts_examples) {
+  for (auto file : {"conf/loom.toml", "conf/weave-testbed.toml"}) {
+    auto r = loom::test::run({loom::test::loom_binary(), "check-config",
+                              loom::test::source_path(file)});
+    BOOST_CHECK_MESSAGE(r.exit_code == 0, file << ": " << r.err);
+    BOOST_CHECK(r.out.find(": ok: cluster") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(check_config_rejects_with_exit_2) {
+  loom::test::temp_dir dir;
+  auto text = mutate("gpu = \"H20\"\ngpus = 8", "gpu = \"H20\"\ngpus = 0");
+  auto path = dir / "broken.toml";
+  loom::test::write_file(path, text);
+  auto r = loom::test::run({loom::test::loom_binary(), "check-config", path});
+  BOOST_CHECK_EQUAL(r.exit_code, 2);
+  auto where = path + ":" + std::to_string(line_of(text, "gpus = 0")) + ":";
+  BOOST_CHECK_MESSAGE(r.err.find(where) != std::string::npos, r.err);
+  BOOST_CHECK(r.err.find("cluster.rollout[0].gpus") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

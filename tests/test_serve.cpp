@@ -1,0 +1,135 @@
+#define BOOST_TEST_MODULE serve
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <filesystem>
+#include <string>
+
+#include "core/config.hpp"
+#include "tests/support/process.hpp"
+
+using namespace std::chrono_literals;
+namespace lt = loom::test;
+
+namespace {
+
+// Guards against a hung child; not timing goals (shutdown time is measured in the closing note).
+constexpr auto start_limit = 60s;
+constexpr auto stop_limit = 30s;
+
+/// The embedded defaults, with a free metrics port and storage in `dir`.
+std::string test_config(const lt::temp_dir& dir) {
+  std::string text{loom::embedded_config_text()};
+  auto replace = [&](const std::string& from, const std::string& to) {
+    auto pos = text.find(from);
+    BOOST_REQUIRE(pos != std::string::npos);
+    text.replace(pos, from.size(), to);
+  };
+  replace("metrics = \"127.0.0.1:9464\"", "metrics = \"127.0.0.1:0\"");
+  replace("path = \"var/loom\"", "path = \"" + (dir / "db") + "\"");
+  auto path = dir / "loom.toml";
+  lt::write_file(path, text);
+  return path;
+}
+
+/// Starts `loom serve`, waits until it is ready and returns the metrics port.
+int await_ready(lt::child_process& serve) {
+  int port = -1;
+  auto ready = serve.read_until(
+    true,
+    [&](const std::string& line) {
+      auto pos = line.find("event=metrics_listening");
+      if (pos != std::string::npos)
+        port = std::stoi(line.substr(line.find("port=", pos) + 5));
+      return line.find("event=serve_ready") != std::string::npos;
+    },
+    start_limit);
+  BOOST_REQUIRE_MESSAGE(ready, "serve did not get ready:\n" << serve.stderr_text());
+  BOOST_REQUIRE_GT(port, 0);
+  return port;
+}
+
+void stop_and_expect_clean_exit(lt::child_process& serve, int sig) {
+  serve.send_signal(sig);
+  auto status = serve.wait(stop_limit);
+  BOOST_REQUIRE_MESSAGE(status, "serve did not stop");
+  BOOST_CHECK_EQUAL(*status, 0);
+  serve.drain(5s);
+  auto log = serve.stderr_text();
+  BOOST_CHECK(log.find("event=shutdown_requested") != std::string::npos);
+  BOOST_CHECK(log.find("event=store_closed") != std::string::npos);
+  BOOST_CHECK(log.find("event=serve_stopped exit_code=0") != std::string::npos);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(serves_metrics_and_stops_on_sigterm) {
+  lt::temp_dir dir;
+  auto conf = test_config(dir);
+  lt::child_process serve{{lt::loom_binary(), "serve", "-c", conf}};
+  int port = await_ready(serve);
+
+  auto response = lt::http_get(port, "/metrics");
+  BOOST_CHECK(response.rfind("HTTP/1.1 200", 0) == 0);
+  BOOST_CHECK(response.find("text/plain") != std::string::npos);
+  for (auto metric : {"loom_actors_up{actor=\"store\"} 1", "loom_config_generation 1",
+                      "loom_store_batches_total", "# TYPE process_cpu_seconds_total counter",
+                      "process_resident_memory_bytes", "process_open_fds"})
+    BOOST_CHECK_MESSAGE(response.find(metric) != std::string::npos, "missing " << metric);
+  BOOST_CHECK(std::filesystem::exists(dir / "db/CURRENT"));
+
+  stop_and_expect_clean_exit(serve, SIGTERM);
+}
+
+BOOST_AUTO_TEST_CASE(stops_on_sigint_and_reopens_its_storage) {
+  lt::temp_dir dir;
+  auto conf = test_config(dir);
+  for (int run = 0; run < 2; ++run) {
+    lt::child_process serve{{lt::loom_binary(), "serve", "-c", conf}};
+    await_ready(serve);
+    stop_and_expect_clean_exit(serve, SIGINT);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(second_instance_on_the_same_storage_is_refused) {
+  lt::temp_dir dir;
+  auto conf = test_config(dir);
+  lt::child_process first{{lt::loom_binary(), "serve", "-c", conf}};
+  await_ready(first);
+  auto second = lt::run({lt::loom_binary(), "serve", "-c", conf});
+  BOOST_CHECK_EQUAL(second.exit_code, 1);
+  BOOST_CHECK(second.err.find("in use by another process") != std::string::npos);
+  stop_and_expect_clean_exit(first, SIGTERM);
+}
+
+BOOST_AUTO_TEST_CASE(broken_config_exits_2_naming_file_line_and_key) {
+  lt::temp_dir dir;
+  std::string text{loom::embedded_config_text()};
+  auto pos = text.find("cross_link_gbps = 20.0");
+  BOOST_REQUIRE(pos != std::string::npos);
+  text.replace(pos, 22, "cross_link_gbps = \"fast\"");
+  int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n'));
+  auto path = dir / "broken.toml";
+  lt::write_file(path, text);
+  auto r = lt::run({lt::loom_binary(), "serve", "-c", path});
+  BOOST_CHECK_EQUAL(r.exit_code, 2);
+  BOOST_CHECK_MESSAGE(r.err.find(path + ":" + std::to_string(line) + ":") != std::string::npos,
+                      r.err);
+  BOOST_CHECK(r.err.find("cluster.cross_link_gbps: expected a number, got a string")
+              != std::string::npos);
+  BOOST_CHECK(!std::filesystem::exists(dir / "db"));
+}
+
+BOOST_AUTO_TEST_CASE(help_says_what_each_command_does) {
+  auto top = lt::run({lt::loom_binary(), "--help"});
+  BOOST_CHECK_EQUAL(top.exit_code, 0);
+  BOOST_CHECK(top.out.find("serve") != std::string::npos);
+  BOOST_CHECK(top.out.find("check-config") != std::string::npos);
+  auto serve = lt::run({lt::loom_binary(), "serve", "--help"});
+  BOOST_CHECK_EQUAL(serve.exit_code, 0);
+  BOOST_CHECK(serve.out.find("SIGINT/SIGTERM") != std::string::npos);
+  BOOST_CHECK(serve.out.find("--config") != std::string::npos);
+  auto check = lt::run({lt::loom_binary(), "check-config", "--help"});
+  BOOST_CHECK_EQUAL(check.exit_code, 0);
+  BOOST_CHECK(check.out.find("Validate") != std::string::npos);
+}

@@ -1,0 +1,250 @@
+#define BOOST_TEST_MODULE store
+#include <boost/test/unit_test.hpp>
+
+#include <caf/all.hpp>
+#include <csignal>
+#include <rocksdb/db.h>
+
+#include "core/error.hpp"
+#include "core/type_registry.hpp"
+#include "loom.pb.h"
+#include "store/database.hpp"
+#include "store/store_actor.hpp"
+#include "tests/support/process.hpp"
+
+using namespace loom;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::unique_ptr<database> open_ok(const std::string& path) {
+  auto db = database::open(path);
+  if (!db)
+    BOOST_FAIL(render(db.error()));
+  return std::move(*db);
+}
+
+std::string job_record(const std::string& id, uint32_t gpus) {
+  v1::Job job;
+  job.set_id(id);
+  job.set_rollout_gpus(gpus);
+  return job.SerializeAsString();
+}
+
+errc code_of(const caf::error& err) {
+  BOOST_REQUIRE(err.category() == error_category());
+  return static_cast<errc>(err.code());
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(database_core)
+
+BOOST_AUTO_TEST_CASE(records_and_events_survive_reopen) {
+  test::temp_dir dir;
+  auto path = dir / "db";
+  {
+    auto db = open_ok(path);
+    BOOST_CHECK_EQUAL(db->last_event_seq(), 0u);
+    write_batch b;
+    b.records.push_back({record_kind::jobs, "job-a", job_record("job-a", 8), false});
+    b.records.push_back({record_kind::jobs, "job-b", job_record("job-b", 16), false});
+    b.records.push_back({record_kind::groups, "g1", "group", false});
+    b.events = {"e1", "e2", "e3"};
+    auto seq = db->write(b);
+    BOOST_REQUIRE(seq);
+    BOOST_CHECK_EQUAL(*seq, 3u);
+    write_batch erase;
+    erase.records.push_back({record_kind::jobs, "job-a", "", true});
+    erase.events = {"e4"};
+    BOOST_CHECK_EQUAL(*db->write(erase), 4u);
+  }
+  auto db = open_ok(path);
+  BOOST_CHECK_EQUAL(db->last_event_seq(), 4u);
+  BOOST_CHECK(!*db->get(record_kind::jobs, "job-a"));
+  auto b = db->get(record_kind::jobs, "job-b");
+  BOOST_REQUIRE(b && *b);
+  v1::Job job;
+  BOOST_REQUIRE(job.ParseFromString(**b));
+  BOOST_CHECK_EQUAL(job.rollout_gpus(), 16u);
+  BOOST_CHECK_EQUAL(db->count(record_kind::jobs), 1u);
+  BOOST_CHECK_EQUAL(db->count(record_kind::groups), 1u);
+  auto events = db->read_events(2, 10);
+  BOOST_REQUIRE(events);
+  BOOST_REQUIRE_EQUAL(events->size(), 3u);
+  BOOST_CHECK_EQUAL((*events)[0].value, "e2");
+  BOOST_CHECK_EQUAL(event_seq((*events)[2].key), 4u);
+  // The next append continues the log after the reopen.
+  write_batch more;
+  more.events = {"e5"};
+  BOOST_CHECK_EQUAL(*db->write(more), 5u);
+}
+
+BOOST_AUTO_TEST_CASE(scan_by_prefix_in_key_order) {
+  test::temp_dir dir;
+  auto db = open_ok(dir / "db");
+  write_batch b;
+  for (auto key : {"p/job-2", "p/job-1", "q/job-3", "p/job-10"})
+    b.records.push_back({record_kind::placements, key, key, false});
+  BOOST_REQUIRE(db->write(b));
+  auto rows = db->scan(record_kind::placements, "p/");
+  BOOST_REQUIRE(rows);
+  BOOST_REQUIRE_EQUAL(rows->size(), 3u);
+  BOOST_CHECK_EQUAL((*rows)[0].key, "p/job-1");
+  BOOST_CHECK_EQUAL((*rows)[1].key, "p/job-10");
+  BOOST_CHECK_EQUAL((*rows)[2].key, "p/job-2");
+}
+
+BOOST_AUTO_TEST_CASE(batch_is_all_or_nothing) {
+  test::temp_dir dir;
+  auto db = open_ok(dir / "db");
+  write_batch b;
+  b.records.push_back({record_kind::jobs, "job-a", "x", false});
+  b.records.push_back({record_kind::events, "forged", "x", false}); // not allowed
+  b.events = {"e1"};
+  auto res = db->write(b);
+  BOOST_REQUIRE(!res);
+  BOOST_CHECK(code_of(res.error()) == errc::invalid_argument);
+  BOOST_CHECK(!*db->get(record_kind::jobs, "job-a"));
+  BOOST_CHECK_EQUAL(db->last_event_seq(), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(locked_database_is_refused) {
+  test::temp_dir dir;
+  auto first = open_ok(dir / "db");
+  auto second = database::open(dir / "db");
+  BOOST_REQUIRE(!second);
+  BOOST_CHECK(code_of(second.error()) == errc::storage_locked);
+  BOOST_CHECK(render(second.error()).find("in use by another process") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(corrupted_database_is_refused) {
+  test::temp_dir dir;
+  { open_ok(dir / "db"); }
+  test::write_file(dir / "db/CURRENT", "garbage");
+  auto db = database::open(dir / "db");
+  BOOST_REQUIRE(!db);
+  BOOST_CHECK(code_of(db.error()) == errc::storage_corrupted);
+  BOOST_CHECK(render(db.error()).find(dir / "db") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(newer_schema_is_refused) {
+  test::temp_dir dir;
+  { open_ok(dir / "db"); }
+  {
+    // Rewrite the metadata the way a future loom would, with plain RocksDB.
+    std::vector<std::string> names;
+    BOOST_REQUIRE(rocksdb::DB::ListColumnFamilies({}, dir / "db", &names).ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    for (auto& n : names)
+      cfs.emplace_back(n, rocksdb::ColumnFamilyOptions{});
+    cfs.emplace_back("future_records", rocksdb::ColumnFamilyOptions{});
+    rocksdb::DBOptions opts;
+    opts.create_missing_column_families = true;
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    BOOST_REQUIRE(rocksdb::DB::Open(opts, dir / "db", cfs, &handles, &raw).ok());
+    v1::StoreMeta meta;
+    meta.set_schema_version(schema_version + 1);
+    meta.set_created_by("loom 9.9.9");
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == "meta")
+        BOOST_REQUIRE(raw->Put({}, handles[i], "store", meta.SerializeAsString()).ok());
+    for (auto* h : handles)
+      raw->DestroyColumnFamilyHandle(h);
+    delete raw;
+  }
+  auto db = database::open(dir / "db");
+  BOOST_REQUIRE(!db);
+  BOOST_CHECK(code_of(db.error()) == errc::schema_too_new);
+  BOOST_CHECK(render(db.error()).find("loom 9.9.9") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(store_actor_messages)
+
+BOOST_AUTO_TEST_CASE(write_get_scan_flush) {
+  test::temp_dir dir;
+  caf::actor_system_config cfg;
+  register_loom_types(cfg);
+  caf::actor_system sys{cfg};
+  auto metrics = std::make_shared<service_metrics>();
+  auto st = sys.spawn(store, std::shared_ptr<database>{open_ok(dir / "db")}, metrics);
+  caf::scoped_actor self{sys};
+  write_batch b;
+  b.records.push_back({record_kind::jobs, "job-1", job_record("job-1", 4), false});
+  b.events = {"placed"};
+  self->request(st, caf::infinite, write_atom::value, b)
+    .receive([](uint64_t seq) { BOOST_CHECK_EQUAL(seq, 1u); },
+             [](caf::error& err) { BOOST_FAIL(render(err)); });
+  self->request(st, caf::infinite, get_atom::value, record_kind::jobs, std::string{"job-1"})
+    .receive([](std::string& value) { BOOST_CHECK_EQUAL(value, job_record("job-1", 4)); },
+             [](caf::error& err) { BOOST_FAIL(render(err)); });
+  self->request(st, caf::infinite, get_atom::value, record_kind::jobs, std::string{"job-2"})
+    .receive([](std::string&) { BOOST_FAIL("job-2 should not exist"); },
+             [](caf::error& err) { BOOST_CHECK(code_of(err) == errc::not_found); });
+  self->request(st, caf::infinite, scan_atom::value, record_kind::jobs, std::string{"job-"})
+    .receive([](std::vector<stored_record>& rows) { BOOST_CHECK_EQUAL(rows.size(), 1u); },
+             [](caf::error& err) { BOOST_FAIL(render(err)); });
+  self->request(st, caf::infinite, events_atom::value, uint64_t{1}, uint64_t{10})
+    .receive(
+      [](std::vector<stored_record>& rows) {
+        BOOST_REQUIRE_EQUAL(rows.size(), 1u);
+        BOOST_CHECK_EQUAL(rows[0].value, "placed");
+      },
+      [](caf::error& err) { BOOST_FAIL(render(err)); });
+  self->request(st, caf::infinite, flush_atom::value)
+    .receive([](ok_atom) {}, [](caf::error& err) { BOOST_FAIL(render(err)); });
+  BOOST_CHECK_EQUAL(metrics->store_batches().Value(), 1.0);
+  BOOST_CHECK_EQUAL(metrics->store_writes("jobs").Value(), 1.0);
+  BOOST_CHECK_EQUAL(metrics->actors_up("store").Value(), 1.0);
+  self->send_exit(st, caf::exit_reason::user_shutdown);
+  self->wait_for(st);
+  BOOST_CHECK_EQUAL(metrics->actors_up("store").Value(), 0.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(sigkill_loses_no_acknowledged_write) {
+  test::temp_dir dir;
+  auto path = dir / "db";
+  const char* helper = std::getenv("LOOM_STORE_WRITER");
+  BOOST_REQUIRE_MESSAGE(helper, "LOOM_STORE_WRITER not set");
+  uint64_t acked = 0;
+  bool any = false;
+  {
+    test::child_process child{{helper, path}};
+    // Let a few hundred synced writes be acknowledged, then kill without warning.
+    auto line = child.read_until(
+      false, [](const std::string& l) { return l == "ack 300"; }, 120s);
+    BOOST_REQUIRE_MESSAGE(line, "writer stopped early: " << child.stderr_text());
+    child.send_signal(SIGKILL);
+    auto status = child.wait(30s);
+    BOOST_REQUIRE(status);
+    BOOST_CHECK_EQUAL(*status, 128 + SIGKILL);
+    // Acks printed before the kill count too: drain what the pipe still holds.
+    child.drain(5s);
+    for (auto& l : child.stdout_lines()) {
+      if (l.rfind("ack ", 0) == 0) {
+        acked = std::stoull(l.substr(4));
+        any = true;
+      }
+    }
+  }
+  BOOST_REQUIRE(any);
+  BOOST_TEST_MESSAGE("writer acknowledged jobs 0.." << acked << " before SIGKILL");
+  auto db = open_ok(path);
+  for (uint64_t i = 0; i <= acked; ++i) {
+    auto id = "job-" + std::to_string(i);
+    auto value = db->get(record_kind::jobs, id);
+    BOOST_REQUIRE(value);
+    BOOST_REQUIRE_MESSAGE(*value, "acknowledged " << id << " was lost");
+    v1::Job job;
+    BOOST_REQUIRE(job.ParseFromString(**value));
+    BOOST_CHECK_EQUAL(job.id(), id);
+    BOOST_CHECK_EQUAL(job.rollout_gpus(), static_cast<uint32_t>(i % 64 + 1));
+  }
+  // One event per acknowledged job, in order.
+  BOOST_CHECK_GE(db->last_event_seq(), acked + 1);
+}
