@@ -9,6 +9,7 @@
 #include "app/logging.hpp"
 #include "app/serve.hpp"
 #include "core/config.hpp"
+#include "drivers/tl1_server.hpp"
 
 namespace {
 
@@ -62,7 +63,53 @@ int main(int argc, char** argv) {
                     "FILE:LINE:COL: KEY: MESSAGE and exits 2 if there is any.");
   check_cmd->add_option("file", check_path, "Config file; default: the embedded conf/loom.toml");
 
+  loom::ocs_emulator_options emu;
+  std::string emu_size = "32x32";
+  std::string emu_level = "info";
+  std::vector<uint32_t> emu_failed;
+  int64_t emu_delay_ms = 0;
+  auto* emu_cmd = app.add_subcommand(
+    "ocs-emu", "Run a TL1 optical circuit switch emulator (Polatis dialect) on TCP until\n"
+               "SIGINT/SIGTERM: inputs 1..N, outputs N+1..N+M, many concurrent sessions.\n"
+               "For tests and demos; third-party TL1 clients of this dialect can drive it.");
+  emu_cmd->add_option("--port", emu.port, "TCP port; 0 picks a free one (logged)")
+    ->capture_default_str();
+  emu_cmd->add_option("--bind", emu.bind, "Address to listen on")->capture_default_str();
+  emu_cmd->add_option("--size", emu_size, "Switch size NxM")->capture_default_str();
+  emu_cmd->add_option("--delay-ms", emu_delay_ms, "Switching time of each ENT/DLT-PATCH")
+    ->check(CLI::NonNegativeNumber)
+    ->capture_default_str();
+  emu_cmd->add_option("--user", emu.switch_options.user, "Login user")->capture_default_str();
+  emu_cmd->add_option("--password", emu.switch_options.password, "Login password")
+    ->capture_default_str();
+  emu_cmd->add_option("--fail-port", emu_failed, "Fault: a failed port (repeatable)");
+  emu_cmd->add_option("--drop-after", emu.drop_after,
+                      "Fault: after N changes, make the next one and drop its session unanswered");
+  emu_cmd->add_flag("--hang", emu.hang, "Fault: accept sessions and commands, never answer");
+  emu_cmd->add_option("--max-sessions", emu.max_sessions, "Concurrent sessions")
+    ->capture_default_str();
+  emu_cmd->add_option("--log-level", emu_level, "Log level")
+    ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+    ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
+
+  if (*emu_cmd) {
+    unsigned n = 0;
+    unsigned m = 0;
+    char x = 0;
+    if (std::sscanf(emu_size.c_str(), "%u%c%u", &n, &x, &m) != 3 || x != 'x' || n == 0 || m == 0
+        || n + m > 4096) {
+      std::fprintf(stderr, "--size: '%s' is not NxM with N, M >= 1 and N + M <= 4096\n",
+                   emu_size.c_str());
+      return exit_config_error;
+    }
+    emu.switch_options.size = {n, m};
+    emu.switch_options.failed_ports.insert(emu_failed.begin(), emu_failed.end());
+    emu.delay = std::chrono::milliseconds{emu_delay_ms};
+    loom::setup_logging(*parse_level(emu_level));
+    return loom::run_ocs_emulator(emu);
+  }
 
   if (*check_cmd) {
     auto result = load(check_path);

@@ -16,6 +16,12 @@ const char* to_string(errc x) {
     case errc::storage_corrupted: return "storage_corrupted";
     case errc::storage_locked: return "storage_locked";
     case errc::schema_too_new: return "schema_too_new";
+    case errc::driver_refused: return "driver_refused";
+    case errc::driver_denied: return "driver_denied";
+    case errc::driver_timeout: return "driver_timeout";
+    case errc::driver_unreachable: return "driver_unreachable";
+    case errc::driver_auth: return "driver_auth";
+    case errc::driver_protocol: return "driver_protocol";
   }
   return "unknown";
 }

@@ -18,6 +18,12 @@ enum class errc : uint8_t {
   storage_corrupted,  // the database failed a consistency check
   storage_locked,     // another process holds the database lock
   schema_too_new,     // the database was written by a newer schema than this binary knows
+  driver_refused,     // an OCS diff violates the cross-connect model; nothing was sent
+  driver_denied,      // the OCS device answered DENY
+  driver_timeout,     // the OCS device did not answer in time
+  driver_unreachable, // no connection to the OCS device
+  driver_auth,        // the OCS device refused the login
+  driver_protocol,    // the peer does not speak the expected protocol
 };
 
 const char* to_string(errc x);

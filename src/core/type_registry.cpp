@@ -14,6 +14,12 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<write_batch>("loom.write_batch");
   cfg.add_message_type<stored_record>("loom.stored_record");
   cfg.add_message_type<std::vector<stored_record>>("loom.stored_records");
+  cfg.add_message_type<cross_connect>("loom.cross_connect");
+  cfg.add_message_type<std::vector<cross_connect>>("loom.cross_connects");
+  cfg.add_message_type<xc_diff>("loom.xc_diff");
+  cfg.add_message_type<apply_report>("loom.apply_report");
+  cfg.add_message_type<driver_health>("loom.driver_health");
+  cfg.add_message_type<ocs_fault>("loom.ocs_fault");
   cfg.add_error_category(error_category(), [](uint8_t code, caf::atom_value, const caf::message& ctx) {
     return render_loom_error(code, ctx);
   });

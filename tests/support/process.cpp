@@ -1,9 +1,6 @@
 #include "tests/support/process.hpp"
 
-// Boost 1.74's Asio uses std::exchange without including <utility> (fixed in later Boost).
-#include <utility>
-
-#include <boost/asio.hpp>
+#include "drivers/asio.hpp"
 
 #include <cerrno>
 #include <csignal>

@@ -1,0 +1,166 @@
+#include "drivers/ocs_driver.hpp"
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/error.hpp"
+
+namespace loom {
+
+namespace {
+
+/// Records a failure in the health counters and passes the error on.
+caf::error failed(driver_health& health, caf::error err) {
+  ++health.failures;
+  health.last_error = render(err);
+  spdlog::warn("event=ocs_apply_failed device={} error=\"{}\"", health.device, health.last_error);
+  return err;
+}
+
+} // namespace
+
+emulated_ocs_actor::behavior_type
+emulated_ocs(emulated_ocs_actor::stateful_pointer<emulated_ocs_state> self,
+             emulated_ocs_config config) {
+  auto& st = self->state;
+  st.table.emplace(config.size, config.masked);
+  st.sampler.emplace(config.latency, config.seed);
+  st.fault_rng.seed(config.seed ^ 0x9e3779b97f4a7c15ULL);
+  st.health.device = config.device;
+  st.health.connected = true;
+  st.config = std::move(config);
+  return {
+    [self](apply_atom, const xc_diff& diff) -> caf::result<apply_report> {
+      auto& st = self->state;
+      if (auto v = st.table->check(diff))
+        return failed(st.health, make_error(errc::driver_refused, v->message));
+      std::set<uint32_t> failed_ports{st.faults.failed_ports.begin(), st.faults.failed_ports.end()};
+      for (auto* list : {&diff.removes, &diff.adds})
+        for (auto& x : *list)
+          for (auto port : {x.in, x.out})
+            if (failed_ports.count(port))
+              return failed(st.health, make_error(errc::driver_denied,
+                                                  fmt::format("SROF port {} failed", port)));
+      std::uniform_real_distribution<double> coin{0.0, 1.0};
+      auto draw = [&](uint32_t& counter, double probability) {
+        if (counter > 0) {
+          --counter;
+          return true;
+        }
+        return probability > 0 && coin(st.fault_rng) < probability;
+      };
+      if (draw(st.faults.refuse_next, st.faults.refuse_probability))
+        return failed(st.health,
+                      make_error(errc::driver_denied, "SROF device refused the command"));
+      auto id = st.next_id++;
+      auto& p = st.in_flight[id];
+      p.promise = self->make_response_promise<apply_report>();
+      if (draw(st.faults.timeout_next, st.faults.timeout_probability)) {
+        p.times_out = true;
+        self->delayed_send(self, st.config.command_timeout, commit_atom::value, id);
+        return p.promise;
+      }
+      // The mirrors move now; the device confirms once they have settled.
+      auto latency = st.sampler->sample();
+      st.table->apply(diff);
+      p.report.latency_ns = latency.count();
+      p.report.ready_ns = (latency + st.config.link_up_delay).count();
+      self->delayed_send(self, latency, commit_atom::value, id);
+      return p.promise;
+    },
+    [self](commit_atom, uint64_t id) {
+      auto& st = self->state;
+      auto it = st.in_flight.find(id);
+      if (it == st.in_flight.end())
+        return;
+      auto p = std::move(it->second);
+      st.in_flight.erase(it);
+      if (p.times_out) {
+        p.promise.deliver(failed(st.health, make_error(errc::driver_timeout,
+                                                       "device did not answer in time")));
+        return;
+      }
+      ++st.health.applies;
+      p.promise.deliver(p.report);
+    },
+    [self](get_atom) { return self->state.table->list(); },
+    [self](health_atom) {
+      auto h = self->state.health;
+      h.cross_connects = static_cast<uint32_t>(self->state.table->size());
+      return h;
+    },
+    [self](fault_atom, ocs_fault& faults) {
+      for (auto port : faults.failed_ports)
+        spdlog::info("event=ocs_fault_injected device={} port={}", self->state.health.device,
+                     port);
+      self->state.faults = std::move(faults);
+      return ok_atom::value;
+    },
+  };
+}
+
+namespace {
+
+/// Reads size and cross-connects from the device when the cached view is missing or stale.
+caf::error refresh(tl1_ocs_state& st) {
+  if (st.table)
+    return caf::none;
+  auto size = st.client->size();
+  if (!size)
+    return size.error();
+  auto xcs = st.client->list();
+  if (!xcs)
+    return xcs.error();
+  st.table.emplace(*size, st.masked);
+  st.table->assign(*xcs);
+  return caf::none;
+}
+
+} // namespace
+
+ocs_driver_actor::behavior_type tl1_ocs_driver(ocs_driver_actor::stateful_pointer<tl1_ocs_state> self,
+                                               tl1_ocs_config config) {
+  auto& st = self->state;
+  st.client = std::make_unique<tl1_client>(config.endpoint, config.options);
+  st.masked = std::move(config.masked);
+  st.health.device = config.device;
+  return {
+    [self](apply_atom, const xc_diff& diff) -> caf::result<apply_report> {
+      auto& st = self->state;
+      if (auto err = refresh(st))
+        return failed(st.health, std::move(err));
+      if (auto v = st.table->check(diff))
+        return failed(st.health, make_error(errc::driver_refused, v->message));
+      auto start = self->clock().now();
+      auto attempts = st.client->apply(diff);
+      auto latency = self->clock().now() - start;
+      if (!attempts) {
+        st.table.reset(); // what the device did is unknown: read it back next time
+        return failed(st.health, std::move(attempts.error()));
+      }
+      st.table->apply(diff);
+      ++st.health.applies;
+      apply_report report;
+      report.latency_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(latency).count();
+      report.ready_ns = report.latency_ns;
+      report.attempts = *attempts;
+      return report;
+    },
+    [self](get_atom) -> caf::result<std::vector<cross_connect>> {
+      auto& st = self->state;
+      st.table.reset();
+      if (auto err = refresh(st))
+        return failed(st.health, std::move(err));
+      return st.table->list();
+    },
+    [self](health_atom) {
+      auto h = self->state.health;
+      h.connected = self->state.client->connected();
+      h.cross_connects = self->state.table ? static_cast<uint32_t>(self->state.table->size()) : 0;
+      return h;
+    },
+  };
+}
+
+} // namespace loom

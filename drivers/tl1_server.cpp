@@ -1,0 +1,216 @@
+#include "drivers/tl1_server.hpp"
+
+#include <ctime>
+#include <deque>
+#include <memory>
+
+#include <spdlog/spdlog.h>
+
+#include "drivers/asio.hpp"
+
+namespace loom {
+
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+struct emulator_state {
+  ocs_emulator_options options;
+  tl1_switch sw;
+  size_t sessions = 0;
+  uint64_t changes = 0;
+  bool dropped = false;
+
+  explicit emulator_state(const ocs_emulator_options& o) : options(o), sw(o.switch_options) {}
+};
+
+std::pair<std::string, std::string> wall_date_time() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char date[16];
+  char time[16];
+  std::strftime(date, sizeof date, "%y-%m-%d", &tm);
+  std::strftime(time, sizeof time, "%H:%M:%S", &tm);
+  return {date, time};
+}
+
+class session : public std::enable_shared_from_this<session> {
+public:
+  session(tcp::socket socket, emulator_state& state, uint64_t id)
+    : socket_(std::move(socket)),
+      timer_(socket_.get_executor()),
+      state_(state),
+      splitter_(state.options.max_command_bytes),
+      id_(id) {
+    ++state_.sessions;
+  }
+
+  ~session() {
+    --state_.sessions;
+    spdlog::info("event=ocs_emu_session_closed session={} sessions={}", id_, state_.sessions);
+  }
+
+  void start() { read(); }
+
+private:
+  void read() {
+    socket_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](auto ec, size_t n) {
+      if (ec)
+        return self->close();
+      std::vector<tl1::command_splitter::item> items;
+      self->splitter_.feed(std::string_view{self->buf_.data(), n}, items);
+      if (!self->state_.options.hang)
+        for (auto& it : items)
+          self->pending_.push_back(std::move(it));
+      if (!self->busy_)
+        self->process();
+      // Bounded: a client that pipelines without reading replies is paced by TCP, not memory.
+      if (self->pending_.size() < 1024)
+        self->read();
+      else
+        self->read_paused_ = true;
+    });
+  }
+
+  void process() {
+    if (closed_)
+      return;
+    if (pending_.empty()) {
+      busy_ = false;
+      if (read_paused_) {
+        read_paused_ = false;
+        read();
+      }
+      return;
+    }
+    busy_ = true;
+    auto item = std::move(pending_.front());
+    pending_.pop_front();
+    if (item.overflow)
+      return reply({"0", false, {}, std::string{tl1::code::invalid_syntax}, "command too long"});
+    auto cmd = tl1::parse_command(item.text);
+    if (!cmd)
+      return reply({"0", false, {}, std::string{tl1::code::invalid_syntax},
+                    "expected VERB:TID:AID:CTAG"});
+    bool change = tl1_switch::mutates(*cmd);
+    if (change && state_.options.delay.count() > 0) {
+      timer_.expires_after(state_.options.delay);
+      timer_.async_wait([self = shared_from_this(), c = std::move(*cmd)](auto ec) mutable {
+        if (!ec)
+          self->run(c, true);
+      });
+      return;
+    }
+    run(*cmd, change);
+  }
+
+  void run(const tl1::command& cmd, bool change) {
+    auto r = state_.sw.execute(tl1_state_, cmd);
+    if (change && r.completed && state_.options.drop_after > 0 && !state_.dropped
+        && ++state_.changes > state_.options.drop_after) {
+      // The change is made but its answer is lost, the worst case for a client's retry.
+      state_.dropped = true;
+      spdlog::warn("event=ocs_emu_fault fault=drop session={} ctag={}", id_, cmd.ctag);
+      return close();
+    }
+    reply(r);
+  }
+
+  void reply(const tl1::reply& r) {
+    auto [date, time] = wall_date_time();
+    auto text = std::make_shared<std::string>(
+      tl1::format_reply(state_.options.switch_options.sid, date, time, r));
+    asio::async_write(socket_, asio::buffer(*text),
+                      [self = shared_from_this(), text](auto ec, size_t) {
+                        if (ec)
+                          return self->close();
+                        self->process();
+                      });
+  }
+
+  void close() {
+    if (closed_)
+      return;
+    closed_ = true;
+    boost::system::error_code ignored;
+    timer_.cancel();
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
+
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  emulator_state& state_;
+  tl1::command_splitter splitter_;
+  tl1_session tl1_state_;
+  std::array<char, 4096> buf_{};
+  std::deque<tl1::command_splitter::item> pending_;
+  uint64_t id_;
+  bool busy_ = false;
+  bool read_paused_ = false;
+  bool closed_ = false;
+};
+
+void accept(tcp::acceptor& acceptor, emulator_state& state, uint64_t& next_id) {
+  acceptor.async_accept([&](auto ec, tcp::socket socket) {
+    if (ec)
+      return;
+    auto id = next_id++;
+    if (state.sessions >= state.options.max_sessions) {
+      spdlog::warn("event=ocs_emu_session_refused reason=max_sessions sessions={}",
+                   state.sessions);
+      boost::system::error_code ignored;
+      socket.close(ignored);
+    } else {
+      socket.set_option(tcp::no_delay(true));
+      spdlog::info("event=ocs_emu_session_opened session={} sessions={}", id,
+                   state.sessions + 1);
+      std::make_shared<session>(std::move(socket), state, id)->start();
+    }
+    accept(acceptor, state, next_id);
+  });
+}
+
+} // namespace
+
+int run_ocs_emulator(const ocs_emulator_options& options) {
+  asio::io_context io{1};
+  emulator_state state{options};
+  tcp::acceptor acceptor{io};
+  boost::system::error_code ec;
+  tcp::endpoint ep{asio::ip::make_address(options.bind, ec), options.port};
+  if (ec) {
+    spdlog::error("event=ocs_emu_failed error=\"invalid bind address {}\"", options.bind);
+    return 2;
+  }
+  acceptor.open(ep.protocol(), ec);
+  if (!ec)
+    acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec)
+    acceptor.bind(ep, ec);
+  if (!ec)
+    acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    spdlog::error("event=ocs_emu_failed address={}:{} error=\"{}\"", options.bind, options.port,
+                  ec.message());
+    return 1;
+  }
+  asio::signal_set signals{io, SIGINT, SIGTERM};
+  signals.async_wait([&](auto, int sig) {
+    spdlog::info("event=ocs_emu_stopping signal={}", sig);
+    io.stop();
+  });
+  uint64_t next_id = 1;
+  accept(acceptor, state, next_id);
+  spdlog::info("event=ocs_emu_listening address={} port={} size={}x{} delay_ms={} drop_after={} "
+               "hang={}",
+               options.bind, acceptor.local_endpoint().port(),
+               options.switch_options.size.inputs, options.switch_options.size.outputs,
+               options.delay.count(), options.drop_after, options.hang);
+  io.run();
+  return 0;
+}
+
+} // namespace loom

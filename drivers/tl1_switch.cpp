@@ -1,0 +1,169 @@
+#include "drivers/tl1_switch.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace loom {
+
+namespace {
+
+tl1::reply completed(const tl1::command& cmd, std::vector<std::string> data = {}) {
+  return tl1::reply{cmd.ctag, true, std::move(data), {}, {}};
+}
+
+tl1::reply denied(const std::string& ctag, std::string_view code, std::string reason) {
+  return tl1::reply{ctag, false, {}, std::string{code}, std::move(reason)};
+}
+
+std::string_view deny_code(xc_violation::kind k) {
+  switch (k) {
+    case xc_violation::kind::invalid_port: return tl1::code::invalid_port;
+    case xc_violation::kind::masked_port: return tl1::code::operation_failed;
+    case xc_violation::kind::duplicate_port: return tl1::code::invalid_port;
+    case xc_violation::kind::port_in_use: return tl1::code::port_in_use;
+    case xc_violation::kind::no_such_cross_connect: return tl1::code::not_connected;
+  }
+  return tl1::code::operation_failed;
+}
+
+} // namespace
+
+tl1_switch::tl1_switch(tl1_switch_options options)
+  : options_(std::move(options)), table_(options_.size, options_.failed_ports) {}
+
+bool tl1_switch::mutates(const tl1::command& cmd) {
+  return cmd.verb == "ENT-PATCH" || cmd.verb == "DLT-PATCH";
+}
+
+tl1::reply tl1_switch::execute(tl1_session& session, const tl1::command& cmd) {
+  if (!tl1::valid_ctag(cmd.ctag))
+    return denied("0", tl1::code::invalid_ctag, fmt::format("invalid ctag '{}'", cmd.ctag));
+  if (cmd.verb == "ACT-USER") {
+    auto password = cmd.rest.size() >= 2 ? cmd.rest[1] : std::string{};
+    if (cmd.aid != options_.user || password != options_.password)
+      return denied(cmd.ctag, tl1::code::bad_login, "invalid user or password");
+    session.logged_in = true;
+    session.user = cmd.aid;
+    return completed(cmd);
+  }
+  if (!session.logged_in)
+    return denied(cmd.ctag, tl1::code::login_required, "not logged in");
+  if (cmd.verb == "CANC-USER") {
+    session = {};
+    return completed(cmd);
+  }
+  if (cmd.verb == "ENT-PATCH")
+    return ent_patch(cmd);
+  if (cmd.verb == "DLT-PATCH")
+    return dlt_patch(cmd);
+  if (cmd.verb == "RTRV-PATCH")
+    return rtrv_patch(cmd);
+  if (cmd.verb == "RTRV-PORT-POWER")
+    return rtrv_port_power(cmd);
+  if (cmd.verb == "RTRV-NETYPE")
+    return completed(cmd, {fmt::format("LOOM,OCS-EMU-{}x{},OCS,{}", options_.size.inputs,
+                                       options_.size.outputs, LOOM_VERSION)});
+  if (cmd.verb == "RTRV-EQPT") {
+    bool size = cmd.aid == "SYSTEM"
+                && std::find(cmd.rest.begin(), cmd.rest.end(), "PARAMETER=SIZE") != cmd.rest.end();
+    if (!size)
+      return denied(cmd.ctag, tl1::code::invalid_syntax, "only SYSTEM PARAMETER=SIZE is supported");
+    return completed(cmd, {fmt::format("SYSTEM:SIZE={}x{}", options_.size.inputs,
+                                       options_.size.outputs)});
+  }
+  return denied(cmd.ctag, tl1::code::invalid_command, fmt::format("unknown command {}", cmd.verb));
+}
+
+tl1::reply tl1_switch::ent_patch(const tl1::command& cmd) {
+  // <ins>,<outs>: single ports or equally long lists, paired in order.
+  auto comma = cmd.aid.find(',');
+  if (comma == std::string::npos)
+    return denied(cmd.ctag, tl1::code::invalid_syntax, "expected <in>,<out>");
+  auto ins = tl1::parse_ports(std::string_view{cmd.aid}.substr(0, comma));
+  auto outs = tl1::parse_ports(std::string_view{cmd.aid}.substr(comma + 1));
+  if (auto* e = std::get_if<std::string>(&ins))
+    return denied(cmd.ctag, tl1::code::invalid_port, *e);
+  if (auto* e = std::get_if<std::string>(&outs))
+    return denied(cmd.ctag, tl1::code::invalid_port, *e);
+  auto& in = std::get<std::vector<uint32_t>>(ins);
+  auto& out = std::get<std::vector<uint32_t>>(outs);
+  if (in.size() != out.size())
+    return denied(cmd.ctag, tl1::code::invalid_syntax, "input and output lists differ in length");
+  xc_diff diff;
+  for (size_t i = 0; i < in.size(); ++i)
+    diff.adds.push_back({in[i], out[i]});
+  if (auto v = table_.check(diff))
+    return denied(cmd.ctag, deny_code(v->what), v->message);
+  table_.apply(diff);
+  return completed(cmd);
+}
+
+tl1::reply tl1_switch::dlt_patch(const tl1::command& cmd) {
+  xc_diff diff;
+  if (cmd.aid == "ALL") {
+    diff.removes = table_.list();
+  } else {
+    auto ports = tl1::parse_ports(cmd.aid);
+    if (auto* e = std::get_if<std::string>(&ports))
+      return denied(cmd.ctag, tl1::code::invalid_port, *e);
+    std::set<uint32_t> seen;
+    for (auto p : std::get<std::vector<uint32_t>>(ports)) {
+      std::optional<cross_connect> xc;
+      if (table_.is_input(p)) {
+        if (auto o = table_.output_of(p))
+          xc = cross_connect{p, *o};
+      } else if (table_.is_output(p)) {
+        if (auto i = table_.input_of(p))
+          xc = cross_connect{*i, p};
+      } else {
+        return denied(cmd.ctag, tl1::code::invalid_port, fmt::format("port {} does not exist", p));
+      }
+      if (!xc)
+        return denied(cmd.ctag, tl1::code::not_connected,
+                      fmt::format("port {} has no cross-connect", p));
+      if (seen.insert(xc->in).second)
+        diff.removes.push_back(*xc);
+    }
+  }
+  table_.apply(diff);
+  return completed(cmd);
+}
+
+tl1::reply tl1_switch::rtrv_patch(const tl1::command& cmd) {
+  std::vector<std::string> data;
+  if (cmd.aid.empty() || cmd.aid == "ALL") {
+    for (auto& x : table_.list())
+      data.push_back(fmt::format("{},{}", x.in, x.out));
+    return completed(cmd, std::move(data));
+  }
+  auto ports = tl1::parse_ports(cmd.aid);
+  if (auto* e = std::get_if<std::string>(&ports))
+    return denied(cmd.ctag, tl1::code::invalid_port, *e);
+  for (auto p : std::get<std::vector<uint32_t>>(ports)) {
+    if (auto o = table_.output_of(p))
+      data.push_back(fmt::format("{},{}", p, *o));
+    else if (auto i = table_.input_of(p))
+      data.push_back(fmt::format("{},{}", *i, p));
+  }
+  return completed(cmd, std::move(data));
+}
+
+tl1::reply tl1_switch::rtrv_port_power(const tl1::command& cmd) {
+  auto ports = tl1::parse_ports(cmd.aid);
+  if (auto* e = std::get_if<std::string>(&ports))
+    return denied(cmd.ctag, tl1::code::invalid_port, *e);
+  std::vector<std::string> data;
+  for (auto p : std::get<std::vector<uint32_t>>(ports)) {
+    if (!table_.is_input(p) && !table_.is_output(p))
+      return denied(cmd.ctag, tl1::code::invalid_port, fmt::format("port {} does not exist", p));
+    // A lit, patched port reads a few dB of insertion loss; a dark one the detector floor.
+    bool lit = table_.output_of(p) || table_.input_of(p);
+    bool failed = options_.failed_ports.count(p) > 0;
+    double dbm = failed || !lit ? -60.0 : -1.5 - 0.01 * (p % 100);
+    data.push_back(fmt::format("{}:{:.2f}", p, dbm));
+  }
+  return completed(cmd, std::move(data));
+}
+
+} // namespace loom

@@ -1,0 +1,48 @@
+#pragma once
+// The switch behind `loom ocs-emu`: executes TL1 commands against an N x M cross-connect table
+// (pure: the server does the I/O). One instance is shared by every session, like a real switch.
+
+#include <set>
+#include <string>
+
+#include "drivers/tl1_codec.hpp"
+#include "drivers/xc_table.hpp"
+
+namespace loom {
+
+struct tl1_switch_options {
+  switch_size size{16, 16};
+  std::string user = "admin";
+  std::string password = "root";
+  std::string sid = "LOOM-OCS";
+  std::set<uint32_t> failed_ports; // ENT-PATCH on them is denied with SROF
+};
+
+struct tl1_session {
+  bool logged_in = false;
+  std::string user;
+};
+
+class tl1_switch {
+public:
+  explicit tl1_switch(tl1_switch_options options);
+
+  tl1::reply execute(tl1_session& session, const tl1::command& cmd);
+
+  /// Commands that change cross-connects (delayed and counted by the emulator).
+  static bool mutates(const tl1::command& cmd);
+
+  const xc_table& table() const { return table_; }
+  const tl1_switch_options& options() const { return options_; }
+
+private:
+  tl1::reply ent_patch(const tl1::command& cmd);
+  tl1::reply dlt_patch(const tl1::command& cmd);
+  tl1::reply rtrv_patch(const tl1::command& cmd);
+  tl1::reply rtrv_port_power(const tl1::command& cmd);
+
+  tl1_switch_options options_;
+  xc_table table_;
+};
+
+} // namespace loom
