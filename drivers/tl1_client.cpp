@@ -1,6 +1,8 @@
 #include "drivers/tl1_client.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <map>
 #include <set>
 #include <thread>
@@ -272,31 +274,29 @@ caf::expected<switch_size> tl1_client::size() {
 caf::expected<uint32_t> tl1_client::apply(const xc_diff& diff) {
   return impl_->with_retries<uint32_t>(
     [&](int attempt) -> caf::expected<uint32_t> {
-      xc_diff todo = diff;
-      if (attempt > 1) {
-        // A previous attempt may have been cut off after the switch acted: resume from what
-        // the switch reports, so nothing is removed or added twice.
+      // A previous attempt may have been cut off after the switch acted: resume from what the
+      // switch reports, so nothing is removed or added twice.
+      xc_diff remaining;
+      if (attempt == 1) {
+        remaining = diff;
+      } else {
         auto current = impl_->list_once();
         if (!current)
           return current.error();
         std::set<cross_connect> now{current->begin(), current->end()};
-        todo.removes.clear();
-        todo.adds.clear();
-        for (auto& x : diff.removes)
-          if (now.count(x))
-            todo.removes.push_back(x);
-        for (auto& x : diff.adds)
-          if (!now.count(x))
-            todo.adds.push_back(x);
+        std::copy_if(diff.removes.begin(), diff.removes.end(),
+                     std::back_inserter(remaining.removes), [&](auto& x) { return now.count(x); });
+        std::copy_if(diff.adds.begin(), diff.adds.end(), std::back_inserter(remaining.adds),
+                     [&](auto& x) { return !now.count(x); });
       }
       std::vector<request> reqs;
-      if (!todo.removes.empty()) {
+      if (!remaining.removes.empty()) {
         std::vector<uint32_t> inputs;
-        for (auto& x : todo.removes)
+        for (auto& x : remaining.removes)
           inputs.push_back(x.in);
         reqs.push_back({"DLT-PATCH::" + tl1::format_ports(std::move(inputs)), ""});
       }
-      for (auto& x : todo.adds)
+      for (auto& x : remaining.adds)
         reqs.push_back({fmt::format("ENT-PATCH::{},{}", x.in, x.out), ""});
       auto replies = impl_->execute(reqs);
       if (!replies)
