@@ -1,0 +1,122 @@
+#define BOOST_TEST_MODULE engine_model
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "core/gpu.hpp"
+#include "generation/batch_sim.hpp"
+#include "generation/engine_model.hpp"
+
+using namespace loom;
+
+namespace {
+
+engine_model qwen14b_on_h800() {
+  return engine_model{*find_model("Qwen2.5-14B"), *find_builtin_gpu("H800")};
+}
+
+/// One GRPO generation step of OrchestrRL §2.1: 512 math prompts, heavy-tailed responses
+/// (most under 7.5K tokens, capped at 15K), from a seeded generator.
+struct step_workload {
+  std::vector<int64_t> prompt;
+  std::vector<int64_t> response;
+};
+
+step_workload make_step(uint64_t seed) {
+  std::mt19937_64 rng{seed};
+  std::lognormal_distribution<double> response{std::log(2500.0), 0.8};
+  std::uniform_int_distribution<int64_t> prompt{150, 600};
+  step_workload w;
+  for (int i = 0; i < 512; ++i) {
+    w.prompt.push_back(prompt(rng));
+    w.response.push_back(std::clamp<int64_t>(static_cast<int64_t>(response(rng)), 16, 15000));
+  }
+  return w;
+}
+
+/// The step's early phase: from its start (every request waits for prefill) until each
+/// request has generated `window` tokens or finished. All 512 requests are in flight.
+std::vector<sim_request> early_phase(const step_workload& w, int64_t window) {
+  std::vector<sim_request> out;
+  for (size_t i = 0; i < w.prompt.size(); ++i)
+    out.push_back({w.prompt[i], std::min(w.response[i], window), false});
+  return out;
+}
+
+/// The step once every request has generated `progress` tokens: only the long tail remains,
+/// its KV cache in place.
+std::vector<sim_request> tail_phase(const step_workload& w, int64_t progress) {
+  std::vector<sim_request> out;
+  for (size_t i = 0; i < w.prompt.size(); ++i)
+    if (w.response[i] > progress)
+      out.push_back({w.prompt[i] + progress, w.response[i] - progress, true});
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(roofline_terms_behave) {
+  auto e = qwen14b_on_h800();
+  // Qwen2.5-14B: 48 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 196,608 bytes per token.
+  BOOST_CHECK_EQUAL(e.model().kv_bytes_per_token(), 196608.0);
+  BOOST_CHECK_EQUAL(e.allreduce_s(1, 1e6), 0.0);
+  BOOST_CHECK_GT(e.kv_capacity_tokens(8), 3 * e.kv_capacity_tokens(2));
+  BOOST_CHECK_EQUAL(e.kv_capacity_tokens(1) > 0, true);
+  auto big = engine_model{*find_model("Qwen2.5-72B"), *find_builtin_gpu("H800")};
+  BOOST_CHECK_EQUAL(big.kv_capacity_tokens(1), 0); // 145 GB of weights on one 80 GB GPU
+  // More context, more batch: never faster.
+  BOOST_CHECK_LT(e.decode_step_s(2, 64, 1e5), e.decode_step_s(2, 64, 1e6));
+  BOOST_CHECK_LT(e.decode_step_s(2, 64, 1e5), e.decode_step_s(2, 128, 1e5));
+  // A lone request: TP splits the weight reads, so a wider instance decodes it faster.
+  BOOST_CHECK_LT(e.decode_step_s(8, 1, 4000), e.decode_step_s(2, 1, 4000));
+}
+
+BOOST_AUTO_TEST_CASE(kv_pressure_preempts_and_recomputes) {
+  auto e = qwen14b_on_h800();
+  auto capacity = e.kv_capacity_tokens(1);
+  // Ten requests whose final sequences cannot all fit at once.
+  std::vector<sim_request> reqs(10, sim_request{1000, capacity / 5, false});
+  auto r = simulate_instance(e, 1, reqs);
+  BOOST_CHECK(r.feasible);
+  BOOST_CHECK_GT(r.preemptions, 0);
+  auto roomy = simulate_instance(e, 8, reqs);
+  BOOST_CHECK_EQUAL(roomy.preemptions, 0);
+  // One sequence longer than the whole cache can never run.
+  auto impossible = simulate_instance(e, 1, {sim_request{capacity + 10, 5, false}});
+  BOOST_CHECK(!impossible.feasible);
+}
+
+BOOST_AUTO_TEST_CASE(continuous_batching_counts_steps) {
+  auto e = qwen14b_on_h800();
+  std::vector<sim_request> reqs{{100, 10, false}, {100, 30, false}, {100, 20, false}};
+  auto r = simulate_instance(e, 2, reqs);
+  BOOST_CHECK_EQUAL(r.steps, 30); // all admitted at once; the longest decides
+  BOOST_CHECK_EQUAL(r.peak_batch, 3);
+}
+
+BOOST_AUTO_TEST_CASE(calibration_against_orchestrrl_section_2_1) {
+  // 8 H800 GPUs, batch 512, TP x DP = 8. Paper: early phase TP=2 79.2 s < TP=4 96.3 s <
+  // TP=8 138.7 s; tail phase TP=8 165.1 s < TP=4 188.3 s < TP=2 208.4 s.
+  auto e = qwen14b_on_h800();
+  auto w = make_step(2025);
+  auto early = early_phase(w, 2000);
+  auto tail = tail_phase(w, 6000);
+  BOOST_TEST_MESSAGE("tail snapshot: " << tail.size() << " of 512 requests remain");
+  double early_s[9] = {};
+  double tail_s[9] = {};
+  for (int tp : {2, 4, 8}) {
+    auto a = simulate_deployment(e, tp, 8 / tp, early);
+    auto b = simulate_deployment(e, tp, 8 / tp, tail);
+    BOOST_REQUIRE(a.feasible && b.feasible);
+    early_s[tp] = a.makespan_s;
+    tail_s[tp] = b.makespan_s;
+    BOOST_TEST_MESSAGE("TP=" << tp << " DP=" << 8 / tp << ": early " << a.makespan_s
+                             << " s (preemptions " << a.preemptions << "), tail "
+                             << b.makespan_s << " s");
+  }
+  BOOST_CHECK_LT(early_s[2], early_s[4]);
+  BOOST_CHECK_LT(early_s[4], early_s[8]);
+  BOOST_CHECK_LT(tail_s[8], tail_s[4]);
+  BOOST_CHECK_LT(tail_s[4], tail_s[2]);
+}
