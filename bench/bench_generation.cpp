@@ -1,0 +1,65 @@
+// Generation cores: one balancer tick over N instances (OrchestrRL §4.2; goal under 1 ms for
+// 1,000 instances), and the instance simulator the planner calls per candidate config.
+
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+#include "core/gpu.hpp"
+#include "generation/batch_sim.hpp"
+#include "generation/load_index.hpp"
+
+namespace {
+
+std::vector<loom::gen_worker> skewed_deployment(int instances, uint64_t seed) {
+  std::mt19937_64 rng{seed};
+  std::uniform_int_distribution<int> running{8, 64};
+  std::uniform_int_distribution<int> waiting{0, 32};
+  std::uniform_int_distribution<int64_t> context{200, 12000};
+  std::uniform_real_distribution<double> rate{800, 1600};
+  std::vector<loom::gen_worker> ws;
+  uint64_t next = 0;
+  for (int i = 0; i < instances; ++i) {
+    loom::gen_worker w;
+    w.id = static_cast<uint32_t>(i);
+    for (int k = running(rng); k > 0; --k)
+      w.running.push_back({next++, context(rng)});
+    for (int k = waiting(rng); k > 0; --k)
+      w.waiting.push_back({next++, context(rng)});
+    w.kv_free_tokens = context(rng) * 8;
+    w.decode_rate_tps = rate(rng);
+    ws.push_back(std::move(w));
+  }
+  return ws;
+}
+
+void BM_balancer_tick(benchmark::State& state) {
+  auto base = skewed_deployment(static_cast<int>(state.range(0)), 1);
+  size_t moves = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto ws = base;
+    state.ResumeTiming();
+    moves = loom::plan_migrations(ws, {}).size();
+    benchmark::DoNotOptimize(ws);
+  }
+  state.counters["migrations"] = static_cast<double>(moves);
+}
+BENCHMARK(BM_balancer_tick)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+void BM_simulate_instance(benchmark::State& state) {
+  loom::engine_model e{*loom::find_model("Qwen2.5-14B"), *loom::find_builtin_gpu("H800")};
+  std::mt19937_64 rng{7};
+  std::lognormal_distribution<double> len{std::log(2500.0), 0.8};
+  std::vector<loom::sim_request> reqs;
+  for (int i = 0; i < state.range(0); ++i)
+    reqs.push_back({400, std::min<int64_t>(15000, static_cast<int64_t>(len(rng))), false});
+  for (auto _ : state)
+    benchmark::DoNotOptimize(loom::simulate_instance(e, 8, reqs));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_simulate_instance)->Arg(128)->Arg(512)->Unit(benchmark::kMicrosecond);
+
+} // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,110 @@
+#define BOOST_TEST_MODULE generation
+#include <boost/test/unit_test.hpp>
+
+#include "generation/histogram.hpp"
+#include "generation/load_index.hpp"
+
+using namespace loom;
+
+BOOST_AUTO_TEST_SUITE(histogram)
+
+BOOST_AUTO_TEST_CASE(bins_and_upper_bounds) {
+  remaining_histogram h{256, 1000};
+  BOOST_CHECK_EQUAL(h.bins(), 4u);
+  BOOST_CHECK_EQUAL(h.bin_of(1), 0u);
+  BOOST_CHECK_EQUAL(h.bin_of(256), 0u);
+  BOOST_CHECK_EQUAL(h.bin_of(257), 1u);
+  BOOST_CHECK_EQUAL(h.upper_bound(3), 1000); // the last bin ends at the max length
+  BOOST_CHECK_EQUAL(h.bin_of(5000), 3u);
+}
+
+BOOST_AUTO_TEST_CASE(finishing_and_progress_update_the_counts) {
+  remaining_histogram h{256, 1024};
+  h.assign({4, 3, 2, 1});
+  h.on_finished(100); // bin 0
+  BOOST_CHECK_EQUAL(h.count(0), 3.0);
+  h.on_finished(300); // bin 1
+  h.assign({0, 1, 2, 1});
+  h.on_finished(10); // bin 0 is empty: the forecast was too long, bin 1 gives it up
+  BOOST_CHECK_EQUAL(h.count(1), 0.0);
+  BOOST_CHECK_EQUAL(h.pending(), 3.0);
+  h.assign({4, 3, 2, 1});
+  h.on_progress(600); // every pending request is past 600 tokens: bins 0 and 1 are impossible
+  BOOST_CHECK_EQUAL(h.count(0), 0.0);
+  BOOST_CHECK_EQUAL(h.count(1), 0.0);
+  BOOST_CHECK_EQUAL(h.count(2), 9.0);
+  BOOST_CHECK_EQUAL(h.pending(), 10.0);
+}
+
+BOOST_AUTO_TEST_CASE(remaining_estimate_matches_ranks_conservatively) {
+  remaining_histogram h{256, 1024};
+  h.assign({1, 1, 0, 1}); // one request each ending by 256, 512 and 1024 tokens
+  // Progress 100, 700, 300: the furthest along gets the longest bin.
+  auto r = h.estimate_remaining({100, 700, 300});
+  BOOST_CHECK_EQUAL(r[1], 1024 - 700);
+  BOOST_CHECK_EQUAL(r[2], 512 - 300);
+  BOOST_CHECK_EQUAL(r[0], 256 - 100);
+  // A request already past its matched bin still has at least one token to go.
+  auto past = h.estimate_remaining({900, 600, 400});
+  BOOST_CHECK_EQUAL(past[1], 1); // matched to 512 but at 600
+  BOOST_CHECK_GE(past[2], 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(balancer)
+
+namespace {
+
+gen_worker worker(uint32_t id, int running, int waiting, int64_t free, double rate,
+                  uint64_t first_request, int64_t context = 1000) {
+  gen_worker w;
+  w.id = id;
+  for (int i = 0; i < running; ++i)
+    w.running.push_back({first_request + uint64_t(i), context});
+  for (int i = 0; i < waiting; ++i)
+    w.waiting.push_back({first_request + 100 + uint64_t(i), context / 2 + 10 * i});
+  w.kv_free_tokens = free;
+  w.decode_rate_tps = rate;
+  return w;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(load_index_follows_equation_5) {
+  auto w = worker(1, 4, 2, 4000, 1000, 0); // B_cap = 4 + 4000 / 1000 = 8
+  BOOST_CHECK_CLOSE(kv_limited_concurrency(w), 8.0, 1e-9);
+  BOOST_CHECK_CLOSE(load_index(w, 1000), 6.0 / 8.0, 1e-9);
+  BOOST_CHECK_CLOSE(load_index(w, 2000), 6.0 / 8.0 * 2.0, 1e-9); // half the mean rate
+  BOOST_CHECK_EQUAL(load_index(worker(2, 0, 0, 9000, 1000, 0), 1000), 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(moves_waiting_short_context_first_until_within_theta) {
+  std::vector<gen_worker> ws{worker(1, 4, 6, 0, 1000, 0), worker(2, 1, 0, 20000, 1000, 1000)};
+  balancer_params p;
+  p.theta = 0.25;
+  auto moves = plan_migrations(ws, p);
+  BOOST_REQUIRE(!moves.empty());
+  BOOST_CHECK(moves.front().was_waiting);
+  BOOST_CHECK_EQUAL(moves.front().request, 100u); // the shortest waiting context (500)
+  BOOST_CHECK_EQUAL(moves.front().from, 1u);
+  BOOST_CHECK_EQUAL(moves.front().to, 2u);
+  double mean = 1000;
+  BOOST_CHECK_LE(std::abs(load_index(ws[0], mean) - load_index(ws[1], mean)), p.theta);
+}
+
+BOOST_AUTO_TEST_CASE(never_breaks_the_destination_batch) {
+  // The idle-looking destination has 1,500 tokens free and 4 running requests: with a reserve
+  // of 256 per running request, nothing above 476 tokens may move there.
+  std::vector<gen_worker> ws{worker(1, 8, 4, 0, 1000, 0, 2000), worker(2, 4, 0, 1500, 1000, 1000)};
+  auto moves = plan_migrations(ws, {});
+  BOOST_CHECK(moves.empty());
+  BOOST_CHECK_EQUAL(ws[0].waiting.size(), 4u);
+}
+
+BOOST_AUTO_TEST_CASE(balanced_workers_are_left_alone) {
+  std::vector<gen_worker> ws{worker(1, 4, 1, 4000, 1000, 0), worker(2, 4, 1, 4000, 1000, 100)};
+  BOOST_CHECK(plan_migrations(ws, {}).empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
