@@ -108,3 +108,73 @@ BOOST_AUTO_TEST_CASE(balanced_workers_are_left_alone) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#include <random>
+
+#include "generation/forecast.hpp"
+
+BOOST_AUTO_TEST_SUITE(forecaster)
+
+BOOST_AUTO_TEST_CASE(a_linear_trend_is_continued) {
+  std::vector<double> y;
+  for (int t = 0; t < 12; ++t)
+    y.push_back(3.0 + 2.0 * t);
+  auto m = arima::fit(y, {1, 1, 0});
+  BOOST_REQUIRE(m);
+  BOOST_CHECK_CLOSE(m->forecast(), 3.0 + 2.0 * 12, 1e-4);
+}
+
+BOOST_AUTO_TEST_CASE(a_noise_free_ar1_is_recovered_exactly) {
+  std::vector<double> y{10.0};
+  for (int t = 1; t < 20; ++t)
+    y.push_back(0.5 + 0.7 * y.back());
+  auto m = arima::fit(y, {1, 0, 0});
+  BOOST_REQUIRE(m);
+  BOOST_CHECK_CLOSE(m->ar().at(0), 0.7, 1e-3);
+  BOOST_CHECK_CLOSE(m->constant(), 0.5, 1e-2);
+  BOOST_CHECK_CLOSE(m->forecast(), 0.5 + 0.7 * y.back(), 1e-4);
+}
+
+BOOST_AUTO_TEST_CASE(noisy_ar_and_ma_coefficients_are_estimated) {
+  std::mt19937_64 rng{11};
+  std::normal_distribution<double> noise{0.0, 1.0};
+  std::vector<double> ar{0.0};
+  for (int t = 1; t < 4000; ++t)
+    ar.push_back(0.6 * ar.back() + noise(rng));
+  auto a = arima::fit(ar, {1, 0, 0});
+  BOOST_REQUIRE(a);
+  BOOST_CHECK_SMALL(a->ar()[0] - 0.6, 0.05);
+  std::vector<double> ma;
+  double prev = noise(rng);
+  for (int t = 0; t < 4000; ++t) {
+    double e = noise(rng);
+    ma.push_back(e + 0.5 * prev);
+    prev = e;
+  }
+  auto b = arima::fit(ma, {0, 0, 1});
+  BOOST_REQUIRE(b);
+  BOOST_CHECK_SMALL(b->ma()[0] - 0.5, 0.07);
+}
+
+BOOST_AUTO_TEST_CASE(too_short_a_history_falls_back_to_the_last_step) {
+  BOOST_CHECK(!arima::fit({1.0, 2.0, 3.0}, {1, 1, 1}));
+  histogram_forecaster f{3};
+  f.observe({10, 20, 70});
+  auto next = f.forecast(200);
+  BOOST_CHECK_CLOSE(next[0], 20.0, 1e-9);
+  BOOST_CHECK_CLOSE(next[2], 140.0, 1e-9);
+}
+
+BOOST_AUTO_TEST_CASE(histogram_drift_is_extrapolated) {
+  // Responses lengthen step by step: the long bin's share grows by 1% per step.
+  histogram_forecaster f{2, 32, {1, 1, 0}};
+  for (int step = 0; step < 10; ++step)
+    f.observe({512.0 * (0.8 - 0.01 * step), 512.0 * (0.2 + 0.01 * step)});
+  auto next = f.forecast(512);
+  std::vector<double> truth{512.0 * 0.70, 512.0 * 0.30};
+  BOOST_CHECK_CLOSE(next[1], truth[1], 0.1);
+  BOOST_CHECK_LT(histogram_relative_error(next, truth), 1e-3);
+  BOOST_CHECK_CLOSE(histogram_relative_error({0, 10}, {10, 0}), 2.0, 1e-9);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
