@@ -178,3 +178,24 @@ BOOST_AUTO_TEST_CASE(histogram_drift_is_extrapolated) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#include "core/gpu.hpp"
+#include "generation/kv_migration.hpp"
+
+BOOST_AUTO_TEST_CASE(kv_migration_picks_the_cheaper_way_as_in_appendix_a) {
+  // App. A, Fig. 19: Qwen-32B at TP=8, one 200 Gbps NIC.
+  engine_model e{*find_model("Qwen2.5-32B"), *find_builtin_gpu("H800")};
+  auto tiny = kv_move_cost_of(e, 8, 1, 256);
+  BOOST_CHECK(tiny.recompute()); // a small cache: recomputing beats the transfer's setup
+  auto large = kv_move_cost_of(e, 8, 256, 8192);
+  BOOST_CHECK(!large.recompute()); // more tokens and larger batches: transfer wins
+  auto mid = kv_move_cost_of(e, 8, 32, 2048);
+  BOOST_CHECK(!mid.recompute());
+  kv_transfer_path slow;
+  slow.nic_gbps = 10; // bandwidth-limited: the same move is cheaper recomputed
+  BOOST_CHECK(kv_move_cost_of(e, 8, 32, 2048, slow).recompute());
+  kv_transfer_path wide;
+  wide.nics = 8; // several NICs: transfer faster still
+  BOOST_CHECK_LT(kv_move_cost_of(e, 8, 32, 2048, wide).transfer_s, mid.transfer_s);
+  BOOST_CHECK_EQUAL(mid.best_s(), mid.transfer_s);
+}

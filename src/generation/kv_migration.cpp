@@ -1,0 +1,24 @@
+#include "generation/kv_migration.hpp"
+
+namespace loom {
+
+kv_move_cost kv_move_cost_of(const engine_model& engine, int dst_tp, int sequences,
+                             int64_t tokens_per_sequence, const kv_transfer_path& path) {
+  kv_move_cost out;
+  const auto& m = engine.model();
+  const auto& g = engine.gpu();
+  double tokens = double(sequences) * double(tokens_per_sequence);
+  double bytes = tokens * m.kv_bytes_per_token();
+  out.transfer_s = path.setup_ms * 1e-3
+                   + bytes / (path.nics * path.nic_gbps * 1e9 / 8 * path.efficiency);
+  // Recompute: the linear prefill cost plus causal attention over each sequence, which grows
+  // with the square of its length (QK^T and AV: 2 x L^2 / 2 x head_dim flops per head each).
+  double l = double(tokens_per_sequence);
+  double attention_flops = 2.0 * m.layers * m.q_heads * m.head_dim * l * l * sequences;
+  out.recompute_s = engine.prefill_s(dst_tp, tokens)
+                    + attention_flops / dst_tp
+                        / (g.bf16_tflops * 1e12 * engine.params().compute_efficiency);
+  return out;
+}
+
+} // namespace loom
