@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <deque>
 #include <random>
 
 #include "core/gpu.hpp"
@@ -93,6 +94,105 @@ BOOST_AUTO_TEST_CASE(continuous_batching_counts_steps) {
   auto r = simulate_instance(e, 2, reqs);
   BOOST_CHECK_EQUAL(r.steps, 30); // all admitted at once; the longest decides
   BOOST_CHECK_EQUAL(r.peak_batch, 3);
+}
+
+namespace {
+
+/// The plain step-by-step loop the event-driven simulator must agree with: admit, decode one
+/// step, retire finished requests, preempt the newest while the KV cache overflows.
+instance_result naive_simulation(const engine_model& e, int tp, std::vector<sim_request> reqs) {
+  struct run {
+    size_t id;
+    int64_t context;
+    int64_t left;
+  };
+  instance_result out;
+  std::deque<size_t> waiting;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    if (reqs[i].remaining > 0)
+      waiting.push_back(i);
+  std::vector<run> running; // admission order
+  const auto cap = e.kv_capacity_tokens(tp);
+  auto used = [&] {
+    int64_t u = 0;
+    for (auto& r : running)
+      u += r.context;
+    return u;
+  };
+  while (!waiting.empty() || !running.empty()) {
+    double prefill = 0;
+    while (!waiting.empty() && static_cast<int>(running.size()) < e.params().max_batch
+           && used() + reqs[waiting.front()].context + 1 <= cap) {
+      auto i = waiting.front();
+      waiting.pop_front();
+      if (!reqs[i].kv_resident)
+        prefill += static_cast<double>(reqs[i].context);
+      running.push_back({i, reqs[i].context, reqs[i].remaining});
+    }
+    if (running.empty()) {
+      out.feasible = false;
+      break;
+    }
+    out.peak_batch = std::max(out.peak_batch, static_cast<int>(running.size()));
+    out.makespan_s += e.prefill_s(tp, prefill)
+                      + e.decode_step_s(tp, static_cast<int>(running.size()),
+                                        static_cast<double>(used()));
+    ++out.steps;
+    for (auto& r : running) {
+      ++r.context;
+      --r.left;
+    }
+    std::erase_if(running, [](const run& r) { return r.left == 0; });
+    while (used() > cap && running.size() > 1) {
+      auto r = running.back();
+      running.pop_back();
+      reqs[r.id] = {r.context, r.left, false};
+      waiting.push_front(r.id);
+      ++out.preemptions;
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(event_driven_simulation_equals_the_step_loop) {
+  engine_params tight;
+  tight.max_batch = 48;
+  engine_model e{*find_model("Qwen2.5-14B"), *find_builtin_gpu("H20"), tight};
+  std::mt19937_64 rng{99};
+  int64_t preempted = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    int tp = 1 << (trial % 3);
+    auto cap = e.kv_capacity_tokens(tp);
+    std::uniform_int_distribution<int64_t> ctx{cap / 80, cap / 30};
+    std::uniform_int_distribution<int64_t> len{1, 3000};
+    std::vector<sim_request> reqs;
+    for (int i = 0; i < 60; ++i)
+      reqs.push_back({ctx(rng), len(rng), i % 5 == 0});
+    auto fast = simulate_instance(e, tp, reqs);
+    auto slow = naive_simulation(e, tp, reqs);
+    preempted += slow.preemptions;
+    BOOST_TEST_CONTEXT("trial " << trial << " tp " << tp) {
+      BOOST_CHECK_EQUAL(fast.steps, slow.steps);
+      BOOST_CHECK_EQUAL(fast.preemptions, slow.preemptions);
+      BOOST_CHECK_EQUAL(fast.peak_batch, slow.peak_batch);
+      BOOST_CHECK_CLOSE(fast.makespan_s, slow.makespan_s, 1e-7);
+    }
+  }
+  BOOST_CHECK_GT(preempted, 0); // the trials do exercise KV pressure
+}
+
+BOOST_AUTO_TEST_CASE(summed_steps_equal_single_steps) {
+  auto e = qwen14b_on_h800();
+  for (int tp : {1, 2, 8})
+    for (int batch : {1, 7, 200}) {
+      double c0 = 1000.0 * batch;
+      double one_by_one = 0;
+      for (int i = 0; i < 500; ++i)
+        one_by_one += e.decode_step_s(tp, batch, c0 + double(batch) * i);
+      BOOST_CHECK_CLOSE(e.decode_steps_s(tp, batch, c0, 500), one_by_one, 1e-9);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(calibration_against_orchestrrl_section_2_1) {

@@ -60,9 +60,18 @@ instance_result simulate_instance(const engine_model& engine, int tp,
       break;
     }
     out.peak_batch = std::max(out.peak_batch, batch);
-    out.makespan_s += engine.decode_step_s(tp, batch, static_cast<double>(used()))
-                      + engine.prefill_s(tp, prefill_tokens);
-    ++step;
+    out.makespan_s += engine.prefill_s(tp, prefill_tokens);
+    // Nothing changes until the next request finishes or the growing sequences overflow the
+    // KV cache (no admission is possible before either): run those steps in one go.
+    while (!state[std::get<1>(finishing.top())].active
+           || state[std::get<1>(finishing.top())].epoch != std::get<2>(finishing.top()))
+      finishing.pop();
+    int64_t until_finish = std::get<0>(finishing.top()) - step;
+    // A lone sequence beyond the cache has no one to preempt: it runs to its end.
+    int64_t until_overflow = used() > capacity ? until_finish : (capacity - used()) / batch + 1;
+    int64_t steps = std::max<int64_t>(1, std::min(until_finish, until_overflow));
+    out.makespan_s += engine.decode_steps_s(tp, batch, static_cast<double>(used()), steps);
+    step += steps;
     while (!finishing.empty() && std::get<0>(finishing.top()) <= step) {
       auto [finish, i, epoch] = finishing.top();
       finishing.pop();

@@ -1,9 +1,11 @@
 #pragma once
-// Continuous batching on one generation instance, step by step, as vLLM does it: waiting
+// Continuous batching on one generation instance, as vLLM does it: waiting
 // requests are admitted in order while KV blocks are free (and under max_batch), every running
 // request gains one token per decode step, finished requests free their KV, and when growing
 // sequences overflow the KV cache the newest running request is preempted and later recomputed.
 // Used to estimate the makespan of remaining work under a parallel config (OrchestrRL §4.1).
+// Event-driven: steps between two events (a finish, a KV overflow) are summed in closed form,
+// so the cost grows with the number of requests, not with the tokens they generate.
 
 #include <cstdint>
 #include <vector>

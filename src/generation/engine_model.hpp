@@ -39,6 +39,22 @@ public:
   /// sequences hold `context_tokens` tokens in total.
   double decode_step_s(int tp, int batch, double context_tokens) const;
 
+  /// A decode step as a function of the batch's total context C, for fixed TP and batch:
+  /// max(memory_base + memory_per_token C, compute_base + compute_per_token C) + fixed.
+  struct step_terms {
+    double memory_base = 0;
+    double memory_per_token = 0;
+    double compute_base = 0;
+    double compute_per_token = 0;
+    double fixed = 0; // all-reduces and host work
+    double at(double context_tokens) const;
+  };
+  step_terms decode_terms(int tp, int batch) const;
+
+  /// Seconds for `steps` consecutive decode steps at a constant batch whose context starts at
+  /// `context_tokens` and grows by `batch` tokens a step; exact, in O(1).
+  double decode_steps_s(int tp, int batch, double context_tokens, int64_t steps) const;
+
   /// Seconds to prefill `tokens` prompt (or recomputed context) tokens.
   double prefill_s(int tp, double tokens) const;
 
