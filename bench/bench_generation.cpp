@@ -7,6 +7,7 @@
 
 #include "core/gpu.hpp"
 #include "generation/batch_sim.hpp"
+#include "generation/config_search.hpp"
 #include "generation/load_index.hpp"
 
 namespace {
@@ -59,6 +60,32 @@ void BM_simulate_instance(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 BENCHMARK(BM_simulate_instance)->Arg(128)->Arg(512)->Unit(benchmark::kMicrosecond);
+
+void BM_plan_generation(benchmark::State& state) {
+  // OrchestrRL App. F setting: 16 pending requests per GPU, here mid-step on 4-way TP.
+  const int gpus = static_cast<int>(state.range(0));
+  loom::engine_model e{*loom::find_model("Qwen2.5-14B"), *loom::find_builtin_gpu("H800")};
+  std::mt19937_64 rng{5};
+  std::lognormal_distribution<double> len{std::log(2500.0), 0.8};
+  std::uniform_int_distribution<int64_t> done{0, 1500};
+  std::vector<loom::gen_request_state> pending;
+  const int instances = gpus / 4;
+  for (int i = 0; i < 16 * gpus; ++i) {
+    auto total = std::min<int64_t>(15000, static_cast<int64_t>(len(rng)));
+    auto generated = std::min(total - 1, done(rng));
+    pending.push_back({static_cast<uint64_t>(i), 400 + generated, total - generated,
+                       i % instances});
+  }
+  size_t evaluated = 0;
+  for (auto _ : state) {
+    auto plan = loom::plan_generation(e, gpus, {4, instances}, pending);
+    evaluated = plan.evaluated.size();
+    benchmark::DoNotOptimize(plan);
+  }
+  state.counters["requests"] = static_cast<double>(pending.size());
+  state.counters["candidates"] = static_cast<double>(evaluated);
+}
+BENCHMARK(BM_plan_generation)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 } // namespace
 

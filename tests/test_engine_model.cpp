@@ -220,3 +220,73 @@ BOOST_AUTO_TEST_CASE(calibration_against_orchestrrl_section_2_1) {
   BOOST_CHECK_LT(tail_s[8], tail_s[4]);
   BOOST_CHECK_LT(tail_s[4], tail_s[2]);
 }
+
+#include "generation/config_search.hpp"
+
+namespace {
+
+std::vector<gen_request_state> as_pending(const std::vector<sim_request>& reqs, int instances) {
+  std::vector<gen_request_state> out;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    out.push_back({i, reqs[i].context, reqs[i].remaining,
+                   reqs[i].kv_resident ? static_cast<int>(i % size_t(instances)) : -1});
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(planner_goes_wide_early_and_deep_in_the_tail) {
+  auto e = qwen14b_on_h800();
+  auto w = make_step(2025);
+  // Early phase, running as TP=8: the planner moves to TP=2-like throughput instances.
+  auto early = plan_generation(e, 8, {8, 1}, as_pending(early_phase(w, 2000), 1));
+  BOOST_CHECK(early.reconfigure);
+  BOOST_CHECK_EQUAL(early.config.tp, 2);
+  BOOST_CHECK_EQUAL(early.config.instances, 4);
+  BOOST_CHECK_LT(early.objective_s + 2.0, early.current_s);
+  // Tail, running as 4 x TP=2 with the KV in place: one TP=8 instance, migration paid for.
+  auto tail = plan_generation(e, 8, {2, 4}, as_pending(tail_phase(w, 6000), 4));
+  BOOST_CHECK(tail.reconfigure);
+  BOOST_CHECK_EQUAL(tail.config.tp, 8);
+  BOOST_CHECK_GT(tail.migrate_s, 0.0);
+  BOOST_CHECK_GT(tail.switch_s, 0.0);
+  BOOST_TEST_MESSAGE("planner: early TP=8 " << early.current_s << " s -> TP=2 "
+                                            << early.objective_s << " s; tail TP=2 "
+                                            << tail.current_s << " s -> TP=8 "
+                                            << tail.objective_s << " s (C_sw " << tail.switch_s
+                                            << " s, C_mig " << tail.migrate_s << " s)");
+}
+
+BOOST_AUTO_TEST_CASE(planner_needs_a_gain_beyond_epsilon) {
+  auto e = qwen14b_on_h800();
+  auto pending = as_pending(tail_phase(make_step(2025), 6000), 4);
+  planner_params cautious;
+  cautious.epsilon_s = 1000;
+  auto plan = plan_generation(e, 8, {2, 4}, pending, cautious);
+  BOOST_CHECK(!plan.reconfigure);
+  BOOST_CHECK(plan.config == (gen_deployment{2, 4}));
+  BOOST_CHECK_EQUAL(plan.objective_s, plan.current_s);
+  // Already on the best config: nothing to do, and nobody moves.
+  auto settled = plan_generation(e, 8, {8, 1}, as_pending(tail_phase(make_step(2025), 6000), 1));
+  BOOST_CHECK(!settled.reconfigure);
+  for (auto k : settled.assignment)
+    BOOST_CHECK_EQUAL(k, 0);
+}
+
+BOOST_AUTO_TEST_CASE(planner_keeps_kv_utilisation_within_the_band) {
+  auto e = qwen14b_on_h800();
+  auto pending = as_pending(early_phase(make_step(7), 2000), 1);
+  planner_params p;
+  auto plan = plan_generation(e, 8, {8, 1}, pending, p);
+  BOOST_REQUIRE(plan.reconfigure);
+  double cap = double(e.kv_capacity_tokens(plan.config.tp));
+  std::vector<double> kv(size_t(plan.config.instances), 0.0);
+  double total = 0;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    kv[size_t(plan.assignment[i])] += double(pending[i].context);
+    total += double(pending[i].context);
+  }
+  double mu = total / (cap * plan.config.instances);
+  for (auto k : kv)
+    BOOST_CHECK_LE(k / cap, mu + p.kv_balance_delta);
+}

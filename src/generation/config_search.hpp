@@ -1,0 +1,63 @@
+#pragma once
+// The proactive planner's search (OrchestrRL §4.1, Eq. 1-4, Alg. 1 event 1), pure: for each
+// candidate parallel config, assign the pending requests to its instances, estimate every
+// instance's remaining makespan with the batch simulator, add the switching cost C_sw and the
+// KV migration cost C_mig, and reconfigure only if Obj_new < Obj_cur - epsilon.
+//
+// Candidates are homogeneous deployments of TP-way instances over the GPU budget: intra-node
+// TP first, cross-node TP only in whole nodes, and the set adapted to the phase of the step
+// (a large batch drops cross-node TP, a small tail drops TP=1).
+
+#include <cstdint>
+#include <vector>
+
+#include "generation/engine_model.hpp"
+#include "generation/kv_migration.hpp"
+
+namespace loom {
+
+struct gen_request_state {
+  uint64_t id = 0;
+  int64_t context = 0;   // tokens in the sequence now (its KV footprint)
+  int64_t remaining = 0; // conservative estimate, from the remaining-workload histogram
+  int instance = -1;     // current instance, -1 if not placed yet
+};
+
+struct gen_deployment {
+  int tp = 1;
+  int instances = 0;
+  friend bool operator==(const gen_deployment&, const gen_deployment&) = default;
+};
+
+struct planner_params {
+  double epsilon_s = 2.0;          // required gain beyond the reconfiguration cost
+  double kv_balance_delta = 0.15;  // Eq. 2: each instance's KV utilisation within mu +- delta
+  int gpus_per_node = 8;
+  double weight_load_gbps = 25;    // C_sw: each GPU loads its new shard (PCIe from host), GB/s
+  double engine_restart_s = 3.0;   // C_sw: tearing down and warming up the instances
+  kv_transfer_path kv_path;        // C_mig
+  double large_batch_per_gpu = 16; // at or above: throughput phase; below 1: tail phase
+};
+
+struct candidate_score {
+  gen_deployment config;
+  double objective_s = 0; // Eq. 1 objective, infinity if infeasible
+};
+
+struct gen_plan {
+  gen_deployment config;          // chosen (the current one unless reconfigure)
+  std::vector<int> assignment;    // instance per request, in input order
+  double objective_s = 0;         // of the chosen config, costs included
+  double current_s = 0;           // Obj_cur: the current deployment and placement
+  double switch_s = 0;            // C_sw of the chosen config
+  double migrate_s = 0;           // max over instances of C_mig
+  bool reconfigure = false;
+  std::vector<candidate_score> evaluated;
+};
+
+gen_plan plan_generation(const engine_model& engine, int gpu_budget,
+                         const gen_deployment& current,
+                         const std::vector<gen_request_state>& requests,
+                         const planner_params& params = {});
+
+} // namespace loom
