@@ -1,5 +1,7 @@
 #include "core/gpu.hpp"
 
+#include "core/catalog.hpp"
+
 namespace loom {
 
 const std::vector<gpu_spec>& builtin_gpus() {
@@ -15,10 +17,7 @@ const std::vector<gpu_spec>& builtin_gpus() {
 }
 
 std::optional<gpu_spec> find_builtin_gpu(std::string_view name) {
-  for (const auto& g : builtin_gpus())
-    if (g.name == name)
-      return g;
-  return std::nullopt;
+  return find_by_name(builtin_gpus(), name);
 }
 
 } // namespace loom

@@ -1,5 +1,7 @@
 #include "core/ocs_technology.hpp"
 
+#include "core/catalog.hpp"
+
 namespace loom {
 
 const std::vector<ocs_technology_info>& ocs_technologies() {
@@ -14,10 +16,7 @@ const std::vector<ocs_technology_info>& ocs_technologies() {
 }
 
 std::optional<ocs_technology_info> find_ocs_technology(std::string_view name) {
-  for (const auto& t : ocs_technologies())
-    if (t.name == name)
-      return t;
-  return std::nullopt;
+  return find_by_name(ocs_technologies(), name);
 }
 
 } // namespace loom

@@ -46,6 +46,22 @@ std::optional<std::vector<double>> least_squares(const std::vector<std::vector<d
   return beta;
 }
 
+/// The regressors of y_t: 1, y_{t-1..t-p}, e_{t-1..t-q}. Valid for t up to y.size() (the
+/// forecast origin).
+std::vector<double> regressors(const std::vector<double>& y, const std::vector<double>& e,
+                               size_t t, int p, int q) {
+  std::vector<double> row{1.0};
+  for (int i = 1; i <= p; ++i)
+    row.push_back(y[t - static_cast<size_t>(i)]);
+  for (int j = 1; j <= q; ++j)
+    row.push_back(e[t - static_cast<size_t>(j)]);
+  return row;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  return std::inner_product(a.begin(), a.end(), b.begin(), 0.0);
+}
+
 std::vector<double> difference(std::vector<double> s, int d) {
   for (int i = 0; i < d; ++i) {
     std::vector<double> next;
@@ -72,32 +88,20 @@ std::optional<arima> arima::fit(const std::vector<double>& series, arima_order o
     std::vector<std::vector<double>> x;
     std::vector<double> target;
     for (size_t t = static_cast<size_t>(m); t < y.size(); ++t) {
-      std::vector<double> row{1.0};
-      for (int i = 1; i <= m; ++i)
-        row.push_back(y[t - static_cast<size_t>(i)]);
-      x.push_back(std::move(row));
+      x.push_back(regressors(y, innov, t, m, 0));
       target.push_back(y[t]);
     }
     auto beta = least_squares(x, target);
     if (!beta)
       return std::nullopt;
-    for (size_t t = static_cast<size_t>(m); t < y.size(); ++t) {
-      double fitted = (*beta)[0];
-      for (int i = 1; i <= m; ++i)
-        fitted += (*beta)[static_cast<size_t>(i)] * y[t - static_cast<size_t>(i)];
-      innov[t] = y[t] - fitted;
-    }
+    for (size_t t = static_cast<size_t>(m); t < y.size(); ++t)
+      innov[t] = y[t] - dot(*beta, regressors(y, innov, t, m, 0));
   }
   // Stage 2: y_t = c + sum phi_i y_{t-i} + sum theta_j e_{t-j} + e_t.
   std::vector<std::vector<double>> x;
   std::vector<double> target;
   for (size_t t = static_cast<size_t>(start); t < y.size(); ++t) {
-    std::vector<double> row{1.0};
-    for (int i = 1; i <= p; ++i)
-      row.push_back(y[t - static_cast<size_t>(i)]);
-    for (int j = 1; j <= q; ++j)
-      row.push_back(innov[t - static_cast<size_t>(j)]);
-    x.push_back(std::move(row));
+    x.push_back(regressors(y, innov, t, p, q));
     target.push_back(y[t]);
   }
   auto beta = least_squares(x, target);
@@ -109,19 +113,9 @@ std::optional<arima> arima::fit(const std::vector<double>& series, arima_order o
   model.theta_.assign(beta->begin() + 1 + p, beta->end());
   // Residuals of the fitted model, then the next differenced value.
   std::vector<double> resid(y.size(), 0.0);
-  for (size_t t = static_cast<size_t>(start); t < y.size(); ++t) {
-    double fitted = model.c_;
-    for (int i = 1; i <= p; ++i)
-      fitted += model.phi_[static_cast<size_t>(i - 1)] * y[t - static_cast<size_t>(i)];
-    for (int j = 1; j <= q; ++j)
-      fitted += model.theta_[static_cast<size_t>(j - 1)] * resid[t - static_cast<size_t>(j)];
-    resid[t] = y[t] - fitted;
-  }
-  double next = model.c_;
-  for (int i = 1; i <= p; ++i)
-    next += model.phi_[static_cast<size_t>(i - 1)] * y[y.size() - static_cast<size_t>(i)];
-  for (int j = 1; j <= q; ++j)
-    next += model.theta_[static_cast<size_t>(j - 1)] * resid[y.size() - static_cast<size_t>(j)];
+  for (size_t t = static_cast<size_t>(start); t < y.size(); ++t)
+    resid[t] = y[t] - dot(*beta, regressors(y, resid, t, p, q));
+  double next = dot(*beta, regressors(y, resid, y.size(), p, q));
   // Undo the differencing: add back the last value of each differenced level.
   for (int level = order.d - 1; level >= 0; --level)
     next += difference(series, level).back();

@@ -1,5 +1,7 @@
 #include "generation/model_catalog.hpp"
 
+#include "core/catalog.hpp"
+
 namespace loom {
 
 const std::vector<model_spec>& builtin_models() {
@@ -15,10 +17,7 @@ const std::vector<model_spec>& builtin_models() {
 }
 
 std::optional<model_spec> find_model(std::string_view name) {
-  for (const auto& m : builtin_models())
-    if (m.name == name)
-      return m;
-  return std::nullopt;
+  return find_by_name(builtin_models(), name);
 }
 
 } // namespace loom
