@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE config
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <string>
 
 #include "core/config.hpp"

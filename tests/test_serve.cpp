@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE serve
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <string>
@@ -132,4 +133,16 @@ BOOST_AUTO_TEST_CASE(help_says_what_each_command_does) {
   auto check = lt::run({lt::loom_binary(), "check-config", "--help"});
   BOOST_CHECK_EQUAL(check.exit_code, 0);
   BOOST_CHECK(check.out.find("Validate") != std::string::npos);
+  auto emu = lt::run({lt::loom_binary(), "ocs-emu", "--help"});
+  BOOST_CHECK_EQUAL(emu.exit_code, 0);
+  BOOST_CHECK(emu.out.find("TL1") != std::string::npos);
+  BOOST_CHECK(emu.out.find("--drop-after") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(ocs_emu_rejects_a_bad_size) {
+  for (auto size : {"32x32x", "0x4", "abc"}) {
+    auto r = lt::run({lt::loom_binary(), "ocs-emu", "--size", size, "--port", "0"});
+    BOOST_CHECK_EQUAL(r.exit_code, 2);
+    BOOST_CHECK(r.err.find("is not NxM") != std::string::npos);
+  }
 }

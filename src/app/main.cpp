@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstdio>
+#include <string_view>
 #include <optional>
 
 #include "app/logging.hpp"
@@ -95,10 +97,15 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (*emu_cmd) {
-    unsigned n = 0;
-    unsigned m = 0;
-    char x = 0;
-    if (std::sscanf(emu_size.c_str(), "%u%c%u", &n, &x, &m) != 3 || x != 'x' || n == 0 || m == 0
+    uint32_t n = 0;
+    uint32_t m = 0;
+    auto x = emu_size.find('x');
+    auto number = [](std::string_view text, uint32_t& out) {
+      auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+      return ec == std::errc{} && ptr == text.data() + text.size();
+    };
+    if (x == std::string::npos || !number(std::string_view{emu_size}.substr(0, x), n)
+        || !number(std::string_view{emu_size}.substr(x + 1), m) || n == 0 || m == 0
         || n + m > 4096) {
       std::fprintf(stderr, "--size: '%s' is not NxM with N, M >= 1 and N + M <= 4096\n",
                    emu_size.c_str());
