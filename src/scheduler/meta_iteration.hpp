@@ -1,0 +1,34 @@
+#pragma once
+// Intra-group round-robin schedule (WEAVE §4.3): in every meta-iteration each job runs its
+// rollout once on its pinned rollout nodes, then its training once on the group's training
+// nodes, then syncs; every node serves phases first-come in the group's round-robin order (the
+// run permits of §5.1). Pure.
+
+#include <vector>
+
+namespace loom {
+
+/// One job of a group, as the schedule needs it.
+struct group_member {
+  std::vector<int> rollout_nodes; // indices of the group's rollout nodes it is pinned to
+  double rollout_s = 0;
+  double training_s = 0; // at the group's training-pool size
+  double sync_s = 0;
+  double solo_s() const { return rollout_s + training_s + sync_s; }
+};
+
+/// T_cycle: the longest member's solo iteration (WEAVE §4.2).
+double cycle_time(const std::vector<group_member>& members);
+
+/// T_load: the busiest node's work per meta-iteration, all training on every training node,
+/// each rollout on its own nodes (WEAVE §4.2).
+double load_time(const std::vector<group_member>& members);
+
+/// The group is saturated when T_load >= T_cycle: no slack left for more work.
+bool saturated(const std::vector<group_member>& members);
+
+/// Steady-state iteration time of each member under the round-robin schedule, by list
+/// scheduling enough meta-iterations to reach the periodic regime.
+std::vector<double> meta_iteration_times(const std::vector<group_member>& members);
+
+} // namespace loom

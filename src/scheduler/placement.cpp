@@ -1,0 +1,249 @@
+#include "scheduler/placement.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace loom {
+
+const char* to_string(placement_kind k) {
+  switch (k) {
+    case placement_kind::direct_packing: return "direct_packing";
+    case placement_kind::rollout_scaling: return "rollout_scaling";
+    case placement_kind::new_group: return "new_group";
+    case placement_kind::rejected: return "rejected";
+  }
+  return "rejected";
+}
+
+placement_engine::placement_engine(std::vector<pool_node> rollout_pool,
+                                   std::vector<pool_node> training_pool, int max_group_size)
+  : rollout_pool_(std::move(rollout_pool)),
+    training_pool_(std::move(training_pool)),
+    rollout_used_(rollout_pool_.size(), false),
+    training_used_(training_pool_.size(), false),
+    max_group_size_(max_group_size) {}
+
+std::vector<int> placement_engine::free_nodes(const std::vector<pool_node>& pool,
+                                              const std::vector<bool>& used, int gpus) const {
+  std::vector<int> out;
+  int have = 0;
+  for (size_t i = 0; i < pool.size() && have < gpus; ++i)
+    if (!used[i]) {
+      out.push_back(int(i));
+      have += pool[i].gpus;
+    }
+  if (have < gpus)
+    out.clear();
+  return out;
+}
+
+double placement_engine::rollout_memory_used(const co_execution_group& g, int node) const {
+  double used = 0;
+  for (size_t j = 0; j < g.jobs.size(); ++j)
+    for (int n : g.members[j].rollout_nodes)
+      if (n == node)
+        used += g.jobs[j].rollout_memory_gb;
+  return used;
+}
+
+group_member placement_engine::member_for(const rl_job& job, const std::vector<int>& nodes,
+                                          int group_training_gpus) const {
+  // DP matched to the group's training pool: the same work over more GPUs (footnote 2).
+  double scale = group_training_gpus > 0 ? double(job.training_gpus) / group_training_gpus : 1.0;
+  return group_member{nodes, job.rollout_s, job.training_s * scale, job.sync_s};
+}
+
+placement_decision placement_engine::place(const rl_job& job) const {
+  placement_decision best;
+  if (job.rollout_gpus <= 0 || job.training_gpus <= 0 || job.rollout_s <= 0 || job.training_s < 0
+      || job.slo < 1.0) {
+    best.reason = "invalid job: needs rollout and training GPUs, a rollout time and an SLO >= 1";
+    return best;
+  }
+  best.delta_cost_per_hour = std::numeric_limits<double>::infinity();
+  auto cost_of = [](const std::vector<pool_node>& pool, const std::vector<int>& nodes) {
+    double c = 0;
+    for (int n : nodes)
+      c += pool[size_t(n)].cost_per_hour;
+    return c;
+  };
+  const int node_gpus = rollout_pool_.empty() ? 1 : std::max(1, rollout_pool_.front().gpus);
+  const size_t rollout_nodes_needed = size_t((job.rollout_gpus + node_gpus - 1) / node_gpus);
+  auto fresh_rollout = free_nodes(rollout_pool_, rollout_used_, job.rollout_gpus);
+
+  for (auto& [id, g] : groups_) {
+    if (g.is_saturated || int(g.jobs.size()) >= max_group_size_)
+      continue; // Alg. 1 line 4
+    if (g.training_gpus < job.training_gpus)
+      continue; // the training pool would have to grow: not supported (footnote 2)
+    // Memory residency on the training nodes (Alg. 1 line 8): every member trains on all.
+    double training_used = 0;
+    for (auto& j : g.jobs)
+      training_used += j.training_memory_gb;
+    bool training_fits = true;
+    for (int n : g.training_nodes)
+      training_fits &= job.training_memory_gb < training_pool_[size_t(n)].memory_gb - training_used;
+    if (!training_fits)
+      continue;
+    // GENERATEPLACEMENTS: each member's rollout node set of the right size, the least loaded
+    // nodes of the group, and rollout scaling onto fresh nodes.
+    std::set<std::vector<int>> packings;
+    for (auto& m : g.members)
+      if (m.rollout_nodes.size() == rollout_nodes_needed)
+        packings.insert(m.rollout_nodes);
+    if (g.rollout_nodes.size() >= rollout_nodes_needed) {
+      std::vector<std::pair<double, int>> load;
+      for (int n : g.rollout_nodes) {
+        double t = 0;
+        for (auto& m : g.members)
+          if (std::find(m.rollout_nodes.begin(), m.rollout_nodes.end(), n) != m.rollout_nodes.end())
+            t += m.rollout_s;
+        load.emplace_back(t, n);
+      }
+      std::sort(load.begin(), load.end());
+      std::vector<int> least;
+      for (size_t i = 0; i < rollout_nodes_needed; ++i)
+        least.push_back(load[i].second);
+      std::sort(least.begin(), least.end());
+      packings.insert(least);
+    }
+    auto consider = [&](const std::vector<int>& nodes, placement_kind kind, double delta,
+                        const std::vector<int>& provisioned) {
+      if (delta >= best.delta_cost_per_hour)
+        return;
+      for (int n : nodes) // Alg. 1 line 8, rollout nodes
+        if (job.rollout_memory_gb >= rollout_pool_[size_t(n)].memory_gb - rollout_memory_used(g, n))
+          return;
+      auto members = g.members;
+      members.push_back(member_for(job, nodes, g.training_gpus));
+      auto times = meta_iteration_times(members);
+      for (size_t k = 0; k < members.size(); ++k) { // Alg. 1 line 10
+        const auto& who = k < g.jobs.size() ? g.jobs[k] : job;
+        if (times[k] > who.slo * who.solo_s() * (1 + 1e-12))
+          return;
+      }
+      best.kind = kind;
+      best.group = g.id;
+      best.rollout_nodes = nodes;
+      best.new_rollout_nodes = provisioned;
+      best.new_training_nodes.clear();
+      best.delta_cost_per_hour = delta;
+    };
+    for (auto& nodes : packings)
+      consider(nodes, placement_kind::direct_packing, 0.0, {});
+    if (!fresh_rollout.empty())
+      consider(fresh_rollout, placement_kind::rollout_scaling, cost_of(rollout_pool_, fresh_rollout),
+               fresh_rollout);
+  }
+
+  // Alg. 1 lines 15-17: an isolated group of its own.
+  auto fresh_training = free_nodes(training_pool_, training_used_, job.training_gpus);
+  if (!fresh_rollout.empty() && !fresh_training.empty()) {
+    bool fits = true;
+    for (int n : fresh_rollout)
+      fits &= job.rollout_memory_gb < rollout_pool_[size_t(n)].memory_gb;
+    for (int n : fresh_training)
+      fits &= job.training_memory_gb < training_pool_[size_t(n)].memory_gb;
+    double delta = cost_of(rollout_pool_, fresh_rollout) + cost_of(training_pool_, fresh_training);
+    if (fits && delta < best.delta_cost_per_hour) {
+      best.kind = placement_kind::new_group;
+      best.group = next_group_;
+      best.rollout_nodes = fresh_rollout;
+      best.new_rollout_nodes = fresh_rollout;
+      best.new_training_nodes = fresh_training;
+      best.delta_cost_per_hour = delta;
+    } else if (!fits && best.kind == placement_kind::rejected) {
+      best.reason = "its working set does not fit a node's host memory";
+    }
+  }
+  if (best.kind == placement_kind::rejected) {
+    best.delta_cost_per_hour = 0;
+    if (best.reason.empty())
+      best.reason = fmt::format("no group has slack for it and the free nodes cannot host it "
+                                "alone (needs {} rollout and {} training GPUs)",
+                                job.rollout_gpus, job.training_gpus);
+  }
+  return best;
+}
+
+void placement_engine::commit(const rl_job& job, const placement_decision& d) {
+  if (d.kind == placement_kind::rejected)
+    return;
+  for (int n : d.new_rollout_nodes)
+    rollout_used_[size_t(n)] = true;
+  for (int n : d.new_training_nodes)
+    training_used_[size_t(n)] = true;
+  if (d.kind == placement_kind::new_group) {
+    co_execution_group g;
+    g.id = next_group_++;
+    g.training_nodes = d.new_training_nodes;
+    for (int n : g.training_nodes)
+      g.training_gpus += training_pool_[size_t(n)].gpus;
+    groups_.emplace(g.id, std::move(g));
+  }
+  auto& g = groups_.at(d.group);
+  for (int n : d.new_rollout_nodes)
+    g.rollout_nodes.push_back(n);
+  g.jobs.push_back(job);
+  g.members.push_back(member_for(job, d.rollout_nodes, g.training_gpus));
+  g.is_saturated = saturated(g.members);
+  job_group_[job.id] = g.id;
+}
+
+bool placement_engine::remove(const std::string& job_id) {
+  auto it = job_group_.find(job_id);
+  if (it == job_group_.end())
+    return false;
+  auto& g = groups_.at(it->second);
+  for (size_t j = 0; j < g.jobs.size(); ++j)
+    if (g.jobs[j].id == job_id) {
+      g.jobs.erase(g.jobs.begin() + long(j));
+      g.members.erase(g.members.begin() + long(j));
+      break;
+    }
+  job_group_.erase(it);
+  if (g.jobs.empty()) {
+    for (int n : g.rollout_nodes)
+      rollout_used_[size_t(n)] = false;
+    for (int n : g.training_nodes)
+      training_used_[size_t(n)] = false;
+    groups_.erase(g.id);
+    return true;
+  }
+  // Rollout nodes no member is pinned to any more go back to the pool.
+  std::erase_if(g.rollout_nodes, [&](int n) {
+    for (auto& m : g.members)
+      if (std::find(m.rollout_nodes.begin(), m.rollout_nodes.end(), n) != m.rollout_nodes.end())
+        return false;
+    rollout_used_[size_t(n)] = false;
+    return true;
+  });
+  g.is_saturated = saturated(g.members);
+  return true;
+}
+
+double placement_engine::cost_per_hour() const {
+  double c = 0;
+  for (size_t i = 0; i < rollout_pool_.size(); ++i)
+    if (rollout_used_[i])
+      c += rollout_pool_[i].cost_per_hour;
+  for (size_t i = 0; i < training_pool_.size(); ++i)
+    if (training_used_[i])
+      c += training_pool_[i].cost_per_hour;
+  return c;
+}
+
+int placement_engine::gpus_in_use(bool rollout) const {
+  const auto& pool = rollout ? rollout_pool_ : training_pool_;
+  const auto& used = rollout ? rollout_used_ : training_used_;
+  int n = 0;
+  for (size_t i = 0; i < pool.size(); ++i)
+    if (used[i])
+      n += pool[i].gpus;
+  return n;
+}
+
+} // namespace loom

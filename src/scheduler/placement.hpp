@@ -1,0 +1,88 @@
+#pragma once
+// Inter-group scheduling, WEAVE §4.2 Algorithm 1, pure: place an arriving job into the
+// co-execution group (J_G, R_G, T_G, Phi_G) that minimises the marginal provisioning cost,
+// subject to per-node host-memory residency and every member's SLO (checked by simulating the
+// round-robin meta-iteration). Saturated groups are pruned; candidates are direct packing onto
+// a member's rollout nodes or the least loaded ones, rollout scaling onto new rollout nodes with
+// the group's training nodes, and an isolated new group. A job joining a group runs training
+// at the group's training-pool size (its DP degree is matched, footnote 2), which may only grow.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "scheduler/meta_iteration.hpp"
+#include "scheduler/rl_job.hpp"
+
+namespace loom {
+
+struct pool_node {
+  std::string id;
+  int gpus = 0;
+  double memory_gb = 0;
+  double cost_per_hour = 0; // all its GPUs
+};
+
+enum class placement_kind { direct_packing, rollout_scaling, new_group, rejected };
+
+const char* to_string(placement_kind k);
+
+struct placement_decision {
+  placement_kind kind = placement_kind::rejected;
+  uint64_t group = 0;                  // the group joined (for a new group: its future id)
+  std::vector<int> rollout_nodes;      // the job's rollout nodes (rollout-pool indices)
+  std::vector<int> new_rollout_nodes;  // nodes provisioned for this decision
+  std::vector<int> new_training_nodes;
+  double delta_cost_per_hour = 0;      // Cost(G') - Cost(G)
+  std::string reason;                  // why a job was rejected
+};
+
+struct co_execution_group {
+  uint64_t id = 0;
+  std::vector<rl_job> jobs;              // J_G, in round-robin order
+  std::vector<group_member> members;     // the same jobs as the schedule sees them
+  std::vector<int> rollout_nodes;        // R_G
+  std::vector<int> training_nodes;       // T_G
+  int training_gpus = 0;
+  bool is_saturated = false;             // T_load >= T_cycle, kept current
+};
+
+class placement_engine {
+public:
+  placement_engine(std::vector<pool_node> rollout_pool, std::vector<pool_node> training_pool,
+                   int max_group_size);
+
+  /// Algorithm 1 for one arriving job; changes nothing.
+  placement_decision place(const rl_job& job) const;
+
+  /// Applies a decision returned by place() for the same job.
+  void commit(const rl_job& job, const placement_decision& decision);
+
+  /// A job finished, failed or was cancelled: it leaves its group; an emptied group releases
+  /// its nodes. False if the job is unknown.
+  bool remove(const std::string& job_id);
+
+  const std::map<uint64_t, co_execution_group>& groups() const { return groups_; }
+  double cost_per_hour() const;
+  int gpus_in_use(bool rollout) const;
+  size_t jobs() const { return job_group_.size(); }
+
+private:
+  double rollout_memory_used(const co_execution_group& g, int node) const;
+  std::vector<int> free_nodes(const std::vector<pool_node>& pool, const std::vector<bool>& used,
+                              int gpus) const;
+  group_member member_for(const rl_job& job, const std::vector<int>& rollout_nodes,
+                          int group_training_gpus) const;
+
+  std::vector<pool_node> rollout_pool_;
+  std::vector<pool_node> training_pool_;
+  std::vector<bool> rollout_used_;
+  std::vector<bool> training_used_;
+  int max_group_size_;
+  uint64_t next_group_ = 1;
+  std::map<uint64_t, co_execution_group> groups_;
+  std::map<std::string, uint64_t> job_group_;
+};
+
+} // namespace loom
