@@ -1,0 +1,48 @@
+#pragma once
+// Greedy circuit allocation, OrchestrRL App. D Algorithm 3 (= mFabric Alg. 1), pure: add one
+// full-duplex circuit at a time to the demanded, eligible endpoint pair with the largest
+// completion-time proxy T_pair = max(D_uv, D_vu) / (c_uv B_link) (Eq. 7), where a demanded
+// pair without circuits counts as infinite and ties among those go to the larger directional
+// demand, until no demanded pair has a free port at both ends (Eq. 6).
+//
+// Demanded pairs without circuits all rank infinite, in a fixed order, so they are served in
+// one sorted pass; a max-heap over pairs that have circuits does the rest, each step changing
+// only the chosen pair's key.
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace loom {
+
+struct demand {
+  uint32_t from = 0;
+  uint32_t to = 0;
+  double bytes = 0; // D_{from -> to} for the coming period
+};
+
+struct circuit_count {
+  uint32_t a = 0; // a < b
+  uint32_t b = 0;
+  uint32_t circuits = 0;
+  friend bool operator==(const circuit_count&, const circuit_count&) = default;
+};
+
+struct allocation {
+  std::vector<circuit_count> circuits; // sorted by (a, b)
+  std::vector<uint32_t> free_ports;    // per endpoint, after allocation
+  uint64_t steps = 0;
+
+  uint32_t circuits_between(uint32_t u, uint32_t v) const;
+};
+
+/// Endpoints are 0..ports.size()-1 with ports[v] = deg(v). `eligible`, if given, is the
+/// template's ELIGIBLE(u, v); demands between ineligible pairs get no circuits.
+allocation allocate_circuits(const std::vector<uint32_t>& ports,
+                             const std::vector<demand>& demands, double link_bytes_per_s,
+                             const std::function<bool(uint32_t, uint32_t)>& eligible = {});
+
+/// Eq. 7 for one pair: the time its slower direction needs on `circuits` circuits.
+double pair_time(double bytes_uv, double bytes_vu, uint32_t circuits, double link_bytes_per_s);
+
+} // namespace loom

@@ -1,0 +1,158 @@
+#define BOOST_TEST_MODULE fabric
+#include <boost/test/unit_test.hpp>
+
+#include <limits>
+
+#include "fabric/allocate.hpp"
+
+using namespace loom;
+
+BOOST_AUTO_TEST_SUITE(circuit_allocation)
+
+BOOST_AUTO_TEST_CASE(pair_time_is_equation_7) {
+  BOOST_CHECK_EQUAL(pair_time(0, 0, 0, 1), 0.0);
+  BOOST_CHECK_EQUAL(pair_time(5, 0, 0, 1), std::numeric_limits<double>::infinity());
+  BOOST_CHECK_EQUAL(pair_time(100, 300, 2, 50), 3.0); // the slower direction, 300 / (2 x 50)
+}
+
+BOOST_AUTO_TEST_CASE(every_demanded_pair_is_served_before_any_gets_a_second_circuit) {
+  // A = 0 has two ports; A-B wants 10x more than A-C. The infinite rule still gives A-C its
+  // circuit before A-B gets a second one (the larger demand goes first among the infinite).
+  auto r = allocate_circuits({2, 2, 2}, {{0, 1, 1000}, {0, 2, 100}}, 1.0);
+  BOOST_CHECK_EQUAL(r.circuits_between(0, 1), 1u);
+  BOOST_CHECK_EQUAL(r.circuits_between(0, 2), 1u);
+  BOOST_CHECK_EQUAL(r.free_ports[0], 0u);
+  // With one port at A, only the larger demand wins the tie among infinite pairs.
+  auto one = allocate_circuits({1, 2, 2}, {{0, 2, 100}, {0, 1, 1000}}, 1.0);
+  BOOST_CHECK_EQUAL(one.circuits_between(0, 1), 1u);
+  BOOST_CHECK_EQUAL(one.circuits_between(0, 2), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(bottleneck_greedy_by_hand) {
+  // deg(A) = 4. Steps: A-B (inf, 300), A-C (inf, 100), A-B (300 > 100), A-B (150 > 100).
+  auto r = allocate_circuits({4, 4, 4}, {{0, 1, 300}, {2, 0, 100}}, 1.0);
+  BOOST_CHECK_EQUAL(r.circuits_between(1, 0), 3u);
+  BOOST_CHECK_EQUAL(r.circuits_between(0, 2), 1u);
+  BOOST_CHECK_EQUAL(r.steps, 4u);
+  // Finite ties go to the larger directional demand too. A-B 200, A-C 100, deg(A) = 10:
+  // inf, inf, 200 -> AB2, tie 100|100 -> AB3, 100 -> AC2, 66.7 -> AB4, tie 50|50 -> AB5,
+  // 50 -> AC3, 40 -> AB6, tie 33.3|33.3 -> AB7. Breaking ties the other way gives 6 and 4.
+  auto tie = allocate_circuits({10, 10, 10}, {{0, 1, 200}, {0, 2, 100}}, 1.0);
+  BOOST_CHECK_EQUAL(tie.circuits_between(0, 1), 7u);
+  BOOST_CHECK_EQUAL(tie.circuits_between(0, 2), 3u);
+  // A port-starved endpoint drops out: B has one port, so A-B stops at one circuit.
+  auto starved = allocate_circuits({4, 1, 4}, {{0, 1, 300}, {0, 2, 200}, {2, 0, 100}}, 1.0);
+  BOOST_CHECK_EQUAL(starved.circuits_between(0, 1), 1u);
+  BOOST_CHECK_EQUAL(starved.circuits_between(0, 2), 3u);
+}
+
+BOOST_AUTO_TEST_CASE(both_directions_count_on_a_full_duplex_circuit) {
+  // B -> A dominates: the pair's time is set by the heavier direction.
+  auto r = allocate_circuits({3, 3, 3}, {{0, 1, 100}, {1, 0, 600}, {0, 2, 250}}, 1.0);
+  // inf(600) A-B, inf(250) A-C, then 600 > 250 -> A-B again.
+  BOOST_CHECK_EQUAL(r.circuits_between(0, 1), 2u);
+  BOOST_CHECK_EQUAL(r.circuits_between(0, 2), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(port_budgets_and_eligibility) {
+  std::vector<uint32_t> ports{3, 5, 2, 4};
+  std::vector<demand> d{{0, 1, 50}, {1, 2, 70}, {2, 3, 10}, {3, 0, 90}, {1, 3, 40}, {0, 2, 5}};
+  auto no_0_2 = [](uint32_t a, uint32_t b) { return !(a == 0 && b == 2); };
+  auto r = allocate_circuits(ports, d, 1.0, no_0_2);
+  BOOST_CHECK_EQUAL(r.circuits_between(0, 2), 0u); // ineligible despite its demand
+  std::vector<uint32_t> used(4, 0);
+  for (auto& c : r.circuits) {
+    used[c.a] += c.circuits;
+    used[c.b] += c.circuits;
+  }
+  for (size_t v = 0; v < ports.size(); ++v) {
+    BOOST_CHECK_LE(used[v], ports[v]);
+    BOOST_CHECK_EQUAL(used[v] + r.free_ports[v], ports[v]);
+  }
+  BOOST_CHECK_LE(r.steps, (3u + 5 + 2 + 4) / 2);
+  // It stops only when no demanded eligible pair has a free port at both ends.
+  for (auto& x : d) {
+    if (!no_0_2(std::min(x.from, x.to), std::max(x.from, x.to)))
+      continue;
+    BOOST_CHECK(r.free_ports[x.from] == 0 || r.free_ports[x.to] == 0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(pairs_without_demand_get_nothing) {
+  auto r = allocate_circuits({8, 8, 8}, {{0, 1, 10}}, 1.0);
+  BOOST_CHECK_EQUAL(r.circuits_between(0, 1), 8u);
+  BOOST_CHECK_EQUAL(r.circuits_between(1, 2), 0u);
+  BOOST_CHECK_EQUAL(r.free_ports[2], 8u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+#include <random>
+
+namespace {
+
+/// Algorithm 3 as printed: recompute the argmax over every eligible demanded pair each step.
+std::vector<circuit_count> literal_algorithm_3(const std::vector<uint32_t>& ports,
+                                               const std::vector<demand>& demands) {
+  const uint32_t n = static_cast<uint32_t>(ports.size());
+  std::vector<std::vector<double>> d(n, std::vector<double>(n, 0.0));
+  for (auto& x : demands)
+    d[x.from][x.to] += x.bytes;
+  std::vector<std::vector<uint32_t>> c(n, std::vector<uint32_t>(n, 0));
+  auto p = ports;
+  for (;;) {
+    bool found = false;
+    uint32_t bu = 0;
+    uint32_t bv = 0;
+    double bt = -1;
+    double bd = -1;
+    for (uint32_t u = 0; u < n; ++u)
+      for (uint32_t v = u + 1; v < n; ++v) {
+        if (p[u] == 0 || p[v] == 0 || d[u][v] + d[v][u] <= 0)
+          continue;
+        double t = pair_time(d[u][v], d[v][u], c[u][v], 1.0);
+        double dir = std::max(d[u][v], d[v][u]);
+        if (!found || t > bt || (t == bt && dir > bd)) {
+          found = true;
+          bt = t;
+          bd = dir;
+          bu = u;
+          bv = v;
+        }
+      }
+    if (!found)
+      break;
+    ++c[bu][bv];
+    --p[bu];
+    --p[bv];
+  }
+  std::vector<circuit_count> out;
+  for (uint32_t u = 0; u < n; ++u)
+    for (uint32_t v = u + 1; v < n; ++v)
+      if (c[u][v] > 0)
+        out.push_back({u, v, c[u][v]});
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(same_choices_as_the_literal_algorithm) {
+  std::mt19937_64 rng{17};
+  for (int trial = 0; trial < 200; ++trial) {
+    uint32_t n = 2 + static_cast<uint32_t>(rng() % 10);
+    std::vector<uint32_t> ports(n);
+    for (auto& p : ports)
+      p = static_cast<uint32_t>(rng() % 6);
+    std::vector<demand> demands;
+    for (int k = 0; k < 3 * static_cast<int>(n); ++k) {
+      auto u = static_cast<uint32_t>(rng() % n);
+      auto v = static_cast<uint32_t>(rng() % n);
+      if (u != v) // small integers: plenty of exact ties
+        demands.push_back({u, v, static_cast<double>(1 + rng() % 4) * 100});
+    }
+    auto fast = allocate_circuits(ports, demands, 1.0);
+    BOOST_TEST_CONTEXT("trial " << trial) {
+      BOOST_CHECK(fast.circuits == literal_algorithm_3(ports, demands));
+    }
+  }
+}
