@@ -156,3 +156,95 @@ BOOST_AUTO_TEST_CASE(same_choices_as_the_literal_algorithm) {
     }
   }
 }
+
+#include <map>
+#include <set>
+
+#include "fabric/broadcast.hpp"
+
+BOOST_AUTO_TEST_SUITE(weight_sync_broadcast)
+
+namespace {
+
+// Two shard holders in PoD 0 (Train); eight Gen receivers in each of PoDs 1-3; d_p = 2.
+struct sync_setup {
+  std::vector<endpoint_ref> holders{{0, 0}, {1, 0}};
+  std::vector<endpoint_ref> receivers;
+  broadcast_params p;
+  sync_setup() {
+    for (uint32_t pod = 1; pod <= 3; ++pod)
+      for (uint32_t i = 0; i < 8; ++i)
+        receivers.push_back({100 * pod + i, pod});
+    p.shard_bytes = 10e9;
+    p.core_link_bytes_per_s = 25e9;
+    p.intra_link_bytes_per_s = 25e9;
+    p.pod_budget = {2, 2, 2, 2};
+  }
+};
+
+void check_budgets(const broadcast_plan& plan, const std::vector<uint32_t>& budget) {
+  for (auto& wave : plan.waves) {
+    std::map<uint32_t, uint32_t> incident;
+    for (auto& e : wave) {
+      BOOST_CHECK_NE(e.from.pod, e.to.pod);
+      BOOST_CHECK_GE(e.circuits, 1u);
+      incident[e.from.pod] += e.circuits;
+      incident[e.to.pod] += e.circuits;
+    }
+    for (auto& [pod, n] : incident)
+      BOOST_CHECK_LE(n, budget[pod]);
+  }
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(two_level_forest_respects_every_budget_and_reaches_everyone) {
+  sync_setup s;
+  auto plan = plan_broadcast(s.holders, s.receivers, s.p);
+  BOOST_REQUIRE(plan.feasible);
+  check_budgets(plan, s.p.pod_budget);
+  BOOST_CHECK_EQUAL(plan.seeds.size(), 3u); // one per destination PoD
+  // PoD 0 can carry two circuits at once: seeds of PoDs 1 and 2 in wave 1, PoD 3 in wave 2,
+  // where the spare budget doubles its edge: T_A = S/B + S/(2B).
+  BOOST_REQUIRE_EQUAL(plan.waves.size(), 2u);
+  BOOST_CHECK_EQUAL(plan.waves[1].front().circuits, 2u);
+  BOOST_CHECK_CLOSE(plan.phase_a_s, 10e9 / 25e9 * 1.5, 1e-9);
+  // Every receiver gets the shard exactly once, from a holder or an endpoint reached before.
+  std::set<uint32_t> reached{0, 1};
+  std::set<uint32_t> seen;
+  for (auto& [child, parent] : plan.parent) {
+    BOOST_CHECK(reached.count(parent));
+    BOOST_CHECK(seen.insert(child).second);
+    reached.insert(child);
+  }
+  BOOST_CHECK_EQUAL(seen.size(), s.receivers.size());
+}
+
+BOOST_AUTO_TEST_CASE(forest_beats_flat_and_one_copy_over_a_slow_link) {
+  sync_setup s;
+  auto forest = plan_broadcast(s.holders, s.receivers, s.p);
+  auto flat = plan_flat_broadcast(s.holders, s.receivers, s.p);
+  check_budgets(flat, s.p.pod_budget);
+  // Flat: 24 inter-PoD edges through PoD 0's two circuits: 12 waves of S/B.
+  BOOST_CHECK_EQUAL(flat.waves.size(), 12u);
+  BOOST_CHECK_CLOSE(flat.total_s(), 12 * 10e9 / 25e9, 1e-9);
+  double weave = one_copy_then_broadcast_s(s.receivers.size(), 20e9 / 8, s.p); // 20 Gbps link
+  BOOST_TEST_MESSAGE("10 GB shard to 24 ranks in 3 PoDs: forest " << forest.total_s()
+                                                                  << " s, flat " << flat.total_s()
+                                                                  << " s, one copy + broadcast "
+                                                                  << weave << " s");
+  BOOST_CHECK_LT(forest.total_s(), flat.total_s());
+  BOOST_CHECK_LT(forest.total_s(), weave);
+}
+
+BOOST_AUTO_TEST_CASE(more_budget_fewer_waves_and_a_pod_without_budget_is_infeasible) {
+  sync_setup s;
+  s.p.pod_budget = {8, 8, 8, 8};
+  auto roomy = plan_broadcast(s.holders, s.receivers, s.p);
+  BOOST_CHECK_EQUAL(roomy.waves.size(), 1u);
+  check_budgets(roomy, s.p.pod_budget);
+  s.p.pod_budget = {2, 2, 0, 2};
+  BOOST_CHECK(!plan_broadcast(s.holders, s.receivers, s.p).feasible);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
