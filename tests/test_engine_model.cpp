@@ -290,3 +290,50 @@ BOOST_AUTO_TEST_CASE(planner_keeps_kv_utilisation_within_the_band) {
   for (auto k : kv)
     BOOST_CHECK_LE(k / cap, mu + p.kv_balance_delta);
 }
+
+BOOST_AUTO_TEST_CASE(advancing_in_slices_equals_one_run) {
+  auto e = qwen14b_on_h800();
+  auto w = make_step(31);
+  auto reqs = early_phase(w, 3000);
+  reqs.resize(120);
+  instance_sim whole{e, 2};
+  instance_sim sliced{e, 2};
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    whole.add(i, reqs[i]);
+    sliced.add(i, reqs[i]);
+  }
+  whole.run_to_completion();
+  double t = 0;
+  while (!sliced.idle()) {
+    t += 0.5;
+    sliced.advance_to(t);
+    BOOST_REQUIRE_GE(sliced.now(), std::min(t, whole.now()) - 1e-9);
+  }
+  BOOST_CHECK_EQUAL(sliced.steps(), whole.steps());
+  BOOST_CHECK_CLOSE(sliced.now(), whole.now(), 1e-9);
+  BOOST_CHECK(sliced.finished().size() == whole.finished().size());
+  for (size_t i = 0; i < whole.finished().size(); ++i)
+    BOOST_CHECK_EQUAL(sliced.finished()[i].first, whole.finished()[i].first);
+}
+
+BOOST_AUTO_TEST_CASE(taking_a_request_keeps_its_progress) {
+  auto e = qwen14b_on_h800();
+  instance_sim sim{e, 4};
+  sim.add(7, {500, 4000, false});
+  sim.add(8, {300, 100, false});
+  sim.add(9, {200, 50, false});
+  sim.advance_to(0.2);
+  BOOST_REQUIRE_EQUAL(sim.running(), 3);
+  BOOST_CHECK_GT(sim.decode_rate_tps(), 0.0);
+  auto before = sim.kv_free_tokens();
+  auto taken = sim.take(7);
+  BOOST_REQUIRE(taken);
+  BOOST_CHECK_EQUAL(taken->context + taken->remaining, 4500); // tokens move, none vanish
+  BOOST_CHECK_GT(taken->context, 500);
+  BOOST_CHECK(taken->kv_resident);
+  BOOST_CHECK_EQUAL(sim.kv_free_tokens(), before + taken->context);
+  BOOST_CHECK(!sim.take(7));
+  BOOST_CHECK_EQUAL(sim.requests().size(), 2u);
+  sim.run_to_completion();
+  BOOST_CHECK_EQUAL(sim.finished().size(), 2u);
+}

@@ -1,24 +1,13 @@
 #pragma once
-// Continuous batching on one generation instance, as vLLM does it: waiting
-// requests are admitted in order while KV blocks are free (and under max_batch), every running
-// request gains one token per decode step, finished requests free their KV, and when growing
-// sequences overflow the KV cache the newest running request is preempted and later recomputed.
-// Used to estimate the makespan of remaining work under a parallel config (OrchestrRL §4.1).
-// Event-driven: steps between two events (a finish, a KV overflow) are summed in closed form,
-// so the cost grows with the number of requests, not with the tokens they generate.
+// Makespan of a set of requests on one instance, or on DP instances of TP GPUs each, run to
+// completion by the continuous-batching simulator (OrchestrRL §4.1: T_k(R_k, y_k)).
 
 #include <cstdint>
 #include <vector>
 
-#include "generation/engine_model.hpp"
+#include "generation/instance_sim.hpp"
 
 namespace loom {
-
-struct sim_request {
-  int64_t context = 0;       // tokens already in the sequence (prompt + generated so far)
-  int64_t remaining = 0;     // tokens still to generate
-  bool kv_resident = false;  // its KV is already on this instance (no prefill needed)
-};
 
 struct instance_result {
   double makespan_s = 0;
