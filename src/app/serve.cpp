@@ -48,6 +48,18 @@ int serve(const config& cfg) {
   {
     caf::actor_system sys{sys_cfg};
     auto store_handle = sys.spawn(store, std::shared_ptr<database>{std::move(*db)}, metrics);
+    // Actors initialise asynchronously: one round trip makes "ready" mean the store answers.
+    caf::error not_ready;
+    {
+      caf::scoped_actor self{sys}; // gone before shutdown waits for all actors
+      self->request(store_handle, caf::infinite, flush_atom::value)
+        .receive([](ok_atom) {}, [&](caf::error& err) { not_ready = std::move(err); });
+    }
+    if (not_ready) {
+      spdlog::error("event=store_not_ready error=\"{}\"", render(not_ready));
+      caf::anon_send_exit(store_handle, caf::exit_reason::user_shutdown);
+      return 1;
+    }
     spdlog::info("event=serve_ready pid={}", static_cast<long>(getpid()));
 
     int sig = await_shutdown_signal();

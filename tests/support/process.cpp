@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +40,8 @@ child_process::child_process(const std::vector<std::string>& argv) {
   if (pid_ < 0)
     throw std::runtime_error("fork failed");
   if (pid_ == 0) {
+    // Die with the test: a crashed test binary must not leave servers or emulators behind.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
     // The child must not inherit a blocked signal mask from the test runner.
