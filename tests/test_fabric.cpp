@@ -248,3 +248,93 @@ BOOST_AUTO_TEST_CASE(more_budget_fewer_waves_and_a_pod_without_budget_is_infeasi
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#include "drivers/xc_table.hpp"
+#include "fabric/topo_id.hpp"
+
+BOOST_AUTO_TEST_SUITE(opus_topo_id)
+
+namespace {
+
+// Opus Fig. 8: PP = 3 (asymmetrical), DP = 2 (digit 1), CP = 2 (digit 2): 12 ranks, 4 a stage.
+const opus_layout fig8{3, {2, 2}};
+
+std::vector<int> stages(std::initializer_list<int> s) {
+  return s;
+}
+
+/// The whole rail mapping, checked against the cross-connect model on a 12 x 12 switch.
+xc_diff whole_mapping(const topo_id& id) {
+  xc_diff d;
+  for (int s = 0; s < id.stages(); ++s)
+    for (auto& x : submapping(fig8, id, s))
+      d.adds.push_back(x);
+  return d;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(encoding) {
+  auto all_dp = topo_id::uniform(3, 1);
+  BOOST_CHECK_EQUAL(all_dp.str(), "111");
+  BOOST_CHECK_EQUAL(all_dp.value(), 111u);
+  auto pp01 = topo_id::parse("001");
+  BOOST_CHECK_EQUAL(pp01.value(), 1u);
+  BOOST_CHECK_EQUAL(pp01.digit(2), 1);
+  BOOST_CHECK_THROW(topo_id::parse("0x1"), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(figure_8_transitions_reprogram_only_affected_stages) {
+  auto all_dp = topo_id::parse("111");
+  auto pp01 = topo_id::parse("001");
+  // The paper's example: stages 0 and 1 switch to PP Send/Recv, stage 2 stays on DP.
+  BOOST_CHECK(stages_to_reprogram(all_dp, pp01) == stages({0, 1}));
+  // Symmetrical-symmetrical on one stage: only that stage.
+  BOOST_CHECK(stages_to_reprogram(all_dp, topo_id::parse("112")) == stages({2}));
+  // Asymmetrical-to-symmetrical at stage 0: stage 0 and the stage it was connected to.
+  BOOST_CHECK(stages_to_reprogram(pp01, topo_id::parse("101")) == stages({0, 1}));
+  // Stage 2 joins the pipeline: stage 1 now sends on to 2, stage 0 is untouched.
+  BOOST_CHECK(stages_to_reprogram(pp01, topo_id::parse("000")) == stages({1, 2}));
+  // O1: no change, no reconfiguration.
+  BOOST_CHECK(stages_to_reprogram(pp01, pp01).empty());
+}
+
+BOOST_AUTO_TEST_CASE(submappings_build_rings_per_group_and_pp_links) {
+  auto all_dp = topo_id::parse("111");
+  auto dp = submapping(fig8, all_dp, 0);
+  BOOST_REQUIRE_EQUAL(dp.size(), 4u); // N_rank / P_asym ports per stage
+  for (auto& x : dp) {
+    int from = int(x.in) - 1;
+    int to = int(x.out) - 12 - 1;
+    auto a = fig8.coordinates(from % 4);
+    auto b = fig8.coordinates(to % 4);
+    BOOST_CHECK_EQUAL(from / 4, 0);
+    BOOST_CHECK_EQUAL(to / 4, 0);
+    BOOST_CHECK_NE(a[0], b[0]);   // DP ring: the DP coordinate moves
+    BOOST_CHECK_EQUAL(a[1], b[1]); // within the same CP group
+  }
+  auto cp = submapping(fig8, topo_id::parse("222"), 1);
+  for (auto& x : cp) {
+    auto a = fig8.coordinates((int(x.in) - 1) % 4);
+    auto b = fig8.coordinates((int(x.out) - 13) % 4);
+    BOOST_CHECK_EQUAL(a[0], b[0]);
+    BOOST_CHECK_NE(a[1], b[1]);
+  }
+  auto pp01 = topo_id::parse("001");
+  auto pp = submapping(fig8, pp01, 0);
+  BOOST_REQUIRE_EQUAL(pp.size(), 4u);
+  for (auto& x : pp)
+    BOOST_CHECK_EQUAL(int(x.out) - 13, int(x.in) - 1 + 4); // rank i of stage 0 -> of stage 1
+  // Three PP stages form one ring: stage 2 sends back to stage 0.
+  for (auto& x : submapping(fig8, topo_id::parse("000"), 2))
+    BOOST_CHECK_EQUAL(int(x.out) - 13, int(x.in) - 1 - 8);
+  // A PP stage without a PP neighbour has nothing to wire.
+  BOOST_CHECK(submapping(fig8, topo_id::parse("101"), 1).empty());
+  // Every topo_id yields a rail mapping the cross-connect model accepts.
+  for (auto id : {"111", "001", "222", "000", "121", "101"}) {
+    xc_table rail{{12, 12}};
+    BOOST_CHECK_MESSAGE(!rail.check(whole_mapping(topo_id::parse(id))), id);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
