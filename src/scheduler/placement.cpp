@@ -1,7 +1,7 @@
 #include "scheduler/placement.hpp"
 
 #include <algorithm>
-#include <numeric>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
