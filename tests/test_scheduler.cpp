@@ -1,12 +1,16 @@
 #define BOOST_TEST_MODULE scheduler
 #include <boost/test/unit_test.hpp>
 
+#include "core/config.hpp"
+#include "scheduler/job_spec.hpp"
 #include "scheduler/meta_iteration.hpp"
+#include "scheduler/phase_costs.hpp"
 #include "scheduler/placement.hpp"
+#include "scheduler/round_robin.hpp"
 
 using namespace loom;
 
-BOOST_AUTO_TEST_SUITE(round_robin)
+BOOST_AUTO_TEST_SUITE(meta_iteration_schedule)
 
 BOOST_AUTO_TEST_CASE(unsaturated_group_cycles_at_the_longest_solo_time) {
   // A: roll 10, train 5; B: roll 4, train 3, on the same rollout node. T_cycle = 15,
@@ -146,6 +150,175 @@ BOOST_AUTO_TEST_CASE(leaving_jobs_release_their_nodes) {
   BOOST_CHECK(!e.remove("B"));
   BOOST_CHECK(e.groups().empty());
   BOOST_CHECK_EQUAL(e.cost_per_hour(), 0.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(intra_group)
+
+namespace {
+
+executor_member member(std::string job, std::vector<int> nodes, int gpus = 8) {
+  return executor_member{std::move(job), std::move(nodes), gpus, {2, 100}, {3, 120}};
+}
+
+const phase_grant* grant_for(const executor_actions& a, const std::string& job) {
+  for (auto& g : a.grants)
+    if (g.job == job)
+      return &g;
+  return nullptr;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(phases_run_in_fifo_round_robin_order_with_run_permits) {
+  round_robin rr{8, 8, 0.8, false};
+  auto a = rr.add(member("A", {0}), true);
+  BOOST_REQUIRE(grant_for(a, "A"));
+  BOOST_CHECK(grant_for(a, "A")->phase == phase_kind::rollout);
+  BOOST_CHECK_EQUAL(grant_for(a, "A")->gpus, 8);
+  BOOST_CHECK(rr.add(member("B", {0}), true).grants.empty()); // node 0 is busy: B queues
+  BOOST_CHECK(rr.rollout_queue(0) == std::vector<std::string>{"B"});
+  // A's rollout ends: A trains, B's rollout takes node 0 with a warm start.
+  auto b = rr.phase_done("A", phase_kind::rollout);
+  BOOST_REQUIRE(grant_for(b, "A") && grant_for(b, "B"));
+  BOOST_CHECK(grant_for(b, "A")->phase == phase_kind::training);
+  BOOST_CHECK(grant_for(b, "B")->phase == phase_kind::rollout);
+  BOOST_CHECK_EQUAL(grant_for(b, "B")->switch_s, 2.0);
+  BOOST_CHECK(!grant_for(b, "B")->cold);
+  // B's rollout ends while A still trains: B waits for the training pool.
+  BOOST_CHECK(rr.phase_done("B", phase_kind::rollout).grants.empty());
+  BOOST_CHECK(rr.training_queue() == std::vector<std::string>{"B"});
+  auto c = rr.phase_done("A", phase_kind::training);
+  BOOST_REQUIRE(grant_for(c, "A") && grant_for(c, "B"));
+  BOOST_CHECK(grant_for(c, "A")->phase == phase_kind::sync);
+  BOOST_CHECK(grant_for(c, "B")->phase == phase_kind::training);
+  // A's sync ends: its next rollout gets node 0 (idle now), warm after B used it.
+  auto d = rr.phase_done("A", phase_kind::sync);
+  BOOST_REQUIRE(grant_for(d, "A"));
+  BOOST_CHECK_EQUAL(grant_for(d, "A")->switch_s, 2.0);
+  // Stale or out-of-order reports change nothing.
+  BOOST_CHECK(rr.phase_done("B", phase_kind::rollout).grants.empty());
+  BOOST_CHECK(rr.phase_done("Z", phase_kind::sync).grants.empty());
+}
+
+BOOST_AUTO_TEST_CASE(first_start_is_cold_unless_staged_and_a_job_alone_switches_nothing) {
+  round_robin rr{8, 8, 0.8, false};
+  auto a = rr.add(member("A", {0}), false);
+  BOOST_REQUIRE(grant_for(a, "A"));
+  BOOST_CHECK(grant_for(a, "A")->cold);
+  BOOST_CHECK_EQUAL(grant_for(a, "A")->switch_s, 100.0);
+  auto t = rr.phase_done("A", phase_kind::rollout);
+  BOOST_CHECK_EQUAL(grant_for(t, "A")->switch_s, 120.0);
+  rr.phase_done("A", phase_kind::training);
+  auto again = rr.phase_done("A", phase_kind::sync);
+  BOOST_REQUIRE(grant_for(again, "A"));
+  BOOST_CHECK_EQUAL(grant_for(again, "A")->switch_s, 0.0); // its state never left the GPUs
+}
+
+BOOST_AUTO_TEST_CASE(tail_migration_frees_gpus_for_the_next_rollout) {
+  round_robin rr{8, 8, 0.8, true};
+  rr.add(member("A", {0}), true);
+  rr.add(member("B", {0}), true);
+  // A has 80% of its responses done: its tail keeps ceil(8 x 0.2) = 2 GPUs, B starts on 6.
+  auto t = rr.tail_bound("A");
+  BOOST_REQUIRE_EQUAL(t.resizes.size(), 1u);
+  BOOST_CHECK_EQUAL(t.resizes[0].job, "A");
+  BOOST_CHECK_EQUAL(t.resizes[0].gpus, 2);
+  BOOST_REQUIRE(grant_for(t, "B"));
+  BOOST_CHECK_EQUAL(grant_for(t, "B")->gpus, 6);
+  BOOST_CHECK_EQUAL(rr.free_gpus(0), 0);
+  BOOST_CHECK(rr.tail_bound("A").resizes.empty()); // only once
+  // A's tail ends: B grows to all 8 GPUs.
+  auto d = rr.phase_done("A", phase_kind::rollout);
+  BOOST_REQUIRE_EQUAL(d.resizes.size(), 1u);
+  BOOST_CHECK_EQUAL(d.resizes[0].job, "B");
+  BOOST_CHECK_EQUAL(d.resizes[0].gpus, 8);
+  BOOST_CHECK_EQUAL(rr.rollout_gpus_held("B"), 8);
+  // Nobody waits behind B, so its own tail is not migrated; nor is anything without the policy.
+  BOOST_CHECK(rr.tail_bound("B").resizes.empty());
+  round_robin off{8, 8, 0.8, false};
+  off.add(member("A", {0}), true);
+  off.add(member("B", {0}), true);
+  BOOST_CHECK(off.tail_bound("A").resizes.empty());
+  BOOST_CHECK(off.tail_bound("A").grants.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_leaving_job_frees_its_gpus_and_the_others_go_on) {
+  round_robin rr{8, 8, 0.8, true};
+  rr.add(member("A", {0, 1}, 16), true);
+  rr.add(member("B", {1}), true);
+  BOOST_CHECK_EQUAL(rr.free_gpus(1), 0);
+  auto r = rr.remove("A");
+  BOOST_REQUIRE(grant_for(r, "B"));
+  BOOST_CHECK_EQUAL(grant_for(r, "B")->gpus, 8);
+  BOOST_CHECK_EQUAL(rr.free_gpus(0), 8);
+  BOOST_CHECK(!rr.contains("A"));
+  BOOST_CHECK(rr.remove("A").grants.empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(phase_costs_and_specs)
+
+BOOST_AUTO_TEST_CASE(switch_costs_follow_fig_4_scale) {
+  weave_policy p; // 25 GB/s per GPU warm; 60 s + 2 GB/s cold
+  auto c = phase_switch_costs(150, 8, p);
+  BOOST_CHECK_CLOSE(c.warm_s, 0.75, 1e-9);
+  BOOST_CHECK_CLOSE(c.cold_s, 135.0, 1e-9); // the paper's worst cold start
+}
+
+BOOST_AUTO_TEST_CASE(topology_aware_sync_sends_one_copy_across_the_link) {
+  // 30 GB over 20 Gbps = 12 s per copy. Flat: each of 4 rollout nodes pulls its own copy.
+  BOOST_CHECK_CLOSE(model_sync_s(30, 4, 20, 400, false), 48.0, 1e-9);
+  // WEAVE §5.2: one copy across (12 s), then a 400 Gbps broadcast (0.6 s).
+  BOOST_CHECK_CLOSE(model_sync_s(30, 4, 20, 400, true), 12.6, 1e-9);
+  BOOST_CHECK_CLOSE(model_sync_s(30, 1, 20, 400, true), 12.0, 1e-9);
+  BOOST_CHECK_EQUAL(model_sync_s(0, 4, 20, 400, true), 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_job_spec_is_read_strictly) {
+  auto ok = parse_job_spec("name = \"q14\"\nmodel = \"Qwen2.5-14B\"\nrollout_gpus = 8\n"
+                           "training_gpus = 8\nrollout_host_memory_gb = 445.4\n"
+                           "training_host_memory_gb = 456.1\nworst_rollout_s = 300\n"
+                           "worst_training_s = 150\nmodel_gb = 29.5\n",
+                           "q14.toml", 1.5);
+  BOOST_REQUIRE(ok.value);
+  BOOST_CHECK_EQUAL(ok.value->id, "q14");
+  BOOST_CHECK_EQUAL(ok.value->slo, 1.5); // the default SLO
+  BOOST_CHECK_EQUAL(ok.value->rollout_s, 300.0);
+  auto round = job_from_record(job_record(*ok.value, 2, "g1", ""));
+  BOOST_REQUIRE(round);
+  BOOST_CHECK_EQUAL(round->model, "Qwen2.5-14B");
+  BOOST_CHECK_CLOSE(round->model_gb, 29.5, 1e-9);
+  const std::string bad = "name = \"x\"\nrollout_gpus = 0\ntraining_gpus = 8\n"
+                          "rollout_host_memory_gb = 1\ntraining_host_memory_gb = 1\n"
+                          "worst_rollout_s = 10\nworst_training_s = 5\nslo = 0.5\ncolour = 1\n";
+  auto r = parse_job_spec(bad, "bad.toml", 1.5);
+  BOOST_CHECK(!r.value);
+  std::string all;
+  for (auto& e : r.errors)
+    all += e.to_string() + "\n";
+  BOOST_CHECK_MESSAGE(all.find("bad.toml:2:") != std::string::npos
+                        && all.find("rollout_gpus: must be at least 1") != std::string::npos,
+                      all);
+  BOOST_CHECK(all.find("bad.toml:8:") != std::string::npos && all.find("slo") != std::string::npos);
+  BOOST_CHECK(all.find("colour") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(derived_costs_make_sharing_plan_for_warm_starts) {
+  auto cfg = parse_config(embedded_config_text(), "embedded");
+  BOOST_REQUIRE(cfg.value);
+  rl_job j{"j", 8, 8, 200, 200, 1.5, 100, 50, 0};
+  j.model_gb = 15;
+  derive_phase_costs(j, cfg.value->cluster, cfg.value->policy.weave);
+  BOOST_CHECK_CLOSE(j.sync_s, 15 * 8 / 20.0, 1e-9);
+  BOOST_CHECK_CLOSE(j.rollout_switch_s, 1.0, 1e-9);
+  // A group member's phases carry the warm starts; its solo time does not.
+  placement_engine e{{{"r", 8, 1000, 14.8}}, {{"t", 8, 1000, 42.2}}, 4};
+  auto m = e.member_for(j, {0}, 8);
+  BOOST_CHECK_CLOSE(m.rollout_s, 101.0, 1e-9);
+  BOOST_CHECK_CLOSE(j.solo_s(), 156.0, 1e-9);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "core/cross_connect.hpp"
+#include "scheduler/messages.hpp"
+#include "scheduler/rl_job.hpp"
+#include "scheduler/round_robin.hpp"
 #include "store/records.hpp"
 
 namespace loom {
@@ -25,6 +28,24 @@ using apply_atom = caf::atom_constant<caf::atom("apply")>;
 using health_atom = caf::atom_constant<caf::atom("health")>;
 using fault_atom = caf::atom_constant<caf::atom("fault")>;
 using commit_atom = caf::atom_constant<caf::atom("commit")>;
+using submit_atom = caf::atom_constant<caf::atom("submit")>;
+using finish_atom = caf::atom_constant<caf::atom("finish")>;
+using fail_atom = caf::atom_constant<caf::atom("fail")>;
+using drift_atom = caf::atom_constant<caf::atom("drift")>;
+using jobs_atom = caf::atom_constant<caf::atom("jobs")>;
+using groups_atom = caf::atom_constant<caf::atom("groups")>;
+using join_atom = caf::atom_constant<caf::atom("join")>;
+using leave_atom = caf::atom_constant<caf::atom("leave")>;
+using done_atom = caf::atom_constant<caf::atom("done")>;
+using tail_atom = caf::atom_constant<caf::atom("tail")>;
+using run_atom = caf::atom_constant<caf::atom("run")>;
+using resize_atom = caf::atom_constant<caf::atom("resize")>;
+using iteration_atom = caf::atom_constant<caf::atom("iteration")>;
+using cluster_atom = caf::atom_constant<caf::atom("cluster")>;
+using arrive_atom = caf::atom_constant<caf::atom("arrive")>;
+using wake_atom = caf::atom_constant<caf::atom("wake")>;
+using crash_atom = caf::atom_constant<caf::atom("crash")>;
+using staged_atom = caf::atom_constant<caf::atom("staged")>;
 using caf::flush_atom;
 using caf::get_atom;
 using caf::ok_atom;
@@ -44,6 +65,55 @@ using store_actor = caf::typed_actor<
   caf::replies_to<events_atom, uint64_t, uint64_t>::with<std::vector<stored_record>>,
   // Syncs the WAL so that every write so far is durable.
   caf::replies_to<flush_atom>::with<ok_atom>>;
+
+// -- WEAVE: cluster scheduler, group executors, workers -------------------------------------
+
+/// Sees what the scheduler decides and how iterations run (replay's recorder; live metrics).
+using observer_actor = caf::typed_actor<caf::reacts_to<cluster_atom, cluster_record>,
+                                        caf::reacts_to<iteration_atom, iteration_record>>;
+
+/// The edge that runs phases: simulated RL frameworks in replay, worker sessions behind the
+/// gateway live. It reports back to the executor that sent the permit.
+using worker_actor = caf::typed_actor<
+  // A run permit (WEAVE §5.1): run the phase now on the granted GPUs.
+  caf::reacts_to<run_atom, phase_grant>,
+  // The running rollout of a job now has this many GPUs (tail consolidation or growth).
+  caf::reacts_to<resize_atom, std::string, int>,
+  // The job left its group: drop whatever it runs.
+  caf::reacts_to<leave_atom, std::string>>;
+
+/// Replay's simulated RL frameworks: they submit jobs at their arrival times, run the phases
+/// they are permitted on simulated GPUs, crash and resubmit jobs as the scenario says.
+using simulated_frameworks_actor = worker_actor::extend<
+  caf::reacts_to<arrive_atom, uint64_t>,               // job index: submit it now
+  caf::reacts_to<wake_atom, std::string, uint64_t>,    // a phase event is due (version)
+  caf::reacts_to<crash_atom, uint64_t>>;               // job index: it crashes now
+
+/// One per co-execution group: round-robin run permits, tail migration (WEAVE §4.3).
+using group_executor_actor = caf::typed_actor<
+  // A placed job joins with its rollout nodes (rollout-pool indices).
+  caf::reacts_to<join_atom, rl_job, std::vector<int>>,
+  caf::reacts_to<leave_atom, std::string>,
+  // The worker finished a phase; `solo_s` is how long the same work takes alone on full GPUs.
+  caf::reacts_to<done_atom, std::string, phase_kind, double>,
+  // The job's rollout has the tail threshold of its responses done.
+  caf::reacts_to<tail_atom, std::string>,
+  // Internal: a joined job's cold start (control plane and state into host DRAM) is done off
+  // the GPUs; it now queues for its first rollout, which starts warm.
+  caf::reacts_to<staged_atom, std::string>>;
+
+/// One per cluster: admission and placement (WEAVE §4.2 Alg. 1), persisted before answered.
+using cluster_scheduler_actor = caf::typed_actor<
+  caf::replies_to<submit_atom, rl_job>::with<placement_reply>,
+  // The job completed its iterations (or its framework says so).
+  caf::replies_to<finish_atom, std::string>::with<ok_atom>,
+  // The job crashed (reason); it leaves its group, whose other jobs keep running (§5.3).
+  caf::replies_to<fail_atom, std::string, std::string>::with<ok_atom>,
+  // The job's measured phases outgrew its profile and saturate its group: stop and re-place
+  // it with the measured rollout and training times; the count is iterations it has done.
+  caf::reacts_to<drift_atom, std::string, double, double, int64_t>,
+  caf::replies_to<jobs_atom>::with<std::vector<job_status>>,
+  caf::replies_to<groups_atom>::with<std::vector<group_status>>>;
 
 // -- OCS drivers (Opus §4.3: one vendor-neutral interface over TL1, emulation, agents) -------
 

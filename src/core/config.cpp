@@ -1,10 +1,8 @@
 #include "core/config.hpp"
 
 #include <charconv>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -54,59 +52,6 @@ std::string_view to_string(driver_kind x) {
 }
 
 namespace {
-
-// -- value checks: each reports at the key's own line and drops the value --------------------
-
-template <class T>
-std::optional<T> at_least(table_reader& r, std::string_view key, std::optional<T> v, T min) {
-  if (v && *v < min) {
-    r.error(key, fmt::format("must be at least {}, got {}", min, *v));
-    return std::nullopt;
-  }
-  return v;
-}
-
-std::optional<double> positive(table_reader& r, std::string_view key, std::optional<double> v) {
-  if (v && !(*v > 0)) {
-    r.error(key, fmt::format("must be greater than 0, got {}", *v));
-    return std::nullopt;
-  }
-  return v;
-}
-
-std::optional<double> non_negative(table_reader& r, std::string_view key,
-                                   std::optional<double> v) {
-  if (v && *v < 0) {
-    r.error(key, fmt::format("must not be negative, got {}", *v));
-    return std::nullopt;
-  }
-  return v;
-}
-
-std::optional<double> fraction(table_reader& r, std::string_view key, std::optional<double> v) {
-  if (v && !(*v > 0 && *v <= 1)) {
-    r.error(key, fmt::format("must be in (0, 1], got {}", *v));
-    return std::nullopt;
-  }
-  return v;
-}
-
-/// Maps a string to one of `choices`, reporting the allowed names otherwise.
-template <class E>
-std::optional<E> one_of(table_reader& r, std::string_view key, std::optional<std::string> v,
-                        const std::vector<std::pair<std::string_view, E>>& choices) {
-  if (!v)
-    return std::nullopt;
-  std::string names;
-  for (auto& [name, value] : choices) {
-    if (name == *v)
-      return value;
-    names += names.empty() ? "" : ", ";
-    names += name;
-  }
-  r.error(key, fmt::format("'{}' is not one of: {}", *v, names));
-  return std::nullopt;
-}
 
 std::vector<std::string> expand(table_reader& r, std::string_view key, const std::string& s) {
   auto result = expand_range(s);
@@ -558,6 +503,17 @@ void read_policy(table_reader& root, config& cfg) {
     if (auto v = at_least<double>(*w, "default_slo",
                                   w->optional<double>("default_slo", out.weave.default_slo), 1.0))
       out.weave.default_slo = *v;
+    for (auto [key, field] : {std::pair{"warm_start_gbps_per_gpu", &weave_policy::warm_start_gbps_per_gpu},
+                              std::pair{"cold_start_gbps", &weave_policy::cold_start_gbps},
+                              std::pair{"intra_cluster_gbps", &weave_policy::intra_cluster_gbps}})
+      if (auto v = positive(*w, key, w->optional<double>(key, out.weave.*field)))
+        out.weave.*field = *v;
+    for (auto [key, field] : {std::pair{"cold_start_init_s", &weave_policy::cold_start_init_s},
+                              std::pair{"tail_migration_cost_s", &weave_policy::tail_migration_cost_s}})
+      if (auto v = non_negative(*w, key, w->optional<double>(key, out.weave.*field)))
+        out.weave.*field = *v;
+    if (auto v = w->optional<bool>("topology_aware_sync", out.weave.topology_aware_sync))
+      out.weave.topology_aware_sync = *v;
     w->reject_unknown();
   }
   if (auto p = pol->table("planner")) {
@@ -594,18 +550,11 @@ void read_policy(table_reader& root, config& cfg) {
 
 config_result parse_config(std::string_view text, std::string source_name) {
   config_result result;
-  toml::table doc;
-  try {
-    doc = toml::parse(text, source_name);
-  } catch (const toml::parse_error& e) {
-    auto& pos = e.source().begin;
-    result.errors.push_back(config_error{source_name, static_cast<int>(pos.line),
-                                         static_cast<int>(pos.column), "",
-                                         std::string{e.description()}});
+  auto doc = parse_toml(text, source_name, result.errors);
+  if (!doc)
     return result;
-  }
   config_diagnostics diag{source_name};
-  table_reader root{doc, "", diag};
+  table_reader root{*doc, "", diag};
   config cfg;
   cfg.source = source_name;
   read_service(root, cfg);
@@ -623,15 +572,10 @@ config_result parse_config(std::string_view text, std::string source_name) {
 }
 
 config_result load_config_file(const std::string& path) {
-  std::ifstream in{path, std::ios::binary};
-  if (!in) {
-    config_result result;
-    result.errors.push_back(config_error{path, 0, 0, "", "cannot open file"});
-    return result;
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_config(text.str(), path);
+  config_result result;
+  if (auto text = read_text_file(path, result.errors))
+    return parse_config(*text, path);
+  return result;
 }
 
 } // namespace loom

@@ -7,6 +7,15 @@ struct weave_policy {
   double tail_migration_threshold = 0.8; // WEAVE §4.3: fraction of responses done
   int max_group_size = 4;                // jobs per co-execution group
   double default_slo = 1.5;              // tolerated slowdown vs. solo when a job names none
+  // Phase switching (WEAVE §3 C3, Fig. 4): a warm start loads the per-node working set from
+  // host DRAM at PCIe speed; a cold start re-initialises the control plane and fetches the state
+  // from disk or across the cluster link (up to 135 s for hundreds of GB).
+  double warm_start_gbps_per_gpu = 25;   // GB/s host -> GPU per GPU
+  double cold_start_init_s = 60;         // control-plane initialisation (NCCL, engines)
+  double cold_start_gbps = 2;            // GB/s from checkpoint storage per node
+  double tail_migration_cost_s = 2;      // WEAVE §4.3: re-prefill of the consolidated tail
+  bool topology_aware_sync = true;       // WEAVE §5.2: one copy across the link, then broadcast
+  double intra_cluster_gbps = 400;       // InfiniBand per node, for the broadcast stage
 };
 
 struct planner_policy {

@@ -1,6 +1,8 @@
 #include "core/toml_reader.hpp"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -231,5 +233,55 @@ template std::optional<std::vector<std::string>>
 table_reader::optional(std::string_view, std::vector<std::string>);
 template std::optional<std::vector<int64_t>>
 table_reader::optional(std::string_view, std::vector<int64_t>);
+
+std::optional<toml::table> parse_toml(std::string_view text, const std::string& source,
+                                      std::vector<config_error>& errors) {
+  try {
+    return toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    auto& pos = e.source().begin;
+    errors.push_back(config_error{source, static_cast<int>(pos.line),
+                                  static_cast<int>(pos.column), "",
+                                  std::string{e.description()}});
+    return std::nullopt;
+  }
+}
+
+std::optional<std::string> read_text_file(const std::string& path,
+                                          std::vector<config_error>& errors) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in) {
+    errors.push_back(config_error{path, 0, 0, "", "cannot open file"});
+    return std::nullopt;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::optional<double> positive(table_reader& r, std::string_view key, std::optional<double> v) {
+  if (v && !(*v > 0)) {
+    r.error(key, fmt::format("must be greater than 0, got {}", *v));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<double> non_negative(table_reader& r, std::string_view key,
+                                   std::optional<double> v) {
+  if (v && *v < 0) {
+    r.error(key, fmt::format("must not be negative, got {}", *v));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<double> fraction(table_reader& r, std::string_view key, std::optional<double> v) {
+  if (v && !(*v > 0 && *v <= 1)) {
+    r.error(key, fmt::format("must be in (0, 1], got {}", *v));
+    return std::nullopt;
+  }
+  return v;
+}
 
 } // namespace loom

@@ -1,8 +1,11 @@
 #pragma once
 // Strict reading of TOML tables: every error names file, line, column and the full key path,
-// and keys nobody asked for are reported as unknown. Only config.cpp includes this.
+// and keys nobody asked for are reported as unknown. Used by the readers of config files, job
+// specs and replay scenarios; nothing else includes toml++.
 
 #include <toml++/toml.h>
+
+#include <fmt/format.h>
 
 #include <cstdint>
 #include <optional>
@@ -92,5 +95,47 @@ extern template std::optional<std::vector<std::string>>
 table_reader::optional(std::string_view, std::vector<std::string>);
 extern template std::optional<std::vector<int64_t>>
 table_reader::optional(std::string_view, std::vector<int64_t>);
+
+/// Parses TOML text; a syntax error is appended to `errors` (located) and gives nothing.
+std::optional<toml::table> parse_toml(std::string_view text, const std::string& source,
+                                      std::vector<config_error>& errors);
+
+/// The whole file, or nothing after appending "cannot open file" to `errors`.
+std::optional<std::string> read_text_file(const std::string& path,
+                                          std::vector<config_error>& errors);
+
+// -- value checks: each reports at the key's own line and drops the value --------------------
+
+template <class T>
+std::optional<T> at_least(table_reader& r, std::string_view key, std::optional<T> v, T min) {
+  if (v && *v < min) {
+    r.error(key, fmt::format("must be at least {}, got {}", min, *v));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<double> positive(table_reader& r, std::string_view key, std::optional<double> v);
+std::optional<double> non_negative(table_reader& r, std::string_view key,
+                                   std::optional<double> v);
+/// In (0, 1].
+std::optional<double> fraction(table_reader& r, std::string_view key, std::optional<double> v);
+
+/// Maps a string to one of `choices`, reporting the allowed names otherwise.
+template <class E>
+std::optional<E> one_of(table_reader& r, std::string_view key, std::optional<std::string> v,
+                        const std::vector<std::pair<std::string_view, E>>& choices) {
+  if (!v)
+    return std::nullopt;
+  std::string names;
+  for (auto& [name, value] : choices) {
+    if (name == *v)
+      return value;
+    names += names.empty() ? "" : ", ";
+    names += name;
+  }
+  r.error(key, fmt::format("'{}' is not one of: {}", *v, names));
+  return std::nullopt;
+}
 
 } // namespace loom

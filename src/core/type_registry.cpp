@@ -20,6 +20,17 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<apply_report>("loom.apply_report");
   cfg.add_message_type<driver_health>("loom.driver_health");
   cfg.add_message_type<ocs_fault>("loom.ocs_fault");
+  cfg.add_message_type<rl_job>("loom.rl_job");
+  cfg.add_message_type<phase_kind>("loom.phase_kind");
+  cfg.add_message_type<phase_grant>("loom.phase_grant");
+  cfg.add_message_type<placement_reply>("loom.placement_reply");
+  cfg.add_message_type<job_status>("loom.job_status");
+  cfg.add_message_type<std::vector<job_status>>("loom.job_statuses");
+  cfg.add_message_type<group_status>("loom.group_status");
+  cfg.add_message_type<std::vector<group_status>>("loom.group_statuses");
+  cfg.add_message_type<iteration_record>("loom.iteration_record");
+  cfg.add_message_type<cluster_record>("loom.cluster_record");
+  cfg.add_message_type<std::vector<int>>("loom.ints");
   cfg.add_error_category(error_category(), [](uint8_t code, caf::atom_value, const caf::message& ctx) {
     return render_loom_error(code, ctx);
   });

@@ -18,6 +18,14 @@ const char* to_string(placement_kind k) {
   return "rejected";
 }
 
+double rollout_load(const co_execution_group& g, int node) {
+  double t = 0;
+  for (auto& m : g.members)
+    if (std::find(m.rollout_nodes.begin(), m.rollout_nodes.end(), node) != m.rollout_nodes.end())
+      t += m.rollout_s;
+  return t;
+}
+
 placement_engine::placement_engine(std::vector<pool_node> rollout_pool,
                                    std::vector<pool_node> training_pool, int max_group_size)
   : rollout_pool_(std::move(rollout_pool)),
@@ -40,6 +48,31 @@ std::vector<int> placement_engine::free_nodes(const std::vector<pool_node>& pool
   return out;
 }
 
+std::vector<int> placement_engine::free_rollout_nodes(int gpus) const {
+  return free_nodes(rollout_pool_, rollout_used_, gpus);
+}
+
+std::vector<int> placement_engine::free_training_nodes(int gpus) const {
+  return free_nodes(training_pool_, training_used_, gpus);
+}
+
+size_t placement_engine::rollout_nodes_needed(const rl_job& job) const {
+  const int node_gpus = rollout_pool_.empty() ? 1 : std::max(1, rollout_pool_.front().gpus);
+  return size_t((job.rollout_gpus + node_gpus - 1) / node_gpus);
+}
+
+double placement_engine::training_memory_used(const co_execution_group& g) const {
+  double used = 0;
+  for (auto& j : g.jobs)
+    used += j.training_memory_gb;
+  return used;
+}
+
+const co_execution_group* placement_engine::group_of(const std::string& job_id) const {
+  auto it = job_group_.find(job_id);
+  return it == job_group_.end() ? nullptr : &groups_.at(it->second);
+}
+
 double placement_engine::rollout_memory_used(const co_execution_group& g, int node) const {
   double used = 0;
   for (size_t j = 0; j < g.jobs.size(); ++j)
@@ -53,7 +86,9 @@ group_member placement_engine::member_for(const rl_job& job, const std::vector<i
                                           int group_training_gpus) const {
   // DP matched to the group's training pool: the same work over more GPUs (footnote 2).
   double scale = group_training_gpus > 0 ? double(job.training_gpus) / group_training_gpus : 1.0;
-  return group_member{nodes, job.rollout_s, job.training_s * scale, job.sync_s};
+  // Sharing means a warm start before every phase (WEAVE §5.1): plan with it.
+  return group_member{nodes, job.rollout_s + job.rollout_switch_s,
+                      job.training_s * scale + job.training_switch_s, job.sync_s};
 }
 
 placement_decision placement_engine::place(const rl_job& job) const {
@@ -70,9 +105,8 @@ placement_decision placement_engine::place(const rl_job& job) const {
       c += pool[size_t(n)].cost_per_hour;
     return c;
   };
-  const int node_gpus = rollout_pool_.empty() ? 1 : std::max(1, rollout_pool_.front().gpus);
-  const size_t rollout_nodes_needed = size_t((job.rollout_gpus + node_gpus - 1) / node_gpus);
-  auto fresh_rollout = free_nodes(rollout_pool_, rollout_used_, job.rollout_gpus);
+  const size_t nodes_needed = rollout_nodes_needed(job);
+  auto fresh_rollout = free_rollout_nodes(job.rollout_gpus);
 
   for (auto& [id, g] : groups_) {
     if (g.is_saturated || int(g.jobs.size()) >= max_group_size_)
@@ -80,9 +114,7 @@ placement_decision placement_engine::place(const rl_job& job) const {
     if (g.training_gpus < job.training_gpus)
       continue; // the training pool would have to grow: not supported (footnote 2)
     // Memory residency on the training nodes (Alg. 1 line 8): every member trains on all.
-    double training_used = 0;
-    for (auto& j : g.jobs)
-      training_used += j.training_memory_gb;
+    const double training_used = training_memory_used(g);
     bool training_fits = true;
     for (int n : g.training_nodes)
       training_fits &= job.training_memory_gb < training_pool_[size_t(n)].memory_gb - training_used;
@@ -92,20 +124,15 @@ placement_decision placement_engine::place(const rl_job& job) const {
     // nodes of the group, and rollout scaling onto fresh nodes.
     std::set<std::vector<int>> packings;
     for (auto& m : g.members)
-      if (m.rollout_nodes.size() == rollout_nodes_needed)
+      if (m.rollout_nodes.size() == nodes_needed)
         packings.insert(m.rollout_nodes);
-    if (g.rollout_nodes.size() >= rollout_nodes_needed) {
+    if (g.rollout_nodes.size() >= nodes_needed) {
       std::vector<std::pair<double, int>> load;
-      for (int n : g.rollout_nodes) {
-        double t = 0;
-        for (auto& m : g.members)
-          if (std::find(m.rollout_nodes.begin(), m.rollout_nodes.end(), n) != m.rollout_nodes.end())
-            t += m.rollout_s;
-        load.emplace_back(t, n);
-      }
+      for (int n : g.rollout_nodes)
+        load.emplace_back(rollout_load(g, n), n);
       std::sort(load.begin(), load.end());
       std::vector<int> least;
-      for (size_t i = 0; i < rollout_nodes_needed; ++i)
+      for (size_t i = 0; i < nodes_needed; ++i)
         least.push_back(load[i].second);
       std::sort(least.begin(), least.end());
       packings.insert(least);
@@ -140,33 +167,43 @@ placement_decision placement_engine::place(const rl_job& job) const {
   }
 
   // Alg. 1 lines 15-17: an isolated group of its own.
-  auto fresh_training = free_nodes(training_pool_, training_used_, job.training_gpus);
-  if (!fresh_rollout.empty() && !fresh_training.empty()) {
-    bool fits = true;
-    for (int n : fresh_rollout)
-      fits &= job.rollout_memory_gb < rollout_pool_[size_t(n)].memory_gb;
-    for (int n : fresh_training)
-      fits &= job.training_memory_gb < training_pool_[size_t(n)].memory_gb;
-    double delta = cost_of(rollout_pool_, fresh_rollout) + cost_of(training_pool_, fresh_training);
-    if (fits && delta < best.delta_cost_per_hour) {
-      best.kind = placement_kind::new_group;
-      best.group = next_group_;
-      best.rollout_nodes = fresh_rollout;
-      best.new_rollout_nodes = fresh_rollout;
-      best.new_training_nodes = fresh_training;
-      best.delta_cost_per_hour = delta;
-    } else if (!fits && best.kind == placement_kind::rejected) {
-      best.reason = "its working set does not fit a node's host memory";
-    }
-  }
-  if (best.kind == placement_kind::rejected) {
-    best.delta_cost_per_hour = 0;
-    if (best.reason.empty())
-      best.reason = fmt::format("no group has slack for it and the free nodes cannot host it "
-                                "alone (needs {} rollout and {} training GPUs)",
-                                job.rollout_gpus, job.training_gpus);
-  }
+  auto alone = isolated(job);
+  if (alone.kind == placement_kind::new_group && alone.delta_cost_per_hour < best.delta_cost_per_hour)
+    return alone;
+  if (best.kind == placement_kind::rejected)
+    return alone; // carries the reason
   return best;
+}
+
+placement_decision placement_engine::isolated(const rl_job& job) const {
+  placement_decision d;
+  auto roll = free_rollout_nodes(job.rollout_gpus);
+  auto train = free_training_nodes(job.training_gpus);
+  bool fits = true;
+  for (int n : roll)
+    fits &= job.rollout_memory_gb < rollout_pool_[size_t(n)].memory_gb;
+  for (int n : train)
+    fits &= job.training_memory_gb < training_pool_[size_t(n)].memory_gb;
+  if (!fits) {
+    d.reason = "its working set does not fit a node's host memory";
+    return d;
+  }
+  if (roll.empty() || train.empty()) {
+    d.reason = fmt::format("no group has slack for it and the free nodes cannot host it alone "
+                           "(needs {} rollout and {} training GPUs)",
+                           job.rollout_gpus, job.training_gpus);
+    return d;
+  }
+  d.kind = placement_kind::new_group;
+  d.group = next_group_;
+  d.rollout_nodes = roll;
+  d.new_rollout_nodes = roll;
+  d.new_training_nodes = train;
+  for (int n : roll)
+    d.delta_cost_per_hour += rollout_pool_[size_t(n)].cost_per_hour;
+  for (int n : train)
+    d.delta_cost_per_hour += training_pool_[size_t(n)].cost_per_hour;
+  return d;
 }
 
 void placement_engine::commit(const rl_job& job, const placement_decision& d) {

@@ -28,6 +28,11 @@ enum class placement_kind { direct_packing, rollout_scaling, new_group, rejected
 
 const char* to_string(placement_kind k);
 
+struct co_execution_group;
+
+/// Rollout time per meta-iteration pinned to one node of a group.
+double rollout_load(const co_execution_group& g, int node);
+
 struct placement_decision {
   placement_kind kind = placement_kind::rejected;
   uint64_t group = 0;                  // the group joined (for a new group: its future id)
@@ -64,16 +69,35 @@ public:
   bool remove(const std::string& job_id);
 
   const std::map<uint64_t, co_execution_group>& groups() const { return groups_; }
+  /// The group a job is in, if any.
+  const co_execution_group* group_of(const std::string& job_id) const;
   double cost_per_hour() const;
   int gpus_in_use(bool rollout) const;
   size_t jobs() const { return job_group_.size(); }
+  uint64_t next_group_id() const { return next_group_; }
+  int max_group_size() const { return max_group_size_; }
 
-private:
+  const std::vector<pool_node>& rollout_pool() const { return rollout_pool_; }
+  const std::vector<pool_node>& training_pool() const { return training_pool_; }
+  /// Unprovisioned nodes, in pool order, adding up to at least `gpus`; empty if too few.
+  std::vector<int> free_rollout_nodes(int gpus) const;
+  std::vector<int> free_training_nodes(int gpus) const;
+  /// Host memory the group's jobs pin on one of its rollout nodes.
   double rollout_memory_used(const co_execution_group& g, int node) const;
-  std::vector<int> free_nodes(const std::vector<pool_node>& pool, const std::vector<bool>& used,
-                              int gpus) const;
+  /// Host memory the group's jobs pin on each of its training nodes.
+  double training_memory_used(const co_execution_group& g) const;
+  /// The decision that gives the job an isolated group on fresh nodes (Alg. 1 lines 15-17),
+  /// or a rejection saying why that is impossible.
+  placement_decision isolated(const rl_job& job) const;
+  /// Rollout nodes one job needs.
+  size_t rollout_nodes_needed(const rl_job& job) const;
+  /// The job as the group's schedule sees it (training DP matched to the group, footnote 2).
   group_member member_for(const rl_job& job, const std::vector<int>& rollout_nodes,
                           int group_training_gpus) const;
+
+private:
+  std::vector<int> free_nodes(const std::vector<pool_node>& pool, const std::vector<bool>& used,
+                              int gpus) const;
 
   std::vector<pool_node> rollout_pool_;
   std::vector<pool_node> training_pool_;

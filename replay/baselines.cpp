@@ -1,0 +1,93 @@
+#include "replay/baselines.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <random>
+
+namespace loom::replay {
+
+namespace {
+
+/// Rollout nodes of `g` whose host memory can take the job; empty if the group cannot host
+/// it at all (full, training pool too small, training memory).
+std::vector<int> hosting_nodes(const placement_engine& e, const co_execution_group& g,
+                               const rl_job& job) {
+  if (int(g.jobs.size()) >= e.max_group_size() || g.training_gpus < job.training_gpus)
+    return {};
+  const double training_used = e.training_memory_used(g);
+  for (int n : g.training_nodes)
+    if (job.training_memory_gb >= e.training_pool()[size_t(n)].memory_gb - training_used)
+      return {};
+  std::vector<int> out;
+  for (int n : g.rollout_nodes)
+    if (job.rollout_memory_gb < e.rollout_pool()[size_t(n)].memory_gb - e.rollout_memory_used(g, n))
+      out.push_back(n);
+  if (out.size() < e.rollout_nodes_needed(job))
+    return {};
+  return out;
+}
+
+placement_decision join(const co_execution_group& g, std::vector<int> nodes) {
+  placement_decision d;
+  d.kind = placement_kind::direct_packing;
+  d.group = g.id;
+  std::sort(nodes.begin(), nodes.end());
+  d.rollout_nodes = std::move(nodes);
+  return d;
+}
+
+} // namespace
+
+placement_chooser solo_chooser() {
+  return [](const placement_engine& e, const rl_job& job) { return e.isolated(job); };
+}
+
+placement_chooser random_chooser(uint64_t seed) {
+  auto rng = std::make_shared<std::mt19937_64>(seed);
+  return [rng](const placement_engine& e, const rl_job& job) {
+    std::vector<std::pair<const co_execution_group*, std::vector<int>>> options;
+    for (auto& [id, g] : e.groups())
+      if (auto nodes = hosting_nodes(e, g, job); !nodes.empty())
+        options.emplace_back(&g, std::move(nodes));
+    auto alone = e.isolated(job);
+    const size_t choices = options.size() + (alone.kind == placement_kind::new_group ? 1 : 0);
+    if (choices == 0)
+      return alone;
+    size_t pick = std::uniform_int_distribution<size_t>{0, choices - 1}(*rng);
+    if (pick == options.size())
+      return alone;
+    auto& [g, nodes] = options[pick];
+    std::shuffle(nodes.begin(), nodes.end(), *rng);
+    nodes.resize(e.rollout_nodes_needed(job));
+    return join(*g, nodes);
+  };
+}
+
+placement_chooser greedy_chooser() {
+  return [](const placement_engine& e, const rl_job& job) {
+    const co_execution_group* best = nullptr;
+    std::vector<int> best_nodes;
+    double best_idle = -1;
+    for (auto& [id, g] : e.groups()) {
+      auto nodes = hosting_nodes(e, g, job);
+      if (nodes.empty())
+        continue;
+      // Idle share of the bottleneck over the group's natural cycle.
+      double idle = 1 - load_time(g.members) / cycle_time(g.members);
+      if (idle > best_idle) {
+        best_idle = idle;
+        best = &g;
+        best_nodes = std::move(nodes);
+      }
+    }
+    if (!best)
+      return e.isolated(job);
+    std::stable_sort(best_nodes.begin(), best_nodes.end(), [&](int a, int b) {
+      return rollout_load(*best, a) < rollout_load(*best, b);
+    });
+    best_nodes.resize(e.rollout_nodes_needed(job));
+    return join(*best, best_nodes);
+  };
+}
+
+} // namespace loom::replay

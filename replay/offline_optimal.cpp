@@ -1,0 +1,144 @@
+#include "replay/offline_optimal.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "scheduler/meta_iteration.hpp"
+
+namespace loom::replay {
+
+namespace {
+
+/// Steps a restricted growth string (a set partition: a[0] = 0, a[i] <= 1 + max a[<i]) to the
+/// next one; false after the last.
+bool next_partition(std::vector<int>& a) {
+  for (size_t i = a.size(); i-- > 1;) {
+    if (a[i] <= *std::max_element(a.begin(), a.begin() + long(i))) {
+      ++a[i];
+      std::fill(a.begin() + long(i) + 1, a.end(), 0);
+      return true;
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+offline_optimum::offline_optimum(pool_node rollout_node, pool_node training_node,
+                                 int max_group_size)
+  : rollout_node_(std::move(rollout_node)),
+    training_node_(std::move(training_node)),
+    max_group_size_(max_group_size) {}
+
+std::optional<double> offline_optimum::group_cost(const std::vector<const rl_job*>& jobs) {
+  std::string key;
+  for (auto* j : jobs)
+    key += j->id + '\n';
+  if (auto it = memo_.find(key); it != memo_.end())
+    return it->second;
+  const size_t n = jobs.size();
+  const int rgpus = std::max(1, rollout_node_.gpus);
+  const int tgpus = std::max(1, training_node_.gpus);
+  int training_nodes = 0;
+  double training_memory = 0;
+  for (auto* j : jobs) {
+    training_nodes = std::max(training_nodes, (j->training_gpus + tgpus - 1) / tgpus);
+    training_memory += j->training_memory_gb;
+  }
+  std::optional<double> best;
+  if (training_memory < training_node_.memory_gb) {
+    const int group_training_gpus = training_nodes * tgpus;
+    // Every partition of the members into rollout-node sets, as restricted growth strings.
+    std::vector<int> bin(n, 0);
+    while (true) {
+      const int bins = n ? *std::max_element(bin.begin(), bin.end()) + 1 : 0;
+      std::vector<int> bin_nodes(size_t(bins), 0);
+      std::vector<double> bin_memory(size_t(bins), 0);
+      for (size_t i = 0; i < n; ++i) {
+        auto b = size_t(bin[i]);
+        bin_nodes[b] = std::max(bin_nodes[b], (jobs[i]->rollout_gpus + rgpus - 1) / rgpus);
+        bin_memory[b] += jobs[i]->rollout_memory_gb;
+      }
+      bool fits = true;
+      for (double m : bin_memory)
+        fits &= m < rollout_node_.memory_gb;
+      if (fits) {
+        std::vector<int> first(size_t(bins), 0);
+        int nodes = 0;
+        for (int b = 0; b < bins; ++b) {
+          first[size_t(b)] = nodes;
+          nodes += bin_nodes[size_t(b)];
+        }
+        double cost = nodes * rollout_node_.cost_per_hour
+                      + training_nodes * training_node_.cost_per_hour;
+        if (!best || cost < *best) {
+          std::vector<group_member> members;
+          for (size_t i = 0; i < n; ++i) {
+            group_member m;
+            const int need = (jobs[i]->rollout_gpus + rgpus - 1) / rgpus;
+            for (int k = 0; k < need; ++k)
+              m.rollout_nodes.push_back(first[size_t(bin[i])] + k);
+            // Alone, a job switches nothing; shared, every phase starts warm (as Alg. 1 plans).
+            const double shared = n > 1 ? 1.0 : 0.0;
+            m.rollout_s = jobs[i]->rollout_s + shared * jobs[i]->rollout_switch_s;
+            m.training_s = jobs[i]->training_s * jobs[i]->training_gpus / group_training_gpus
+                           + shared * jobs[i]->training_switch_s;
+            m.sync_s = jobs[i]->sync_s;
+            members.push_back(std::move(m));
+          }
+          auto times = meta_iteration_times(members);
+          bool slo = true;
+          for (size_t i = 0; i < n; ++i)
+            slo &= times[i] <= jobs[i]->slo * jobs[i]->solo_s() * (1 + 1e-12);
+          if (slo)
+            best = cost;
+        }
+      }
+      if (!next_partition(bin))
+        break;
+    }
+  }
+  memo_[key] = best;
+  return best;
+}
+
+std::optional<double> offline_optimum::cost_per_hour(const std::vector<rl_job>& jobs) {
+  const size_t n = jobs.size();
+  if (n > max_jobs)
+    return std::nullopt;
+  if (n == 0)
+    return 0.0;
+  std::vector<const rl_job*> sorted;
+  for (auto& j : jobs)
+    sorted.push_back(&j);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->id < b->id; });
+  const uint32_t full = (1u << n) - 1;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> group(full + 1, inf);
+  for (uint32_t mask = 1; mask <= full; ++mask) {
+    if (std::popcount(mask) > max_group_size_)
+      continue;
+    std::vector<const rl_job*> members;
+    for (size_t i = 0; i < n; ++i)
+      if (mask & (1u << i))
+        members.push_back(sorted[i]);
+    if (auto c = group_cost(members))
+      group[mask] = *c;
+  }
+  std::vector<double> best(full + 1, inf);
+  best[0] = 0;
+  for (uint32_t mask = 1; mask <= full; ++mask) {
+    const uint32_t low = mask & -mask;
+    // Sub-masks holding the lowest job: each cover is counted once.
+    for (uint32_t sub = mask; sub; sub = (sub - 1) & mask)
+      if ((sub & low) && group[sub] < inf)
+        best[mask] = std::min(best[mask], group[sub] + best[mask ^ sub]);
+  }
+  if (best[full] == inf)
+    return std::nullopt;
+  return best[full];
+}
+
+} // namespace loom::replay

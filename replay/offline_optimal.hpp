@@ -1,0 +1,39 @@
+#pragma once
+// The offline-optimal baseline (WEAVE §6.5): for a set of jobs running at once, the cheapest
+// way to host them over all groupings and placements (regrouping and reordering allowed),
+// subject to the same memory, group-size and SLO constraints as Algorithm 1. Brute force: every
+// subset of jobs that fits one group is costed over every partition of its members into
+// shared rollout-node sets; a subset DP then picks the cheapest cover. Exponential, so only for
+// small instances (the paper stops at 13 jobs).
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scheduler/placement.hpp"
+
+namespace loom::replay {
+
+class offline_optimum {
+public:
+  /// Homogeneous pools: one rollout and one training node type.
+  offline_optimum(pool_node rollout_node, pool_node training_node, int max_group_size);
+
+  static constexpr size_t max_jobs = 14;
+
+  /// $/hour of the optimal grouping of `jobs` (ids unique); nothing if more than max_jobs or
+  /// some job cannot be hosted even alone.
+  std::optional<double> cost_per_hour(const std::vector<rl_job>& jobs);
+
+private:
+  /// The cheapest single group hosting exactly these jobs; nothing if none is feasible.
+  std::optional<double> group_cost(const std::vector<const rl_job*>& jobs);
+
+  pool_node rollout_node_;
+  pool_node training_node_;
+  int max_group_size_;
+  std::map<std::string, std::optional<double>> memo_; // by the members' ids
+};
+
+} // namespace loom::replay

@@ -1,0 +1,228 @@
+#include "replay/sim_frameworks.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "scheduler/phase_costs.hpp"
+
+namespace loom::replay {
+
+namespace {
+
+using sim_ptr = simulated_frameworks_actor::stateful_pointer<sim_frameworks_state>;
+using job_run = sim_frameworks_state::job_run;
+
+caf::timespan now(sim_ptr self) {
+  return self->clock().now().time_since_epoch();
+}
+
+double seconds(caf::timespan t) {
+  return std::chrono::duration<double>(t).count();
+}
+
+caf::timespan span(double s) {
+  return caf::timespan{int64_t(std::llround(std::max(0.0, s) * 1e9))};
+}
+
+const job_arrival& spec_of(sim_ptr self, const job_run& r) {
+  return self->state.jobs[r.index];
+}
+
+/// WEAVE §5.2 sync of the job's weights to its rollout nodes.
+double sync_seconds(sim_ptr self, rl_job job) {
+  derive_phase_costs(job, self->state.config.cluster, self->state.config.policy.weave);
+  return job.sync_s;
+}
+
+double rollout_rate(const job_run& r) {
+  if (r.shrunk)
+    return 1.0; // the tail keeps its per-GPU batch on the GPUs it was consolidated onto
+  return r.need > 0 ? double(r.held) / r.need : 0.0;
+}
+
+/// Brings a running rollout's progress and the GPU ledger up to now.
+void advance(sim_ptr self, job_run& r) {
+  auto t = now(self);
+  double dt = seconds(t - r.last);
+  r.last = t;
+  if (r.phase != phase_kind::rollout)
+    return;
+  self->state.ledger->rollout_busy_gpu_s += r.held * dt;
+  double paused = std::min(r.pause_s, dt);
+  r.pause_s -= paused;
+  r.progress = std::min(r.draw.rollout_s, r.progress + (dt - paused) * rollout_rate(r));
+}
+
+/// Plans the next wake of a running rollout: the tail report, then the end.
+void plan_rollout(sim_ptr self, const std::string& job, job_run& r) {
+  ++r.version;
+  const double rate = rollout_rate(r);
+  if (rate <= 0)
+    return; // waits for GPUs
+  const double target =
+    !r.tail_reported && r.draw.tail_s < r.draw.rollout_s ? r.draw.tail_s : r.draw.rollout_s;
+  double delay = r.pause_s + std::max(0.0, target - r.progress) / rate;
+  self->delayed_send(self, span(delay), wake_atom::value, job, r.version);
+}
+
+void submit(sim_ptr self, const std::string& job) {
+  auto& st = self->state;
+  auto& r = st.runs.at(job);
+  rl_job spec = spec_of(self, r).job;
+  spec.iterations = std::max<int64_t>(1, spec.iterations - r.done);
+  ++st.ledger->submissions;
+  self->request(*st.scheduler, caf::infinite, submit_atom::value, spec)
+    .then(
+      [self, job](const placement_reply& reply) {
+        if (reply.kind == "rejected") {
+          self->state.ledger->rejected.push_back(job + ": " + reply.reason);
+          return;
+        }
+        self->state.runs.at(job).active = true;
+      },
+      [self, job](const caf::error& err) {
+        self->state.ledger->rejected.push_back(job + ": " + self->system().render(err));
+      });
+}
+
+/// The job stops whatever it runs (left its group, crashed).
+void stop(sim_ptr self, job_run& r) {
+  advance(self, r);
+  ++r.version;
+  r.held = 0;
+  r.active = false;
+}
+
+} // namespace
+
+simulated_frameworks_actor::behavior_type
+sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state> self,
+               loom::config config, std::vector<job_arrival> jobs, response_lengths lengths,
+               uint64_t seed, std::shared_ptr<cluster_scheduler_actor> scheduler,
+               std::shared_ptr<sim_ledger> ledger) {
+  auto& st = self->state;
+  st.config = std::move(config);
+  st.jobs = std::move(jobs);
+  st.lengths = lengths;
+  st.seed = seed;
+  st.scheduler = std::move(scheduler);
+  st.ledger = std::move(ledger);
+  for (size_t i = 0; i < st.jobs.size(); ++i) {
+    auto& a = st.jobs[i];
+    st.runs[a.job.id].index = i;
+    self->delayed_send(self, span(a.arrival_s), arrive_atom::value, uint64_t(i));
+    if (a.fail_after_s >= 0)
+      self->delayed_send(self, span(a.arrival_s + a.fail_after_s), crash_atom::value,
+                         uint64_t(i));
+  }
+  return {
+    [self](arrive_atom, uint64_t index) { submit(self, self->state.jobs[index].job.id); },
+    [self](crash_atom, uint64_t index) {
+      auto& st = self->state;
+      auto& a = st.jobs[index];
+      auto& r = st.runs.at(a.job.id);
+      if (!r.active)
+        return; // finished (or never placed) before its crash was due
+      stop(self, r);
+      ++st.ledger->crashes;
+      spdlog::debug("event=sim_job_crashed job={} done={}", a.job.id, r.done);
+      self->request(*st.scheduler, caf::infinite, fail_atom::value, a.job.id,
+                    std::string{"simulated crash"})
+        .then([](ok_atom) {}, [](const caf::error&) {});
+      // Recovered from its checkpoint: resubmitted as a new arrival (WEAVE §5.3).
+      self->delayed_send(self, span(a.recovery_s), arrive_atom::value, index);
+    },
+    [self](run_atom, const phase_grant& g) {
+      auto& st = self->state;
+      auto it = st.runs.find(g.job);
+      if (it == st.runs.end())
+        return;
+      auto& r = it->second;
+      const auto& a = spec_of(self, r);
+      r.executor = caf::actor_cast<group_executor_actor>(self->current_sender());
+      r.active = true;
+      advance(self, r);
+      r.phase = g.phase;
+      r.last = now(self);
+      const double t = seconds(r.last);
+      switch (g.phase) {
+        case phase_kind::rollout: {
+          const double progress =
+            a.job.iterations > 0 ? double(r.done) / double(a.job.iterations) : 0.0;
+          r.draw = sample_iteration(a.job.rollout_s, a.job.training_s, st.lengths,
+                                    st.config.policy.weave.tail_migration_threshold, a.drift,
+                                    progress, st.seed, r.index, uint64_t(r.done));
+          r.progress = 0;
+          r.pause_s = g.switch_s;
+          r.need = a.job.rollout_gpus;
+          r.held = g.gpus;
+          r.tail_reported = false;
+          r.shrunk = false;
+          plan_rollout(self, g.job, r);
+          return;
+        }
+        case phase_kind::training: {
+          double work = r.draw.training_s * a.job.training_gpus / std::max(1, g.gpus);
+          r.phase_end_s = t + g.switch_s + work;
+          break;
+        }
+        case phase_kind::sync:
+          r.phase_end_s = t + sync_seconds(self, a.job);
+          break;
+      }
+      ++r.version;
+      self->delayed_send(self, span(r.phase_end_s - t), wake_atom::value, g.job, r.version);
+    },
+    [self](resize_atom, const std::string& job, int gpus) {
+      auto it = self->state.runs.find(job);
+      if (it == self->state.runs.end() || it->second.phase != phase_kind::rollout)
+        return;
+      auto& r = it->second;
+      advance(self, r);
+      if (gpus < r.held && r.tail_reported && !r.shrunk) {
+        r.shrunk = true;
+        r.pause_s += self->state.config.policy.weave.tail_migration_cost_s;
+      }
+      r.held = gpus;
+      plan_rollout(self, job, r);
+    },
+    [self](leave_atom, const std::string& job) {
+      auto it = self->state.runs.find(job);
+      if (it != self->state.runs.end())
+        stop(self, it->second);
+    },
+    [self](wake_atom, const std::string& job, uint64_t version) {
+      auto& st = self->state;
+      auto& r = st.runs.at(job);
+      if (version != r.version || !r.active)
+        return;
+      advance(self, r);
+      if (r.phase == phase_kind::rollout) {
+        if (r.progress + 1e-9 < r.draw.rollout_s) {
+          // The tail threshold is reached: report it and go on to the end.
+          r.tail_reported = true;
+          self->send(r.executor, tail_atom::value, job);
+          plan_rollout(self, job, r);
+          return;
+        }
+        ++r.version;
+        r.held = 0;
+        self->send(r.executor, done_atom::value, job, phase_kind::rollout, r.draw.rollout_s);
+        return;
+      }
+      const auto& a = spec_of(self, r);
+      if (r.phase == phase_kind::training) {
+        // The same work on however many GPUs the group trains with.
+        st.ledger->training_busy_gpu_s += r.draw.training_s * a.job.training_gpus;
+        self->send(r.executor, done_atom::value, job, phase_kind::training, r.draw.training_s);
+        return;
+      }
+      ++r.done;
+      self->send(r.executor, done_atom::value, job, phase_kind::sync, sync_seconds(self, a.job));
+    },
+  };
+}
+
+} // namespace loom::replay

@@ -1,0 +1,66 @@
+#pragma once
+// Replay's edge for WEAVE: simulated RL frameworks and their GPUs. Each permitted phase runs
+// for its realized duration (replay/rollout_model) on the virtual clock. A rollout is a fluid:
+// it progresses at (GPUs held / GPUs needed) of full speed, reports the tail threshold to its
+// executor, and after tail consolidation finishes its remaining responses at full per-GPU speed
+// on the few GPUs it keeps, after a migration pause.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/actors.hpp"
+#include "core/config.hpp"
+#include "replay/weave_workload.hpp"
+
+namespace loom::replay {
+
+/// What the simulation measured beyond what the actors report.
+struct sim_ledger {
+  double rollout_busy_gpu_s = 0;
+  double training_busy_gpu_s = 0;
+  std::vector<std::string> rejected; // jobs the scheduler refused, with reasons
+  int64_t submissions = 0;
+  int64_t crashes = 0;
+};
+
+struct sim_frameworks_state {
+  static inline const char* name = "sim_frameworks";
+
+  struct job_run {
+    size_t index = 0;
+    int64_t done = 0;          // iterations completed overall
+    bool active = false;       // placed and not crashed or finished
+    group_executor_actor executor;
+    phase_kind phase = phase_kind::rollout;
+    uint64_t version = 0;      // invalidates wakes of superseded phase plans
+    caf::timespan last{0};     // when progress was last brought up to date
+    realized_iteration draw;
+    double progress = 0;       // rollout seconds done at full speed
+    double pause_s = 0;        // switch or migration time still to pay
+    int need = 0;
+    int held = 0;
+    bool tail_reported = false;
+    bool shrunk = false;
+    double phase_end_s = 0;    // training and sync: absolute end time
+  };
+
+  loom::config config;
+  bool topology_aware_sync = true;
+  std::vector<job_arrival> jobs;
+  response_lengths lengths;
+  uint64_t seed = 0;
+  std::map<std::string, job_run> runs;
+  std::shared_ptr<cluster_scheduler_actor> scheduler;
+  std::shared_ptr<sim_ledger> ledger;
+};
+
+/// `scheduler` is filled in after spawn (the scheduler needs this actor as its worker).
+simulated_frameworks_actor::behavior_type
+sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state> self,
+               loom::config config, std::vector<job_arrival> jobs, response_lengths lengths,
+               uint64_t seed, std::shared_ptr<cluster_scheduler_actor> scheduler,
+               std::shared_ptr<sim_ledger> ledger);
+
+} // namespace loom::replay

@@ -1,0 +1,153 @@
+#include "replay/weave_scenario.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/toml_reader.hpp"
+
+namespace loom::replay {
+
+const std::vector<std::string>& weave_policy_names() {
+  static const std::vector<std::string> names{"weave",  "solo-d", "colocated",
+                                              "random", "greedy", "optimal"};
+  return names;
+}
+
+namespace {
+
+void read_workload(table_reader& w, weave_scenario& sc, const std::string& dir,
+                   std::vector<config_error>& errors) {
+  if (auto v = positive(w, "median_length_fraction",
+                        w.optional<double>("median_length_fraction", sc.lengths.median_fraction)))
+    sc.lengths.median_fraction = std::min(1.0, *v);
+  if (auto v = positive(w, "length_sigma", w.optional<double>("length_sigma", sc.lengths.sigma)))
+    sc.lengths.sigma = *v;
+  if (auto v = at_least<int64_t>(w, "batch", w.optional<int64_t>("batch", sc.lengths.batch), 1))
+    sc.lengths.batch = int(*v);
+  if (auto trace = w.optional<std::string>("trace", ""); trace && !trace->empty()) {
+    auto path = std::filesystem::path{dir} / *trace;
+    sc.workload_source = path.string();
+    if (auto jobs = load_trace(path.string(), errors))
+      sc.jobs = std::move(*jobs);
+    w.reject_unknown();
+    return;
+  }
+  workload_generator g;
+  if (auto p = one_of<table6_profile>(w, "profile", w.optional<std::string>("profile", "mixed"),
+                                      {{"bl", table6_profile::balanced},
+                                       {"rh", table6_profile::rollout_heavy},
+                                       {"th", table6_profile::train_heavy},
+                                       {"mixed", table6_profile::mixed}}))
+    g.profile = *p;
+  if (auto v = w.optional<std::vector<std::string>>("sizes", g.sizes)) {
+    bool ok = !v->empty();
+    for (auto& s : *v)
+      ok &= s == "small" || s == "medium" || s == "large";
+    if (ok)
+      g.sizes = *v;
+    else
+      w.error("sizes", "must list some of: small, medium, large");
+  }
+  if (auto v = at_least<int64_t>(w, "jobs", w.optional<int64_t>("jobs", g.jobs), 1))
+    g.jobs = int(*v);
+  for (auto [key, field] : {std::pair{"span_h", &workload_generator::span_h},
+                            std::pair{"lifetime_mean_h", &workload_generator::lifetime_mean_h},
+                            std::pair{"lifetime_sigma", &workload_generator::lifetime_sigma},
+                            std::pair{"lifetime_max_h", &workload_generator::lifetime_max_h},
+                            std::pair{"recovery_h", &workload_generator::recovery_h}})
+    if (auto v = positive(w, key, w.optional<double>(key, g.*field)))
+      g.*field = *v;
+  if (auto v = at_least<double>(w, "slo_min", w.optional<double>("slo_min", g.slo_min), 1.0))
+    g.slo_min = *v;
+  if (auto v = at_least<double>(w, "slo_max", w.optional<double>("slo_max", g.slo_max), g.slo_min))
+    g.slo_max = *v;
+  if (auto v = non_negative(w, "failure_probability",
+                            w.optional<double>("failure_probability", g.failure_probability)))
+    g.failure_probability = std::min(1.0, *v);
+  if (auto d = one_of<drift_mode>(w, "drift", w.optional<std::string>("drift", "none"),
+                                  {{"none", drift_mode::none},
+                                   {"increasing", drift_mode::increasing},
+                                   {"decreasing", drift_mode::decreasing},
+                                   {"mixed", drift_mode::mixed}}))
+    g.drift = *d;
+  w.reject_unknown();
+  sc.jobs = generate_workload(g, sc.seed);
+  sc.workload_source = fmt::format("WEAVE Table 6 generator: {} jobs over {} h", g.jobs, g.span_h);
+}
+
+} // namespace
+
+weave_scenario_result load_weave_scenario(const std::string& path) {
+  weave_scenario_result result;
+  auto text = read_text_file(path, result.errors);
+  if (!text)
+    return result;
+  auto doc = parse_toml(*text, path, result.errors);
+  if (!doc)
+    return result;
+  const std::string dir = std::filesystem::path{path}.parent_path().string();
+  config_diagnostics diag{path};
+  table_reader root{*doc, "", diag};
+  weave_scenario sc;
+  sc.source = path;
+  auto head = root.required_table("scenario");
+  std::string cluster_path;
+  if (head) {
+    if (auto v = head->required<std::string>("name"))
+      sc.name = *v;
+    if (auto v = head->required<std::string>("kind"); v && *v != "weave")
+      head->error("kind", fmt::format("'{}' is not a scenario kind this build replays (weave)", *v));
+    if (auto v = at_least<int64_t>(*head, "seed", head->optional<int64_t>("seed", 1), 0))
+      sc.seed = uint64_t(*v);
+    if (auto v = head->optional<std::string>("cluster", ""))
+      cluster_path = *v;
+    if (auto v = head->required<std::vector<std::string>>("policies")) {
+      for (auto& p : *v) {
+        auto& names = weave_policy_names();
+        if (std::find(names.begin(), names.end(), p) == names.end())
+          head->error("policies", fmt::format("'{}' is not one of: weave, solo-d, colocated, "
+                                              "random, greedy, optimal", p));
+      }
+      // Report order is fixed, whatever order the file lists them in.
+      for (auto& n : weave_policy_names())
+        if (std::find(v->begin(), v->end(), n) != v->end())
+          sc.policies.push_back(n);
+    }
+    head->reject_unknown();
+  }
+  // The cluster first: the scenario's [policy] overrides its WEAVE knobs.
+  auto cfg = cluster_path.empty()
+               ? parse_config(embedded_config_text(), "<embedded conf/loom.toml>")
+               : load_config_file((std::filesystem::path{dir} / cluster_path).string());
+  for (auto& e : cfg.errors)
+    result.errors.push_back(e);
+  if (cfg.value)
+    sc.config = std::move(*cfg.value);
+  auto& weave = sc.config.policy.weave;
+  if (auto p = root.table("policy")) {
+    if (auto v = at_least<int64_t>(*p, "max_group_size",
+                                   p->optional<int64_t>("max_group_size", weave.max_group_size), 1))
+      weave.max_group_size = int(*v);
+    if (auto v = p->optional<bool>("tail_migration", true))
+      sc.migrate_tails = *v;
+    if (auto v = fraction(*p, "tail_migration_threshold",
+                          p->optional<double>("tail_migration_threshold",
+                                              weave.tail_migration_threshold)))
+      weave.tail_migration_threshold = *v;
+    if (auto v = p->optional<bool>("topology_aware_sync", weave.topology_aware_sync))
+      weave.topology_aware_sync = *v;
+    p->reject_unknown();
+  }
+  if (auto w = root.required_table("workload"))
+    read_workload(*w, sc, dir, result.errors);
+  root.reject_unknown();
+  for (auto& e : diag.take_errors())
+    result.errors.push_back(std::move(e));
+  if (result.errors.empty())
+    result.value = std::move(sc);
+  return result;
+}
+
+} // namespace loom::replay

@@ -1,0 +1,46 @@
+#pragma once
+// A WEAVE replay scenario (TOML): the cluster, the workload (a Table 6 generator with its seed,
+// or a JSONL trace), the policies to compare, and the knobs they share.
+//
+//   [scenario]  name, kind = "weave", seed, cluster (config path, relative to the scenario;
+//               absent: the embedded defaults), policies = ["weave", "solo-d", ...]
+//   [policy]    max_group_size, tail_migration (bool), tail_migration_threshold,
+//               topology_aware_sync (bool)
+//   [workload]  profile (bl|rh|th|mixed), sizes, jobs, span_h, lifetime_mean_h,
+//               lifetime_sigma, lifetime_max_h, slo_min, slo_max, drift
+//               (none|increasing|decreasing|mixed), failure_probability, recovery_h,
+//               median_length_fraction, length_sigma, batch; or trace = "FILE.jsonl"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "replay/weave_workload.hpp"
+
+namespace loom::replay {
+
+/// Policy names a scenario may list, in report order.
+const std::vector<std::string>& weave_policy_names();
+
+struct weave_scenario {
+  std::string name;
+  std::string source;
+  uint64_t seed = 1;
+  loom::config config; // cluster and WEAVE policy in force
+  std::vector<std::string> policies;
+  bool migrate_tails = true;
+  std::string workload_source; // "table6 ..." or the trace path
+  response_lengths lengths;
+  std::vector<job_arrival> jobs;
+};
+
+struct weave_scenario_result {
+  std::optional<weave_scenario> value;
+  std::vector<config_error> errors;
+};
+
+weave_scenario_result load_weave_scenario(const std::string& path);
+
+} // namespace loom::replay

@@ -1,0 +1,58 @@
+#pragma once
+// The cluster_scheduler actor: admission and inter-group placement (WEAVE §4.2) around the
+// placement_engine core. Every decision is written to the store before anyone hears of it;
+// placed jobs are handed to their group's executor, which it spawns and stops with the group.
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/actors.hpp"
+#include "core/cluster.hpp"
+#include "core/policy.hpp"
+#include "scheduler/group_executor.hpp"
+#include "scheduler/placement.hpp"
+
+namespace loom {
+
+/// How a placement is chosen; empty: WEAVE Algorithm 1. Replay passes its baselines here.
+using placement_chooser =
+  std::function<placement_decision(const placement_engine&, const rl_job&)>;
+
+struct cluster_scheduler_config {
+  loom::cluster cluster;
+  weave_policy policy;
+  bool migrate_tails = true;
+  bool sync_writes = true;
+  placement_chooser choose;
+};
+
+struct cluster_scheduler_state {
+  static inline const char* name = "cluster_scheduler";
+
+  struct job_entry {
+    rl_job job;
+    std::string state; // placed | rejected | finished | failed | cancelled | drifted
+    uint64_t group = 0;
+    std::string reason;
+  };
+
+  cluster_scheduler_config config;
+  std::unique_ptr<placement_engine> engine;
+  store_actor store;
+  worker_actor worker;
+  observer_actor observer;
+  std::map<uint64_t, group_executor_actor> executors;
+  std::map<std::string, job_entry> jobs;
+};
+
+/// The pools of a cluster as the placement engine sees them.
+placement_engine make_placement_engine(const cluster& c, int max_group_size);
+
+cluster_scheduler_actor::behavior_type
+cluster_scheduler(cluster_scheduler_actor::stateful_pointer<cluster_scheduler_state> self,
+                  cluster_scheduler_config config, store_actor store, worker_actor worker,
+                  observer_actor observer);
+
+} // namespace loom

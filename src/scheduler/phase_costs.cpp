@@ -1,0 +1,39 @@
+#include "scheduler/phase_costs.hpp"
+
+#include <algorithm>
+
+namespace loom {
+
+switch_costs phase_switch_costs(double working_set_gb, int gpus_on_node, const weave_policy& p) {
+  switch_costs c;
+  c.warm_s = working_set_gb / (std::max(1, gpus_on_node) * p.warm_start_gbps_per_gpu);
+  c.cold_s = p.cold_start_init_s + working_set_gb / p.cold_start_gbps;
+  return c;
+}
+
+double model_sync_s(double model_gb, int rollout_nodes, double cross_link_gbps,
+                    double intra_cluster_gbps, bool topology_aware) {
+  const double gbit = model_gb * 8;
+  if (gbit <= 0 || rollout_nodes <= 0)
+    return 0;
+  if (!topology_aware)
+    return rollout_nodes * gbit / cross_link_gbps;
+  // The broadcast stage only runs when there is more than one receiving node.
+  return gbit / cross_link_gbps + (rollout_nodes > 1 ? gbit / intra_cluster_gbps : 0.0);
+}
+
+void derive_phase_costs(rl_job& job, const cluster& c, const weave_policy& p) {
+  const int rollout_per_node = c.rollout.empty() ? 8 : std::max(1, c.rollout.front().gpus);
+  const int training_per_node = c.training.empty() ? 8 : std::max(1, c.training.front().gpus);
+  const int rollout_nodes = (job.rollout_gpus + rollout_per_node - 1) / rollout_per_node;
+  job.sync_s = model_sync_s(job.model_gb, rollout_nodes, c.cross_link_gbps, p.intra_cluster_gbps,
+                            p.topology_aware_sync);
+  job.rollout_switch_s =
+    phase_switch_costs(job.rollout_memory_gb, std::min(job.rollout_gpus, rollout_per_node), p)
+      .warm_s;
+  job.training_switch_s =
+    phase_switch_costs(job.training_memory_gb, std::min(job.training_gpus, training_per_node), p)
+      .warm_s;
+}
+
+} // namespace loom

@@ -1,0 +1,31 @@
+#pragma once
+// What switching and synchronising phases cost, from the cluster and the job (pure).
+
+#include "core/cluster.hpp"
+#include "core/policy.hpp"
+#include "scheduler/rl_job.hpp"
+
+namespace loom {
+
+struct switch_costs {
+  double warm_s = 0; // state resident in host DRAM (WEAVE §5.1 warm start)
+  double cold_s = 0; // control plane rebuilt, state fetched from storage
+};
+
+/// WEAVE §3 C3 / Fig. 4: a node's working set over PCIe (warm) or storage plus
+/// re-initialisation (cold).
+switch_costs phase_switch_costs(double working_set_gb, int gpus_on_node, const weave_policy& p);
+
+/// WEAVE §5.2: time to bring `model_gb` of updated weights from the training pool to
+/// `rollout_nodes` rollout nodes over a `cross_link_gbps` (Gbit/s) link. Flat (veRL-style
+/// AllGather): every rollout node fetches its own copy across the link. Topology-aware: one
+/// copy is scattered across the link by parallel point-to-point streams, then broadcast inside
+/// the rollout cluster at `intra_cluster_gbps`.
+double model_sync_s(double model_gb, int rollout_nodes, double cross_link_gbps,
+                    double intra_cluster_gbps, bool topology_aware);
+
+/// Fills in what a job's phases cost on this cluster beyond its profile: sync_s (over the
+/// cross-cluster link to its rollout nodes) and its warm-start switch times.
+void derive_phase_costs(rl_job& job, const cluster& c, const weave_policy& p);
+
+} // namespace loom

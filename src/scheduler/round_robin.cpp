@@ -1,0 +1,275 @@
+#include "scheduler/round_robin.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace loom {
+
+const char* to_string(phase_kind x) {
+  switch (x) {
+    case phase_kind::rollout: return "rollout";
+    case phase_kind::training: return "training";
+    case phase_kind::sync: return "sync";
+  }
+  return "rollout";
+}
+
+int round_robin::running_rollout::total_held() const {
+  int n = 0;
+  for (auto& [node, g] : held)
+    n += g;
+  return n;
+}
+
+round_robin::round_robin(int gpus_per_rollout_node, int training_gpus, double tail_threshold,
+                         bool migrate_tails)
+  : gpus_per_node_(std::max(1, gpus_per_rollout_node)),
+    training_gpus_(training_gpus),
+    tail_threshold_(tail_threshold),
+    migrate_tails_(migrate_tails) {}
+
+round_robin::node_state& round_robin::node(int id) {
+  auto [it, fresh] = nodes_.try_emplace(id);
+  if (fresh)
+    it->second.free = gpus_per_node_;
+  return it->second;
+}
+
+std::map<int, int> round_robin::need_of(const executor_member& m) const {
+  std::map<int, int> need;
+  int left = m.rollout_gpus;
+  for (int n : m.rollout_nodes) {
+    int take = std::min(left, gpus_per_node_);
+    need[n] = take;
+    left -= take;
+  }
+  return need;
+}
+
+void round_robin::enqueue_rollout(const std::string& job) {
+  auto& m = members_.at(job);
+  m.phase = phase_kind::rollout;
+  for (int n : m.spec.rollout_nodes)
+    node(n).queue.push_back(job);
+}
+
+executor_actions round_robin::add(executor_member m, bool staged) {
+  auto job = m.job;
+  if (members_.count(job))
+    return {};
+  for (int n : m.rollout_nodes)
+    if (auto& ns = node(n); staged)
+      ns.resident.insert(job);
+  if (staged)
+    training_resident_.insert(job);
+  members_[job] = member_state{std::move(m), phase_kind::rollout};
+  enqueue_rollout(job);
+  return dispatch();
+}
+
+executor_actions round_robin::remove(const std::string& job) {
+  if (!members_.count(job))
+    return {};
+  for (auto& [id, n] : nodes_) {
+    std::erase(n.queue, job);
+    n.resident.erase(job);
+  }
+  if (auto it = rollouts_.find(job); it != rollouts_.end()) {
+    for (auto& [n, g] : it->second.held)
+      nodes_.at(n).free += g;
+    rollouts_.erase(it);
+  }
+  std::erase(training_queue_, job);
+  training_resident_.erase(job);
+  if (training_running_ == job)
+    training_running_.reset();
+  members_.erase(job);
+  return dispatch();
+}
+
+executor_actions round_robin::phase_done(const std::string& job, phase_kind phase) {
+  auto it = members_.find(job);
+  if (it == members_.end() || it->second.phase != phase)
+    return {};
+  executor_actions out;
+  switch (phase) {
+    case phase_kind::rollout: {
+      auto r = rollouts_.find(job);
+      if (r == rollouts_.end())
+        return {}; // not started: a stale report
+      for (auto& [n, g] : r->second.held)
+        nodes_.at(n).free += g;
+      rollouts_.erase(r);
+      it->second.phase = phase_kind::training;
+      training_queue_.push_back(job);
+      break;
+    }
+    case phase_kind::training:
+      if (training_running_ != job)
+        return {};
+      training_running_.reset();
+      // Sync needs no pool GPUs of its own (it streams over the link, WEAVE §5.2): it is
+      // permitted at once and gates only this job's next rollout.
+      it->second.phase = phase_kind::sync;
+      out.grants.push_back(phase_grant{job, phase_kind::sync, 0, 0, false});
+      break;
+    case phase_kind::sync:
+      enqueue_rollout(job);
+      break;
+  }
+  auto more = dispatch();
+  out.grants.insert(out.grants.end(), more.grants.begin(), more.grants.end());
+  out.resizes = std::move(more.resizes);
+  return out;
+}
+
+executor_actions round_robin::tail_bound(const std::string& job) {
+  auto r = rollouts_.find(job);
+  if (!migrate_tails_ || r == rollouts_.end() || r->second.tail)
+    return {};
+  // Only worth it when another rollout waits on one of these nodes.
+  bool waiting = false;
+  for (auto& [n, g] : r->second.need)
+    waiting |= !nodes_.at(n).queue.empty();
+  if (!waiting)
+    return {};
+  auto& run = r->second;
+  const int total = members_.at(job).spec.rollout_gpus;
+  const int keep = std::max(1, int(std::ceil(total * (1.0 - tail_threshold_) - 1e-9)));
+  int excess = run.total_held() - keep;
+  if (excess <= 0)
+    return {};
+  // Consolidate onto the first nodes: release from the last ones.
+  for (auto it = run.held.rbegin(); it != run.held.rend() && excess > 0; ++it) {
+    int give = std::min(excess, it->second);
+    it->second -= give;
+    nodes_.at(it->first).free += give;
+    excess -= give;
+  }
+  run.tail = true;
+  executor_actions out;
+  out.resizes.push_back(gpu_resize{job, run.total_held()});
+  auto more = dispatch();
+  out.grants = std::move(more.grants);
+  out.resizes.insert(out.resizes.end(), more.resizes.begin(), more.resizes.end());
+  return out;
+}
+
+executor_actions round_robin::dispatch() {
+  executor_actions out;
+  // Running rollouts that started on part of their GPUs take freed ones first, oldest first.
+  std::vector<std::pair<uint64_t, std::string>> order;
+  for (auto& [job, run] : rollouts_)
+    if (!run.tail)
+      order.emplace_back(run.order, job);
+  std::sort(order.begin(), order.end());
+  for (auto& [o, job] : order) {
+    auto& run = rollouts_.at(job);
+    bool grew = false;
+    for (auto& [n, need] : run.need) {
+      auto& ns = nodes_.at(n);
+      int take = std::min(ns.free, need - run.held[n]);
+      if (take > 0) {
+        ns.free -= take;
+        run.held[n] += take;
+        grew = true;
+      }
+    }
+    if (grew)
+      out.resizes.push_back(gpu_resize{job, run.total_held()});
+  }
+  // Rollouts at the head of every queue they wait in start on whatever GPUs are free.
+  for (bool started = true; started;) {
+    started = false;
+    for (auto& [id, ns] : nodes_) {
+      if (ns.queue.empty())
+        continue;
+      const std::string job = ns.queue.front();
+      auto& spec = members_.at(job).spec;
+      auto need = need_of(spec);
+      bool head = true;
+      int available = 0;
+      for (auto& [n, g] : need) {
+        head &= nodes_.at(n).queue.front() == job;
+        available += std::min(nodes_.at(n).free, g);
+      }
+      if (!head || available == 0)
+        continue;
+      running_rollout run{next_order_++, need, {}, false};
+      phase_grant grant{job, phase_kind::rollout, 0, 0, false};
+      for (auto& [n, g] : need) {
+        auto& nn = nodes_.at(n);
+        nn.queue.pop_front();
+        int take = std::min(nn.free, g);
+        run.held[n] = take;
+        nn.free -= take;
+        if (take > 0 && nn.last_job != job) {
+          bool warm = nn.resident.count(job) > 0;
+          double s = warm ? spec.rollout_switch.warm_s : spec.rollout_switch.cold_s;
+          grant.cold |= !warm;
+          grant.switch_s = std::max(grant.switch_s, s);
+          nn.resident.insert(job);
+          nn.last_job = job;
+        }
+      }
+      grant.gpus = run.total_held();
+      rollouts_.emplace(job, std::move(run));
+      out.grants.push_back(std::move(grant));
+      started = true;
+      break; // queues changed: rescan from the first node
+    }
+  }
+  if (!training_running_ && !training_queue_.empty()) {
+    auto job = training_queue_.front();
+    training_queue_.pop_front();
+    training_running_ = job;
+    phase_grant grant{job, phase_kind::training, training_gpus_, 0, false};
+    if (training_last_ != job) {
+      bool warm = training_resident_.count(job) > 0;
+      auto& costs = members_.at(job).spec.training_switch;
+      grant.switch_s = warm ? costs.warm_s : costs.cold_s;
+      grant.cold = !warm;
+      training_resident_.insert(job);
+      training_last_ = job;
+    }
+    out.grants.push_back(std::move(grant));
+  }
+  return out;
+}
+
+std::vector<std::string> round_robin::jobs() const {
+  std::vector<std::string> out;
+  for (auto& [job, m] : members_)
+    out.push_back(job);
+  return out;
+}
+
+std::optional<phase_kind> round_robin::current_phase(const std::string& job) const {
+  auto it = members_.find(job);
+  if (it == members_.end())
+    return std::nullopt;
+  return it->second.phase;
+}
+
+int round_robin::free_gpus(int n) const {
+  auto it = nodes_.find(n);
+  return it == nodes_.end() ? gpus_per_node_ : it->second.free;
+}
+
+int round_robin::rollout_gpus_held(const std::string& job) const {
+  auto it = rollouts_.find(job);
+  return it == rollouts_.end() ? 0 : it->second.total_held();
+}
+
+std::vector<std::string> round_robin::rollout_queue(int n) const {
+  auto it = nodes_.find(n);
+  if (it == nodes_.end())
+    return {};
+  return {it->second.queue.begin(), it->second.queue.end()};
+}
+
+std::vector<std::string> round_robin::training_queue() const {
+  return {training_queue_.begin(), training_queue_.end()};
+}
+
+} // namespace loom

@@ -1,0 +1,130 @@
+#pragma once
+// Intra-group execution, WEAVE §4.3 and §5.1, pure: the run permits of one co-execution group.
+// Every rollout node and the training pool keep a FIFO queue of waiting phases; a job's phases
+// cycle rollout -> training -> sync, and each finished phase enqueues the job's next one, so the
+// group runs the round-robin meta-iteration. A phase that follows another job's phase on the
+// same GPUs pays a switch: warm from host DRAM once its state is resident there, cold the first
+// time. Long-tail migration: when a rollout reports that the tail threshold of its responses is
+// done and another rollout waits on its nodes, the rest is consolidated onto a few GPUs and the
+// freed GPUs start the next rollout at once (elastically: it grows as more GPUs free up).
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+#include "scheduler/phase_costs.hpp"
+
+namespace loom {
+
+enum class phase_kind : uint8_t { rollout, training, sync };
+
+const char* to_string(phase_kind x);
+
+/// A run permit: the job may run the phase now on `gpus` GPUs, after `switch_s` of loading.
+struct phase_grant {
+  std::string job;
+  phase_kind phase = phase_kind::rollout;
+  int gpus = 0;
+  double switch_s = 0;
+  bool cold = false;
+};
+
+/// A running rollout's GPUs change: shrunk to its tail, or grown as GPUs free up.
+struct gpu_resize {
+  std::string job;
+  int gpus = 0;
+};
+
+struct executor_actions {
+  std::vector<phase_grant> grants;
+  std::vector<gpu_resize> resizes;
+};
+
+/// One member as the executor needs it.
+struct executor_member {
+  std::string job;
+  std::vector<int> rollout_nodes; // rollout-pool node indices it is pinned to
+  int rollout_gpus = 0;           // spread over its nodes, filling each in order
+  switch_costs rollout_switch;
+  switch_costs training_switch;
+};
+
+class round_robin {
+public:
+  /// `tail_threshold` in (0, 1]: fraction of responses done that makes a rollout tail-bound;
+  /// `migrate_tails` false disables long-tail migration (the ablation).
+  round_robin(int gpus_per_rollout_node, int training_gpus, double tail_threshold,
+              bool migrate_tails);
+
+  /// A job joins: its first rollout is queued. `staged`: its state is already in the host
+  /// DRAM of its nodes, so its first phases start warm.
+  executor_actions add(executor_member m, bool staged);
+  /// A job leaves (finished, failed, cancelled): its queued phases go, its GPUs are freed.
+  executor_actions remove(const std::string& job);
+  /// The worker finished a phase the executor granted.
+  executor_actions phase_done(const std::string& job, phase_kind phase);
+  /// The job's running rollout reached the tail threshold.
+  executor_actions tail_bound(const std::string& job);
+
+  bool contains(const std::string& job) const { return members_.count(job) > 0; }
+  size_t size() const { return members_.size(); }
+  std::vector<std::string> jobs() const;
+  /// The phase the job is running or waiting for.
+  std::optional<phase_kind> current_phase(const std::string& job) const;
+  int free_gpus(int node) const;
+  /// GPUs a job holds on the rollout pool (0 unless its rollout runs).
+  int rollout_gpus_held(const std::string& job) const;
+  std::vector<std::string> rollout_queue(int node) const;
+  std::vector<std::string> training_queue() const;
+  int training_gpus() const { return training_gpus_; }
+
+private:
+  struct node_state {
+    int free = 0;
+    std::deque<std::string> queue;
+    std::string last_job; // whose state is on the GPUs
+    std::set<std::string> resident;
+  };
+  struct running_rollout {
+    uint64_t order = 0;
+    std::map<int, int> need; // node -> GPUs
+    std::map<int, int> held;
+    bool tail = false;
+    int total_held() const;
+  };
+  struct member_state {
+    executor_member spec;
+    phase_kind phase = phase_kind::rollout;
+  };
+
+  executor_actions dispatch();
+  node_state& node(int id);
+  std::map<int, int> need_of(const executor_member& m) const;
+  void enqueue_rollout(const std::string& job);
+
+  int gpus_per_node_;
+  int training_gpus_;
+  double tail_threshold_;
+  bool migrate_tails_;
+  uint64_t next_order_ = 0;
+  std::map<std::string, member_state> members_;
+  std::map<int, node_state> nodes_;
+  std::map<std::string, running_rollout> rollouts_;
+  std::deque<std::string> training_queue_;
+  std::optional<std::string> training_running_;
+  std::string training_last_;
+  std::set<std::string> training_resident_;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, phase_grant& x) {
+  return f(caf::meta::type_name("phase_grant"), x.job, x.phase, x.gpus, x.switch_s, x.cold);
+}
+
+} // namespace loom

@@ -1,0 +1,218 @@
+#define BOOST_TEST_MODULE weave
+#include <boost/test/unit_test.hpp>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/config.hpp"
+#include "core/metrics.hpp"
+#include "loom.pb.h"
+#include "replay/driver.hpp"
+#include "replay/sim_frameworks.hpp"
+#include "replay/weave_replay.hpp"
+#include "replay/weave_scenario.hpp"
+#include "scheduler/cluster_scheduler.hpp"
+#include "scheduler/job_spec.hpp"
+#include "store/database.hpp"
+#include "store/store_actor.hpp"
+#include "support/process.hpp"
+
+using namespace loom;
+
+namespace {
+
+struct log_state {
+  static inline const char* name = "test_observer";
+  std::shared_ptr<std::vector<iteration_record>> iterations;
+  std::shared_ptr<std::vector<cluster_record>> cluster;
+};
+
+observer_actor::behavior_type observer(observer_actor::stateful_pointer<log_state> self,
+                                       std::shared_ptr<std::vector<iteration_record>> its,
+                                       std::shared_ptr<std::vector<cluster_record>> cluster) {
+  self->state.iterations = std::move(its);
+  self->state.cluster = std::move(cluster);
+  return {
+    [self](cluster_atom, const cluster_record& r) { self->state.cluster->push_back(r); },
+    [self](iteration_atom, const iteration_record& r) { self->state.iterations->push_back(r); },
+  };
+}
+
+replay::job_arrival arrival(std::string id, double at_s, double roll, double train,
+                            int64_t iterations, double slo) {
+  replay::job_arrival a;
+  a.profile = "test";
+  a.arrival_s = at_s;
+  a.job.id = a.job.name = std::move(id);
+  a.job.rollout_gpus = a.job.training_gpus = 8;
+  a.job.rollout_memory_gb = a.job.training_memory_gb = 200;
+  a.job.rollout_s = roll;
+  a.job.training_s = train;
+  a.job.slo = slo;
+  a.job.model_gb = 10;
+  a.job.iterations = iterations;
+  return a;
+}
+
+std::string scenario_text(uint64_t seed) {
+  return fmt::format(R"([scenario]
+name = "tiny"
+kind = "weave"
+seed = {}
+cluster = "{}"
+policies = ["greedy", "weave", "solo-d", "random", "optimal"]
+
+[policy]
+max_group_size = 4
+
+[workload]
+profile = "mixed"
+jobs = 14
+span_h = 12
+lifetime_mean_h = 3
+lifetime_max_h = 8
+)",
+                     seed, test::source_path("replay/scenarios/weave-sim-cluster.toml"));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_group_runs_meta_iterations_survives_a_failure_and_readmits_the_job) {
+  test::temp_dir dir;
+  auto cfg = parse_config(embedded_config_text(), "embedded");
+  BOOST_REQUIRE(cfg.value);
+  // A (rollout 200, training 100) and B (100, 60) share the local cluster's nodes; B crashes
+  // after 1,500 s and comes back 600 s later as a new arrival.
+  std::vector<replay::job_arrival> jobs{arrival("A", 0, 200, 100, 12, 2.0),
+                                        arrival("B", 10, 100, 60, 10, 2.0)};
+  jobs[1].fail_after_s = 1500;
+  jobs[1].recovery_s = 600;
+  auto its = std::make_shared<std::vector<iteration_record>>();
+  auto cluster = std::make_shared<std::vector<cluster_record>>();
+  auto ledger = std::make_shared<replay::sim_ledger>();
+  {
+    replay::driver d;
+    auto& sys = d.system();
+    auto db = database::open(dir / "store");
+    BOOST_REQUIRE(db);
+    auto st = sys.spawn(store, std::shared_ptr<database>{std::move(*db)},
+                        std::make_shared<service_metrics>());
+    auto obs = sys.spawn(observer, its, cluster);
+    auto slot = std::make_shared<cluster_scheduler_actor>();
+    auto sim = sys.spawn(replay::sim_frameworks, *cfg.value, jobs, replay::response_lengths{},
+                         uint64_t{5}, slot, ledger);
+    *slot = sys.spawn(cluster_scheduler,
+                      cluster_scheduler_config{cfg.value->cluster, cfg.value->policy.weave, true,
+                                               true, {}},
+                      st, caf::actor_cast<worker_actor>(sim), obs);
+    d.run_to_quiescence();
+    for (auto a : {caf::actor_cast<caf::actor>(sim), caf::actor_cast<caf::actor>(*slot),
+                   caf::actor_cast<caf::actor>(obs), caf::actor_cast<caf::actor>(st)})
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    d.run_to_quiescence();
+  }
+  // B was packed into A's group (direct packing), crashed once, and was placed again.
+  BOOST_REQUIRE_GE(cluster->size(), 3u);
+  BOOST_CHECK_EQUAL((*cluster)[0].event, "new_group");
+  BOOST_CHECK_EQUAL((*cluster)[1].event, "direct_packing");
+  BOOST_CHECK_EQUAL(ledger->crashes, 1);
+  BOOST_CHECK_EQUAL(ledger->submissions, 3);
+  int64_t a_done = 0, b_done = 0;
+  double crash_at = 10 + 1500, back_at = crash_at + 600;
+  int64_t a_during_outage = 0;
+  int64_t origin = cluster->front().time_ns;
+  for (auto& r : *its) {
+    double t = double(r.end_ns - origin) / 1e9;
+    if (r.job == "A") {
+      ++a_done;
+      a_during_outage += t > crash_at && t < back_at;
+    } else {
+      ++b_done;
+    }
+  }
+  // A runs all its iterations and keeps going while B is down; B runs its whole budget
+  // across the two admissions (10 iterations).
+  BOOST_CHECK_EQUAL(a_done, 12);
+  BOOST_CHECK_GE(a_during_outage, 1);
+  BOOST_CHECK_EQUAL(b_done, 10);
+  // Steady iterations meet the SLO against the profiled solo time.
+  for (auto& r : *its)
+    if (r.index > 0)
+      BOOST_CHECK_LE(r.duration_s, r.slo * r.planned_solo_s);
+  // Every decision is in the store: both jobs finished, the group is gone.
+  auto db = database::open(dir / "store");
+  BOOST_REQUIRE(db);
+  for (auto id : {"A", "B"}) {
+    auto rec = (*db)->get(record_kind::jobs, id);
+    BOOST_REQUIRE(rec && *rec);
+    v1::Job j;
+    BOOST_REQUIRE(j.ParseFromString(**rec));
+    BOOST_CHECK_EQUAL(int(j.state()), int(v1::JOB_STATE_FINISHED));
+  }
+  BOOST_CHECK_EQUAL((*db)->count(record_kind::groups), 0u);
+  BOOST_CHECK_EQUAL((*db)->count(record_kind::placements), 0u);
+  BOOST_CHECK_GE((*db)->last_event_seq(), 6u);
+}
+
+BOOST_AUTO_TEST_CASE(the_same_scenario_and_seed_give_identical_report_bytes) {
+  test::temp_dir dir;
+  auto run = [&](uint64_t seed, const std::string& out) {
+    test::write_file(dir / "s.toml", scenario_text(seed));
+    auto sc = replay::load_weave_scenario(dir / "s.toml");
+    BOOST_REQUIRE_MESSAGE(sc.value, std::string{sc.errors.empty() ? "" : sc.errors.front().to_string()});
+    auto r = replay::run_weave_replay(*sc.value, dir / out);
+    BOOST_REQUIRE(r);
+    return r->report_json;
+  };
+  auto first = run(11, "a");
+  auto second = run(11, "b");
+  BOOST_CHECK(first == second);
+  BOOST_CHECK(test::read_file(dir / "a/report.json") == test::read_file(dir / "b/report.json"));
+  BOOST_CHECK(run(12, "c") != first);
+}
+
+BOOST_AUTO_TEST_CASE(weave_keeps_slos_cheaper_than_solo_and_the_baselines_do_not) {
+  test::temp_dir dir;
+  test::write_file(dir / "s.toml", scenario_text(21));
+  auto sc = replay::load_weave_scenario(dir / "s.toml");
+  BOOST_REQUIRE(sc.value);
+  auto r = replay::run_weave_replay(*sc.value, dir / "out");
+  BOOST_REQUIRE(r);
+  auto report = nlohmann::json::parse(r->report_json);
+  auto& p = report["policies"];
+  BOOST_CHECK_EQUAL(report["seed"].get<int>(), 21);
+  BOOST_CHECK_EQUAL(p["solo-d"]["slo_attainment"].get<double>(), 1.0);
+  BOOST_CHECK_LT(p["weave"]["cost_per_hour_avg"].get<double>(),
+                 p["solo-d"]["cost_per_hour_avg"].get<double>());
+  BOOST_CHECK_GE(p["weave"]["slo_attainment"].get<double>(),
+                 p["greedy"]["slo_attainment"].get<double>());
+  BOOST_CHECK_LE(p["optimal"]["cost_per_hour_avg"].get<double>(),
+                 p["weave"]["cost_per_hour_avg"].get<double>() + 1e-9);
+  auto& d = p["weave"]["decisions"];
+  BOOST_CHECK_EQUAL(d["direct_packing"].get<int>() + d["rollout_scaling"].get<int>()
+                      + d["new_group"].get<int>() + d["rejected"].get<int>(),
+                    p["weave"]["submissions"].get<int>());
+  auto timings = nlohmann::json::parse(r->timings_json);
+  BOOST_CHECK(timings["policies"]["weave"]["decision_latency_us"].contains("p99"));
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_scenario_is_refused_with_file_line_and_key) {
+  test::temp_dir dir;
+  test::write_file(dir / "bad.toml", "[scenario]\nname = \"x\"\nkind = \"weave\"\n"
+                                     "policies = [\"weave\", \"fifo\"]\n[workload]\n"
+                                     "profile = \"heavy\"\njobs = 0\n");
+  auto sc = replay::load_weave_scenario(dir / "bad.toml");
+  BOOST_CHECK(!sc.value);
+  std::string all;
+  for (auto& e : sc.errors)
+    all += e.to_string() + "\n";
+  BOOST_CHECK_MESSAGE(all.find("bad.toml:4:") != std::string::npos
+                        && all.find("'fifo'") != std::string::npos,
+                      all);
+  BOOST_CHECK(all.find("workload.profile: 'heavy' is not one of") != std::string::npos);
+  BOOST_CHECK(all.find("workload.jobs: must be at least 1") != std::string::npos);
+  auto cli = test::run({test::loom_binary(), "replay", dir / "bad.toml", "--out", dir / "o"});
+  BOOST_CHECK_EQUAL(cli.exit_code, 2);
+  BOOST_CHECK(cli.err.find("bad.toml:4:") != std::string::npos);
+}
