@@ -95,11 +95,15 @@ group_executor_actor executor_for(scheduler_ptr self, uint64_t id) {
   if (auto it = st.executors.find(id); it != st.executors.end())
     return it->second;
   const auto& g = st.engine->groups().at(id);
+  auto per_node = [](const std::vector<pool_node>& pool) {
+    return pool.empty() ? 8 : pool.front().gpus;
+  };
   group_executor_config cfg{group_name(id),
-                            st.engine->rollout_pool().empty()
-                              ? 8
-                              : st.engine->rollout_pool().front().gpus,
-                            g.training_gpus, st.config.policy, st.config.migrate_tails};
+                            per_node(st.engine->rollout_pool()),
+                            per_node(st.engine->training_pool()),
+                            g.training_gpus,
+                            st.config.policy,
+                            st.config.migrate_tails};
   auto exec = self->spawn(group_executor, std::move(cfg), st.worker,
                           caf::actor_cast<cluster_scheduler_actor>(self), st.observer);
   st.executors.emplace(id, exec);

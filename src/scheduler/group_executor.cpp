@@ -85,7 +85,9 @@ group_executor(group_executor_actor::stateful_pointer<group_executor_state> self
       executor_member m{job.id, rollout_nodes, job.rollout_gpus,
                         phase_switch_costs(job.rollout_memory_gb, per_node, p),
                         phase_switch_costs(job.training_memory_gb,
-                                           std::min(st.config.training_gpus, 8), p)};
+                                           std::min(st.config.training_gpus,
+                                                    st.config.gpus_per_training_node),
+                                           p)};
       // WEAVE §5.1: the one-time Init stages the job's state into host DRAM while the GPUs
       // serve the group's other jobs; every run permit after that is a warm start.
       const double staging = std::max(m.rollout_switch.cold_s, m.training_switch.cold_s);

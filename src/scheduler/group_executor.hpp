@@ -15,7 +15,8 @@ namespace loom {
 struct group_executor_config {
   std::string group;
   int gpus_per_rollout_node = 8;
-  int training_gpus = 8;
+  int gpus_per_training_node = 8;
+  int training_gpus = 8; // the group's training pool
   weave_policy policy;
   bool migrate_tails = true;
 };
