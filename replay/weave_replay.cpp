@@ -364,6 +364,7 @@ caf::expected<weave_replay_output> run_weave_replay(const weave_scenario& sc,
         end = std::max(end, seconds_of(r.time_ns));
       auto out = summarize(log->cluster, log->iterations, log->ledger.rollout_busy_gpu_s,
                            log->ledger.training_busy_gpu_s, sc.jobs.size(), start, end);
+      out["rejections"] = log->ledger.rejected; // "job: reason", in decision order
       out["crashes"] = log->ledger.crashes;
       out["submissions"] = log->ledger.submissions;
       policies[policy] = out;

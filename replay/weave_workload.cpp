@@ -92,7 +92,7 @@ std::vector<job_arrival> generate_workload(const workload_generator& g, uint64_t
     j.training_s = draw(row.train[s]);
     j.slo = g.slo_min + (g.slo_max - g.slo_min) * unit(rng);
     const double lifetime = std::min(life(rng), g.lifetime_max_h * 3600);
-    // Iterations from the lifetime the job would have alone (sync included at ~10 s).
+    // Iterations: the lifetime over its worst-case rollout + training (sync left out).
     j.iterations = std::max<int64_t>(1, std::llround(lifetime / (j.rollout_s + j.training_s)));
     static constexpr double slopes[] = {0, 0.25, 0.5, 0.75};
     const double slope = slopes[size_t(unit(rng) * 4) % 4];

@@ -68,11 +68,6 @@ double placement_engine::training_memory_used(const co_execution_group& g) const
   return used;
 }
 
-const co_execution_group* placement_engine::group_of(const std::string& job_id) const {
-  auto it = job_group_.find(job_id);
-  return it == job_group_.end() ? nullptr : &groups_.at(it->second);
-}
-
 double placement_engine::rollout_memory_used(const co_execution_group& g, int node) const {
   double used = 0;
   for (size_t j = 0; j < g.jobs.size(); ++j)

@@ -69,8 +69,6 @@ public:
   bool remove(const std::string& job_id);
 
   const std::map<uint64_t, co_execution_group>& groups() const { return groups_; }
-  /// The group a job is in, if any.
-  const co_execution_group* group_of(const std::string& job_id) const;
   double cost_per_hour() const;
   int gpus_in_use(bool rollout) const;
   size_t jobs() const { return job_group_.size(); }
