@@ -9,14 +9,15 @@ namespace loom::replay {
 namespace {
 
 /// Rollout nodes of `g` whose host memory can take the job; empty if the group cannot host
-/// it at all (full, training pool too small, training memory).
+/// it at all (full, training memory).
 std::vector<int> hosting_nodes(const placement_engine& e, const co_execution_group& g,
                                const rl_job& job) {
-  if (int(g.jobs.size()) >= e.max_group_size() || g.training_gpus < job.training_gpus)
+  if (int(g.jobs.size()) >= e.max_group_size())
     return {};
   const double training_used = e.training_memory_used(g);
+  const double training_need = training_memory_per_node(job, g.training_gpus);
   for (int n : g.training_nodes)
-    if (job.training_memory_gb >= e.training_pool()[size_t(n)].memory_gb - training_used)
+    if (training_need >= e.training_pool()[size_t(n)].memory_gb - training_used)
       return {};
   std::vector<int> out;
   for (int n : g.rollout_nodes)

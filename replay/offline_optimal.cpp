@@ -27,10 +27,11 @@ bool next_partition(std::vector<int>& a) {
 } // namespace
 
 offline_optimum::offline_optimum(pool_node rollout_node, pool_node training_node,
-                                 int max_group_size)
+                                 int max_group_size, double tail_migration_cost_s)
   : rollout_node_(std::move(rollout_node)),
     training_node_(std::move(training_node)),
-    max_group_size_(max_group_size) {}
+    max_group_size_(max_group_size),
+    tail_migration_cost_s_(tail_migration_cost_s) {}
 
 std::optional<double> offline_optimum::group_cost(const std::vector<const rl_job*>& jobs) {
   std::string key;
@@ -76,17 +77,13 @@ std::optional<double> offline_optimum::group_cost(const std::vector<const rl_job
         if (!best || cost < *best) {
           std::vector<group_member> members;
           for (size_t i = 0; i < n; ++i) {
-            group_member m;
+            std::vector<int> nodes;
             const int need = (jobs[i]->rollout_gpus + rgpus - 1) / rgpus;
             for (int k = 0; k < need; ++k)
-              m.rollout_nodes.push_back(first[size_t(bin[i])] + k);
-            // Alone, a job switches nothing; shared, every phase starts warm (as Alg. 1 plans).
-            const double shared = n > 1 ? 1.0 : 0.0;
-            m.rollout_s = jobs[i]->rollout_s + shared * jobs[i]->rollout_switch_s;
-            m.training_s = jobs[i]->training_s * jobs[i]->training_gpus / group_training_gpus
-                           + shared * jobs[i]->training_switch_s;
-            m.sync_s = jobs[i]->sync_s;
-            members.push_back(std::move(m));
+              nodes.push_back(first[size_t(bin[i])] + k);
+            // Alone, a job switches nothing; shared, as Algorithm 1 plans it.
+            members.push_back(planned_member(*jobs[i], std::move(nodes), group_training_gpus,
+                                             n > 1, tail_migration_cost_s_));
           }
           auto times = meta_iteration_times(members);
           bool slo = true;

@@ -17,8 +17,10 @@ namespace loom::replay {
 
 class offline_optimum {
 public:
-  /// Homogeneous pools: one rollout and one training node type.
-  offline_optimum(pool_node rollout_node, pool_node training_node, int max_group_size);
+  /// Homogeneous pools: one rollout and one training node type. `tail_migration_cost_s` as
+  /// for placement_engine.
+  offline_optimum(pool_node rollout_node, pool_node training_node, int max_group_size,
+                  double tail_migration_cost_s);
 
   static constexpr size_t max_jobs = 14;
 
@@ -33,6 +35,7 @@ private:
   pool_node rollout_node_;
   pool_node training_node_;
   int max_group_size_;
+  double tail_migration_cost_s_;
   std::map<std::string, std::optional<double>> memo_; // by the members' ids
 };
 

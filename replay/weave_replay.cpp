@@ -152,6 +152,7 @@ json summarize(const std::vector<cluster_record>& cluster,
   out["util_train"] = tg.integral > 0 ? round4(training_busy_gpu_s / tg.integral) : 0.0;
   out["gpus_peak"] = {{"rollout", int64_t(rg.peak)}, {"train", int64_t(tg.peak)}};
   out["decisions"] = decisions;
+  out["slo_missed_jobs"] = missed;
   out["jobs_with_iterations"] = int64_t(seen.size());
   out["iterations"] = int64_t(iterations.size());
   out["span_h"] = round4((end - start) / 3600);
@@ -269,7 +270,8 @@ json run_optimal(const weave_scenario& sc, const policy_log& weave_log, double s
     return pool_node{n.id, n.gpus, n.host_memory_gb, n.gpus * (g ? g->cost_per_gpu_hour : 0)};
   };
   offline_optimum opt{node_of(c.rollout.front()), node_of(c.training.front()),
-                      sc.config.policy.weave.max_group_size};
+                      sc.config.policy.weave.max_group_size,
+                      sc.migrate_tails ? sc.config.policy.weave.tail_migration_cost_s : 0.0};
   std::map<std::string, rl_job> specs;
   for (auto& a : sc.jobs) {
     rl_job j = a.job;

@@ -41,6 +41,15 @@ void read_workload(table_reader& w, weave_scenario& sc, const std::string& dir,
                                        {"th", table6_profile::train_heavy},
                                        {"mixed", table6_profile::mixed}}))
     g.profile = *p;
+  if (auto mix = w.table("mix")) {
+    const char* keys[] = {"bl", "rh", "th"};
+    for (size_t i = 0; i < 3; ++i)
+      if (auto v = non_negative(*mix, keys[i], mix->optional<double>(keys[i], g.mix[i])))
+        g.mix[i] = *v;
+    if (g.mix[0] + g.mix[1] + g.mix[2] <= 0)
+      mix->error("bl", "the weights of bl, rh and th must not all be zero");
+    mix->reject_unknown();
+  }
   if (auto v = w.optional<std::vector<std::string>>("sizes", g.sizes)) {
     bool ok = !v->empty();
     for (auto& s : *v)

@@ -56,6 +56,18 @@ int size_index(const std::string& s) {
   return 0;
 }
 
+/// The Table 6 row a uniform draw picks under the mix weights.
+size_t mixed_row(const workload_generator& g, double u) {
+  const double total = g.mix[0] + g.mix[1] + g.mix[2];
+  double acc = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    acc += g.mix[i] / total;
+    if (u < acc)
+      return i;
+  }
+  return 2;
+}
+
 } // namespace
 
 std::vector<job_arrival> generate_workload(const workload_generator& g, uint64_t seed) {
@@ -70,9 +82,8 @@ std::vector<job_arrival> generate_workload(const workload_generator& g, uint64_t
   double t = 0;
   for (int i = 0; i < g.jobs; ++i) {
     t += gap(rng);
-    const auto& row = g.profile == table6_profile::mixed
-                        ? table6[size_t(unit(rng) * 3) % 3]
-                        : table6[size_t(g.profile)];
+    const auto& row = g.profile == table6_profile::mixed ? table6[mixed_row(g, unit(rng))]
+                                                         : table6[size_t(g.profile)];
     const int s = size_index(g.sizes[size_t(unit(rng) * double(g.sizes.size())) % g.sizes.size()]);
     const auto& sz = sizes[s];
     auto draw = [&](range r) { return r.lo + (r.hi - r.lo) * unit(rng); };

@@ -27,6 +27,7 @@ enum class drift_mode { none, increasing, decreasing, mixed };
 
 struct workload_generator {
   table6_profile profile = table6_profile::mixed;
+  double mix[3] = {1, 1, 1};     // relative weights of BL, RH, TH in a mixed workload
   std::vector<std::string> sizes{"small", "medium", "large"};
   int jobs = 200;
   double span_h = 336;          // arrivals (Poisson) spread over this window

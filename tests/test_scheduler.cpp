@@ -45,6 +45,23 @@ BOOST_AUTO_TEST_CASE(training_is_shared_in_round_robin_order) {
   BOOST_CHECK_CLOSE(meta_iteration_times(synced)[0], 17.0, 1e-9);
 }
 
+BOOST_AUTO_TEST_CASE(the_transition_into_a_join_is_planned_iteration_by_iteration) {
+  // A (roll 2, train 2, sync 1) and B (roll 4, train 4) share node 0 and cycle at 8: A rolls
+  // [8r-2, 8r], trains [8r+2, 8r+4]; B trains [8r+6, 8r+10]. J (roll 2, train 6, node 1)
+  // joins at round 8, admitted at the latest as A starts at 62: roll [62, 64], but it trains
+  // after B, [74, 80]. In round 9 A rolls [70, 72] but the pool is J's until 80: A trains
+  // [80, 82] and is ready at 83, 14 after its previous end at 69. From round 10 on everyone
+  // cycles at 12.
+  std::vector<loom::group_member> g{{{0}, 2, 2, 1}, {{0}, 4, 4, 0}, {{1}, 2, 6, 0}};
+  auto steady = meta_iteration_times(g);
+  auto longest = longest_iterations_after_join(g);
+  for (size_t k = 0; k < 3; ++k)
+    BOOST_CHECK_CLOSE(steady[k], 12.0, 1e-9);
+  BOOST_CHECK_CLOSE(longest[0], 14.0, 1e-9);
+  BOOST_CHECK_CLOSE(longest[1], 12.0, 1e-9);
+  BOOST_CHECK_CLOSE(longest[2], 12.0, 1e-9);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(inter_group)
@@ -114,6 +131,19 @@ BOOST_AUTO_TEST_CASE(slo_of_new_and_existing_jobs_is_enforced) {
   BOOST_CHECK_EQUAL(packed.delta_cost_per_hour, 0.0);
 }
 
+BOOST_AUTO_TEST_CASE(a_job_wider_than_the_training_pool_joins_with_its_dp_matched) {
+  auto e = small_cluster();
+  auto a = place_and_commit(e, job("A", 10, 5, 3.0));
+  // L trains on 16 GPUs (4 s); in A's 8-GPU pool it takes 8 s and holds twice the state per
+  // node. Node load 20: A runs at 20 / 15 = 1.33x, L at 20 / 14 = 1.43x, both within 3x.
+  rl_job wide{"L", 8, 16, 100, 100, 3.0, 10, 4, 0};
+  auto l = place_and_commit(e, wide);
+  BOOST_CHECK(l.kind == placement_kind::direct_packing);
+  BOOST_CHECK_EQUAL(l.group, a.group);
+  BOOST_CHECK_CLOSE(e.groups().begin()->second.members[1].training_s, 8.0, 1e-9);
+  BOOST_CHECK_CLOSE(e.training_memory_used(e.groups().begin()->second), 300.0, 1e-9);
+}
+
 BOOST_AUTO_TEST_CASE(saturated_groups_are_pruned) {
   auto e = small_cluster();
   place_and_commit(e, job("A", 10, 5, 3.0));
@@ -169,16 +199,25 @@ const phase_grant* grant_for(const executor_actions& a, const std::string& job) 
   return nullptr;
 }
 
+/// A's first rollout and training (B waits to join the next round); its sync is up to the
+/// caller.
+void first_round_of_a(round_robin& rr) {
+  rr.phase_done("A", phase_kind::rollout);
+  rr.phase_done("A", phase_kind::training);
+}
+
 } // namespace
 
-BOOST_AUTO_TEST_CASE(phases_run_in_fifo_round_robin_order_with_run_permits) {
+BOOST_AUTO_TEST_CASE(phases_run_in_round_robin_order_with_run_permits) {
   round_robin rr{8, 8, 0.8, false};
   auto a = rr.add(member("A", {0}), true);
   BOOST_REQUIRE(grant_for(a, "A"));
   BOOST_CHECK(grant_for(a, "A")->phase == phase_kind::rollout);
   BOOST_CHECK_EQUAL(grant_for(a, "A")->gpus, 8);
-  BOOST_CHECK(rr.add(member("B", {0}), true).grants.empty()); // node 0 is busy: B queues
+  BOOST_CHECK(rr.add(member("B", {0}), true).grants.empty()); // node 0 is busy: B waits
   BOOST_CHECK(rr.rollout_queue(0) == std::vector<std::string>{"B"});
+  first_round_of_a(rr);
+  BOOST_REQUIRE(grant_for(rr.phase_done("A", phase_kind::sync), "A")); // A's turn first
   // A's rollout ends: A trains, B's rollout takes node 0 with a warm start.
   auto b = rr.phase_done("A", phase_kind::rollout);
   BOOST_REQUIRE(grant_for(b, "A") && grant_for(b, "B"));
@@ -202,6 +241,45 @@ BOOST_AUTO_TEST_CASE(phases_run_in_fifo_round_robin_order_with_run_permits) {
   BOOST_CHECK(rr.phase_done("Z", phase_kind::sync).grants.empty());
 }
 
+BOOST_AUTO_TEST_CASE(nobody_runs_a_phase_again_before_the_others_had_their_turn) {
+  round_robin rr{8, 8, 0.8, false};
+  rr.add(member("A", {0}), true);
+  auto b = rr.add(member("B", {1}), true);
+  BOOST_REQUIRE(grant_for(b, "B")); // alone on its own node: it rolls at once
+  // B's short rollout ends first, but A comes first in every round: the idle pool waits.
+  BOOST_CHECK(rr.phase_done("B", phase_kind::rollout).grants.empty());
+  BOOST_CHECK(rr.training_queue() == std::vector<std::string>{"B"});
+  auto a = rr.phase_done("A", phase_kind::rollout);
+  BOOST_REQUIRE(grant_for(a, "A"));
+  BOOST_CHECK(grant_for(a, "A")->phase == phase_kind::training);
+  // B joined in A's second round: its training waits for A's second training too.
+  BOOST_CHECK(!grant_for(rr.phase_done("A", phase_kind::training), "B"));
+  BOOST_REQUIRE(grant_for(rr.phase_done("A", phase_kind::sync), "A"));
+  auto r = rr.phase_done("A", phase_kind::rollout);
+  BOOST_REQUIRE(grant_for(r, "A"));
+  BOOST_CHECK(!grant_for(r, "B"));
+  auto t = rr.phase_done("A", phase_kind::training);
+  BOOST_REQUIRE(grant_for(t, "B"));
+  BOOST_CHECK(grant_for(t, "B")->phase == phase_kind::training);
+}
+
+BOOST_AUTO_TEST_CASE(a_joiner_enters_after_the_others_in_the_next_round) {
+  round_robin rr{8, 8, 0.8, false};
+  rr.add(member("A", {0}), true);
+  rr.phase_done("A", phase_kind::rollout); // A trains: node 0 is idle
+  // B joins now, but only after A's next rollout: B's first phases slot in behind A's, as in
+  // the steady state the planner checked.
+  BOOST_CHECK(rr.add(member("B", {0}), true).grants.empty());
+  BOOST_CHECK(rr.rollout_queue(0) == std::vector<std::string>{"B"});
+  rr.phase_done("A", phase_kind::training);
+  auto s = rr.phase_done("A", phase_kind::sync);
+  BOOST_REQUIRE(grant_for(s, "A"));
+  BOOST_CHECK(!grant_for(s, "B"));
+  auto r = rr.phase_done("A", phase_kind::rollout);
+  BOOST_REQUIRE(grant_for(r, "B"));
+  BOOST_CHECK(grant_for(r, "B")->phase == phase_kind::rollout);
+}
+
 BOOST_AUTO_TEST_CASE(first_start_is_cold_unless_staged_and_a_job_alone_switches_nothing) {
   round_robin rr{8, 8, 0.8, false};
   auto a = rr.add(member("A", {0}), false);
@@ -220,6 +298,8 @@ BOOST_AUTO_TEST_CASE(tail_migration_frees_gpus_for_the_next_rollout) {
   round_robin rr{8, 8, 0.8, true};
   rr.add(member("A", {0}), true);
   rr.add(member("B", {0}), true);
+  first_round_of_a(rr);
+  rr.phase_done("A", phase_kind::sync); // A's second rollout; B is next on node 0
   // A has 80% of its responses done: its tail keeps ceil(8 x 0.2) = 2 GPUs, B starts on 6.
   auto t = rr.tail_bound("A");
   BOOST_REQUIRE_EQUAL(t.resizes.size(), 1u);
@@ -240,6 +320,8 @@ BOOST_AUTO_TEST_CASE(tail_migration_frees_gpus_for_the_next_rollout) {
   round_robin off{8, 8, 0.8, false};
   off.add(member("A", {0}), true);
   off.add(member("B", {0}), true);
+  first_round_of_a(off);
+  off.phase_done("A", phase_kind::sync);
   BOOST_CHECK(off.tail_bound("A").resizes.empty());
   BOOST_CHECK(off.tail_bound("A").grants.empty());
 }
@@ -319,6 +401,20 @@ BOOST_AUTO_TEST_CASE(derived_costs_make_sharing_plan_for_warm_starts) {
   auto m = e.member_for(j, {0}, 8);
   BOOST_CHECK_CLOSE(m.rollout_s, 101.0, 1e-9);
   BOOST_CHECK_CLOSE(j.solo_s(), 156.0, 1e-9);
+  // With long-tail migration a shared rollout also plans for the consolidation pause; alone,
+  // nothing is added.
+  auto migrating = planned_member(j, {0}, 8, true, 2.0);
+  BOOST_CHECK_CLOSE(migrating.rollout_s, 103.0, 1e-9);
+  auto alone = planned_member(j, {0}, 8, false, 2.0);
+  BOOST_CHECK_CLOSE(alone.rollout_s, 100.0, 1e-9);
+  BOOST_CHECK_CLOSE(alone.training_s, 50.0, 1e-9);
+  // DP matched down to a 4-GPU pool: twice the training, twice the state per node.
+  j.training_memory_gb = 300;
+  j.training_switch_s = 1.5;
+  auto narrow = planned_member(j, {0}, 4, true, 0.0);
+  BOOST_CHECK_CLOSE(narrow.training_s, 100.0 + 3.0, 1e-9);
+  BOOST_CHECK_CLOSE(training_memory_per_node(j, 4), 600.0, 1e-9);
+  BOOST_CHECK_CLOSE(training_memory_per_node(j, 16), 300.0, 1e-9);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

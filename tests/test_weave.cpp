@@ -12,6 +12,7 @@
 #include "replay/sim_frameworks.hpp"
 #include "replay/weave_replay.hpp"
 #include "replay/weave_scenario.hpp"
+#include "replay/weave_workload.hpp"
 #include "scheduler/cluster_scheduler.hpp"
 #include "scheduler/job_spec.hpp"
 #include "store/database.hpp"
@@ -155,6 +156,23 @@ BOOST_AUTO_TEST_CASE(a_group_runs_meta_iterations_survives_a_failure_and_readmit
   BOOST_CHECK_GE((*db)->last_event_seq(), 6u);
 }
 
+BOOST_AUTO_TEST_CASE(the_generator_follows_the_profile_mix) {
+  replay::workload_generator g;
+  g.jobs = 60;
+  g.mix[0] = 0; // rollout-heavy and train-heavy only, three to one
+  g.mix[1] = 3;
+  g.mix[2] = 1;
+  int rh = 0;
+  int th = 0;
+  for (auto& a : replay::generate_workload(g, 5)) {
+    BOOST_CHECK(a.profile.rfind("BL", 0) != 0);
+    rh += a.profile.rfind("RH", 0) == 0;
+    th += a.profile.rfind("TH", 0) == 0;
+  }
+  BOOST_CHECK_EQUAL(rh + th, 60);
+  BOOST_CHECK_GT(rh, 2 * th);
+}
+
 BOOST_AUTO_TEST_CASE(the_same_scenario_and_seed_give_identical_report_bytes) {
   test::temp_dir dir;
   auto run = [&](uint64_t seed, const std::string& out) {
@@ -183,6 +201,9 @@ BOOST_AUTO_TEST_CASE(weave_keeps_slos_cheaper_than_solo_and_the_baselines_do_not
   auto& p = report["policies"];
   BOOST_CHECK_EQUAL(report["seed"].get<int>(), 21);
   BOOST_CHECK_EQUAL(p["solo-d"]["slo_attainment"].get<double>(), 1.0);
+  // Planned against the worst case, in a fixed round-robin order: every iteration holds.
+  BOOST_CHECK_EQUAL(p["weave"]["slo_attainment"].get<double>(), 1.0);
+  BOOST_CHECK(p["weave"]["slo_missed_jobs"].empty());
   BOOST_CHECK_LT(p["weave"]["cost_per_hour_avg"].get<double>(),
                  p["solo-d"]["cost_per_hour_avg"].get<double>());
   BOOST_CHECK_GE(p["weave"]["slo_attainment"].get<double>(),
@@ -201,7 +222,8 @@ BOOST_AUTO_TEST_CASE(a_bad_scenario_is_refused_with_file_line_and_key) {
   test::temp_dir dir;
   test::write_file(dir / "bad.toml", "[scenario]\nname = \"x\"\nkind = \"weave\"\n"
                                      "policies = [\"weave\", \"fifo\"]\n[workload]\n"
-                                     "profile = \"heavy\"\njobs = 0\n");
+                                     "profile = \"heavy\"\njobs = 0\n"
+                                     "[workload.mix]\nbl = -1\nqq = 2\n");
   auto sc = replay::load_weave_scenario(dir / "bad.toml");
   BOOST_CHECK(!sc.value);
   std::string all;
@@ -212,6 +234,8 @@ BOOST_AUTO_TEST_CASE(a_bad_scenario_is_refused_with_file_line_and_key) {
                       all);
   BOOST_CHECK(all.find("workload.profile: 'heavy' is not one of") != std::string::npos);
   BOOST_CHECK(all.find("workload.jobs: must be at least 1") != std::string::npos);
+  BOOST_CHECK(all.find("workload.mix.bl:") != std::string::npos);
+  BOOST_CHECK(all.find("workload.mix.qq:") != std::string::npos);
   auto cli = test::run({test::loom_binary(), "replay", dir / "bad.toml", "--out", dir / "o"});
   BOOST_CHECK_EQUAL(cli.exit_code, 2);
   BOOST_CHECK(cli.err.find("bad.toml:4:") != std::string::npos);

@@ -233,7 +233,8 @@ caf::result<ok_atom> depart_and_answer(scheduler_ptr self, const std::string& id
 
 } // namespace
 
-placement_engine make_placement_engine(const cluster& c, int max_group_size) {
+placement_engine make_placement_engine(const cluster& c, const weave_policy& policy,
+                                       bool migrate_tails) {
   auto pool = [&](const std::vector<node>& nodes) {
     std::vector<pool_node> out;
     for (auto& n : nodes) {
@@ -243,7 +244,8 @@ placement_engine make_placement_engine(const cluster& c, int max_group_size) {
     }
     return out;
   };
-  return placement_engine{pool(c.rollout), pool(c.training), max_group_size};
+  return placement_engine{pool(c.rollout), pool(c.training), policy.max_group_size,
+                          migrate_tails ? policy.tail_migration_cost_s : 0.0};
 }
 
 cluster_scheduler_actor::behavior_type
@@ -252,7 +254,7 @@ cluster_scheduler(cluster_scheduler_actor::stateful_pointer<cluster_scheduler_st
                   observer_actor observer) {
   auto& st = self->state;
   st.engine = std::make_unique<placement_engine>(
-    make_placement_engine(config.cluster, config.policy.max_group_size));
+    make_placement_engine(config.cluster, config.policy, config.migrate_tails));
   st.config = std::move(config);
   st.store = std::move(store);
   st.worker = std::move(worker);

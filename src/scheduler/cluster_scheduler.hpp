@@ -48,7 +48,8 @@ struct cluster_scheduler_state {
 };
 
 /// The pools of a cluster as the placement engine sees them.
-placement_engine make_placement_engine(const cluster& c, int max_group_size);
+placement_engine make_placement_engine(const cluster& c, const weave_policy& policy,
+                                       bool migrate_tails);
 
 cluster_scheduler_actor::behavior_type
 cluster_scheduler(cluster_scheduler_actor::stateful_pointer<cluster_scheduler_state> self,

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "scheduler/meta_iteration.hpp"
+#include "scheduler/placement.hpp"
 
 namespace loom {
 
@@ -84,7 +85,7 @@ group_executor(group_executor_actor::stateful_pointer<group_executor_state> self
       const int per_node = std::min(job.rollout_gpus, st.config.gpus_per_rollout_node);
       executor_member m{job.id, rollout_nodes, job.rollout_gpus,
                         phase_switch_costs(job.rollout_memory_gb, per_node, p),
-                        phase_switch_costs(job.training_memory_gb,
+                        phase_switch_costs(training_memory_per_node(job, st.config.training_gpus),
                                            std::min(st.config.training_gpus,
                                                     st.config.gpus_per_training_node),
                                            p)};

@@ -30,37 +30,87 @@ bool saturated(const std::vector<group_member>& members) {
   return load_time(members) >= cycle_time(members);
 }
 
+namespace {
+
+/// Iteration end times (end of sync) of each member per round of a round-robin list
+/// schedule: every node and the training pool serve the round's phases in member order. The
+/// last member takes part from round `join_round` on; the others from round 0.
+std::vector<std::vector<double>> round_robin_ends(const std::vector<group_member>& members,
+                                                  size_t join_round, size_t rounds) {
+  const size_t n = members.size();
+  // Dense node slots: a group spans a handful of nodes, so a linear scan beats hashing.
+  std::vector<int> node_ids;
+  std::vector<std::vector<size_t>> slots(n);
+  for (size_t j = 0; j < n; ++j)
+    for (int node : members[j].rollout_nodes) {
+      auto it = std::find(node_ids.begin(), node_ids.end(), node);
+      slots[j].push_back(size_t(it - node_ids.begin()));
+      if (it == node_ids.end())
+        node_ids.push_back(node);
+    }
+  std::vector<double> node_free(node_ids.size(), 0.0);
+  double training_free = 0;
+  std::vector<double> ready(n, 0.0), roll_end(n, 0.0);
+  std::vector<std::vector<double>> ends(n);
+  for (auto& e : ends)
+    e.reserve(rounds);
+  for (size_t c = 0; c < rounds; ++c) {
+    const size_t active = c >= join_round ? n : n - 1;
+    double first_start = -1;
+    for (size_t j = 0; j < active; ++j) {
+      // The executor admits the joiner at any moment before anyone starts its round: plan
+      // for the latest, when the first of them starts.
+      if (c == join_round && j + 1 == n && first_start >= 0)
+        ready[j] = std::max(ready[j], first_start);
+      double start = ready[j];
+      for (size_t slot : slots[j])
+        start = std::max(start, node_free[slot]);
+      if (first_start < 0 || start < first_start)
+        first_start = start;
+      roll_end[j] = start + members[j].rollout_s;
+      for (size_t slot : slots[j])
+        node_free[slot] = roll_end[j];
+    }
+    for (size_t j = 0; j < active; ++j) {
+      double start = std::max(roll_end[j], training_free);
+      training_free = start + members[j].training_s;
+      ready[j] = training_free + members[j].sync_s;
+      ends[j].push_back(ready[j]);
+    }
+  }
+  return ends;
+}
+
+} // namespace
+
 std::vector<double> meta_iteration_times(const std::vector<group_member>& members) {
   const size_t n = members.size();
   std::vector<double> out(n, 0.0);
   if (n == 0)
     return out;
-  // Enough cycles for the list schedule to become periodic; average over the last n.
-  const size_t cycles = 2 * n + 4;
-  std::unordered_map<int, double> node_free;
-  double training_free = 0;
-  std::vector<double> ready(n, 0.0);
-  std::vector<std::vector<double>> starts(n);
-  std::vector<double> roll_end(n, 0.0);
-  for (size_t c = 0; c < cycles; ++c) {
-    for (size_t j = 0; j < n; ++j) {
-      double start = ready[j];
-      for (int node : members[j].rollout_nodes)
-        start = std::max(start, node_free[node]);
-      roll_end[j] = start + members[j].rollout_s;
-      for (int node : members[j].rollout_nodes)
-        node_free[node] = roll_end[j];
-      starts[j].push_back(start);
-    }
-    for (size_t j = 0; j < n; ++j) {
-      double start = std::max(roll_end[j], training_free);
-      training_free = start + members[j].training_s;
-      ready[j] = training_free + members[j].sync_s;
-    }
-  }
-  const size_t window = n;
+  // Enough rounds for the list schedule to become periodic; average over the last n.
+  const size_t rounds = 2 * n + 4;
+  auto ends = round_robin_ends(members, 0, rounds);
   for (size_t j = 0; j < n; ++j)
-    out[j] = (starts[j][cycles - 1] - starts[j][cycles - 1 - window]) / double(window);
+    out[j] = (ends[j][rounds - 1] - ends[j][rounds - 1 - n]) / double(n);
+  return out;
+}
+
+std::vector<double> longest_iterations_after_join(const std::vector<group_member>& members) {
+  const size_t n = members.size();
+  std::vector<double> out(n, 0.0);
+  if (n == 0)
+    return out;
+  // The others settle into their regime first; then the transition and the new regime.
+  const size_t join_round = 2 * n + 2;
+  const size_t rounds = join_round + 2 * n + 4;
+  auto ends = round_robin_ends(members, join_round, rounds);
+  for (size_t j = 0; j < n; ++j) {
+    const auto& e = ends[j];
+    const size_t first = j + 1 < n ? join_round : 1; // the iteration the joiner's entry hits
+    for (size_t c = first; c < e.size(); ++c)
+      out[j] = std::max(out[j], e[c] - e[c - 1]);
+  }
   return out;
 }
 

@@ -31,4 +31,10 @@ bool saturated(const std::vector<group_member>& members);
 /// scheduling enough meta-iterations to reach the periodic regime.
 std::vector<double> meta_iteration_times(const std::vector<group_member>& members);
 
+/// The longest single iteration of each member once the last one joins a group the others
+/// have been running (it enters at a round boundary, after them, as the group executor
+/// admits it): the transition and the new periodic regime, every iteration, as a job's SLO
+/// counts them. For the joiner its first iteration (the start-up) is left out.
+std::vector<double> longest_iterations_after_join(const std::vector<group_member>& members);
+
 } // namespace loom

@@ -18,6 +18,12 @@ const char* to_string(placement_kind k) {
   return "rejected";
 }
 
+double training_memory_per_node(const rl_job& job, int group_training_gpus) {
+  if (group_training_gpus <= 0 || group_training_gpus >= job.training_gpus)
+    return job.training_memory_gb;
+  return job.training_memory_gb * job.training_gpus / group_training_gpus;
+}
+
 double rollout_load(const co_execution_group& g, int node) {
   double t = 0;
   for (auto& m : g.members)
@@ -27,12 +33,14 @@ double rollout_load(const co_execution_group& g, int node) {
 }
 
 placement_engine::placement_engine(std::vector<pool_node> rollout_pool,
-                                   std::vector<pool_node> training_pool, int max_group_size)
+                                   std::vector<pool_node> training_pool, int max_group_size,
+                                   double tail_migration_cost_s)
   : rollout_pool_(std::move(rollout_pool)),
     training_pool_(std::move(training_pool)),
     rollout_used_(rollout_pool_.size(), false),
     training_used_(training_pool_.size(), false),
-    max_group_size_(max_group_size) {}
+    max_group_size_(max_group_size),
+    tail_migration_cost_s_(tail_migration_cost_s) {}
 
 std::vector<int> placement_engine::free_nodes(const std::vector<pool_node>& pool,
                                               const std::vector<bool>& used, int gpus) const {
@@ -64,7 +72,7 @@ size_t placement_engine::rollout_nodes_needed(const rl_job& job) const {
 double placement_engine::training_memory_used(const co_execution_group& g) const {
   double used = 0;
   for (auto& j : g.jobs)
-    used += j.training_memory_gb;
+    used += training_memory_per_node(j, g.training_gpus);
   return used;
 }
 
@@ -77,13 +85,26 @@ double placement_engine::rollout_memory_used(const co_execution_group& g, int no
   return used;
 }
 
+group_member planned_member(const rl_job& job, std::vector<int> rollout_nodes,
+                            int group_training_gpus, bool shared, double tail_migration_cost_s) {
+  // DP matched to the group's training pool: the same work over more or fewer GPUs.
+  const double scale =
+    group_training_gpus > 0 ? double(job.training_gpus) / group_training_gpus : 1.0;
+  // The warm start loads the per-node training state the matched pool holds.
+  const double state_scale = job.training_memory_gb > 0
+                               ? training_memory_per_node(job, group_training_gpus)
+                                   / job.training_memory_gb
+                               : 1.0;
+  const double s = shared ? 1.0 : 0.0;
+  return group_member{std::move(rollout_nodes),
+                      job.rollout_s + s * (job.rollout_switch_s + tail_migration_cost_s),
+                      job.training_s * scale + s * job.training_switch_s * state_scale,
+                      job.sync_s};
+}
+
 group_member placement_engine::member_for(const rl_job& job, const std::vector<int>& nodes,
                                           int group_training_gpus) const {
-  // DP matched to the group's training pool: the same work over more GPUs (footnote 2).
-  double scale = group_training_gpus > 0 ? double(job.training_gpus) / group_training_gpus : 1.0;
-  // Sharing means a warm start before every phase (WEAVE §5.1): plan with it.
-  return group_member{nodes, job.rollout_s + job.rollout_switch_s,
-                      job.training_s * scale + job.training_switch_s, job.sync_s};
+  return planned_member(job, nodes, group_training_gpus, true, tail_migration_cost_s_);
 }
 
 placement_decision placement_engine::place(const rl_job& job) const {
@@ -106,13 +127,13 @@ placement_decision placement_engine::place(const rl_job& job) const {
   for (auto& [id, g] : groups_) {
     if (g.is_saturated || int(g.jobs.size()) >= max_group_size_)
       continue; // Alg. 1 line 4
-    if (g.training_gpus < job.training_gpus)
-      continue; // the training pool would have to grow: not supported (footnote 2)
     // Memory residency on the training nodes (Alg. 1 line 8): every member trains on all.
+    // The pool never grows for an arrival: its DP degree is matched to it (footnote 2).
     const double training_used = training_memory_used(g);
+    const double training_need = training_memory_per_node(job, g.training_gpus);
     bool training_fits = true;
     for (int n : g.training_nodes)
-      training_fits &= job.training_memory_gb < training_pool_[size_t(n)].memory_gb - training_used;
+      training_fits &= training_need < training_pool_[size_t(n)].memory_gb - training_used;
     if (!training_fits)
       continue;
     // GENERATEPLACEMENTS: each member's rollout node set of the right size, the least loaded
@@ -141,7 +162,15 @@ placement_decision placement_engine::place(const rl_job& job) const {
           return;
       auto members = g.members;
       members.push_back(member_for(job, nodes, g.training_gpus));
-      auto times = meta_iteration_times(members);
+      // No iteration beats the longest member's solo time or the bottleneck's load (§4.2):
+      // a cheap bound prunes most hopeless candidates before the simulation.
+      const double floor_s = std::max(cycle_time(members), load_time(members));
+      for (size_t k = 0; k < members.size(); ++k) {
+        const auto& who = k < g.jobs.size() ? g.jobs[k] : job;
+        if (floor_s > who.slo * who.solo_s() * (1 + 1e-12))
+          return;
+      }
+      auto times = longest_iterations_after_join(members);
       for (size_t k = 0; k < members.size(); ++k) { // Alg. 1 line 10
         const auto& who = k < g.jobs.size() ? g.jobs[k] : job;
         if (times[k] > who.slo * who.solo_s() * (1 + 1e-12))

@@ -5,7 +5,7 @@
 // round-robin meta-iteration). Saturated groups are pruned; candidates are direct packing onto
 // a member's rollout nodes or the least loaded ones, rollout scaling onto new rollout nodes with
 // the group's training nodes, and an isolated new group. A job joining a group runs training
-// at the group's training-pool size (its DP degree is matched, footnote 2), which may only grow.
+// at the group's training-pool size (its DP degree is matched up or down, footnote 2).
 
 #include <cstdint>
 #include <map>
@@ -29,6 +29,18 @@ enum class placement_kind { direct_packing, rollout_scaling, new_group, rejected
 const char* to_string(placement_kind k);
 
 struct co_execution_group;
+
+/// Host memory a job's training state pins on each node of a training pool of
+/// `group_training_gpus`: its sharded state spreads over the pool's nodes, so a pool smaller
+/// than the job asked for holds proportionally more per node (a larger one is not counted
+/// as less, to stay conservative).
+double training_memory_per_node(const rl_job& job, int group_training_gpus);
+
+/// A job as a group's schedule plans it, its training DP matched to the group's pool
+/// (footnote 2). Shared with other jobs, each phase starts with a warm load of its state
+/// (WEAVE §5.1) and a rollout may pause to consolidate its long tail (§4.3).
+group_member planned_member(const rl_job& job, std::vector<int> rollout_nodes,
+                            int group_training_gpus, bool shared, double tail_migration_cost_s);
 
 /// Rollout time per meta-iteration pinned to one node of a group.
 double rollout_load(const co_execution_group& g, int node);
@@ -55,8 +67,10 @@ struct co_execution_group {
 
 class placement_engine {
 public:
+  /// `tail_migration_cost_s`: the pause a migrated tail costs its rollout (0 when the
+  /// executors do not migrate tails).
   placement_engine(std::vector<pool_node> rollout_pool, std::vector<pool_node> training_pool,
-                   int max_group_size);
+                   int max_group_size, double tail_migration_cost_s = 0);
 
   /// Algorithm 1 for one arriving job; changes nothing.
   placement_decision place(const rl_job& job) const;
@@ -89,7 +103,7 @@ public:
   placement_decision isolated(const rl_job& job) const;
   /// Rollout nodes one job needs.
   size_t rollout_nodes_needed(const rl_job& job) const;
-  /// The job as the group's schedule sees it (training DP matched to the group, footnote 2).
+  /// The job as a shared group's schedule sees it (planned_member).
   group_member member_for(const rl_job& job, const std::vector<int>& rollout_nodes,
                           int group_training_gpus) const;
 
@@ -102,6 +116,7 @@ private:
   std::vector<bool> rollout_used_;
   std::vector<bool> training_used_;
   int max_group_size_;
+  double tail_migration_cost_s_;
   uint64_t next_group_ = 1;
   std::map<uint64_t, co_execution_group> groups_;
   std::map<std::string, uint64_t> job_group_;

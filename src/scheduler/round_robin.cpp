@@ -46,24 +46,64 @@ std::map<int, int> round_robin::need_of(const executor_member& m) const {
   return need;
 }
 
-void round_robin::enqueue_rollout(const std::string& job) {
-  auto& m = members_.at(job);
-  m.phase = phase_kind::rollout;
-  for (int n : m.spec.rollout_nodes)
-    node(n).queue.push_back(job);
+bool round_robin::waiting(const std::string& job, phase_kind phase) const {
+  auto it = members_.find(job);
+  if (it == members_.end() || it->second.phase != phase)
+    return false;
+  return phase == phase_kind::rollout ? !rollouts_.count(job)
+                                      : phase == phase_kind::training && training_running_ != job;
+}
+
+const std::string* round_robin::next_on_node(int n) const {
+  auto it = nodes_.find(n);
+  if (it == nodes_.end())
+    return nullptr;
+  const std::string* best = nullptr;
+  turn best_turn{};
+  for (auto& job : it->second.pinned) {
+    auto& m = members_.at(job);
+    turn t{m.rollout_turn, m.position};
+    if (!best || t < best_turn) {
+      best = &job;
+      best_turn = t;
+    }
+  }
+  return best;
+}
+
+const std::string* round_robin::next_in_training() const {
+  const std::string* best = nullptr;
+  turn best_turn{};
+  for (auto& [job, m] : members_) {
+    turn t{m.training_turn, m.position};
+    if (!best || t < best_turn) {
+      best = &job;
+      best_turn = t;
+    }
+  }
+  return best;
 }
 
 executor_actions round_robin::add(executor_member m, bool staged) {
   auto job = m.job;
   if (members_.count(job))
     return {};
-  for (int n : m.rollout_nodes)
-    if (auto& ns = node(n); staged)
+  // It joins at the end of the next round nobody has started a rollout in yet, so its first
+  // phases slot in right behind the last member's, as in the steady state the planner
+  // checked; joining the round in progress would push the others' next rollouts back.
+  member_state state{std::move(m), phase_kind::rollout, next_position_++, 0, 0};
+  for (auto& [other, o] : members_)
+    state.rollout_turn = std::max(state.rollout_turn, o.rollout_turn);
+  state.training_turn = state.rollout_turn;
+  for (int n : state.spec.rollout_nodes) {
+    auto& ns = node(n);
+    ns.pinned.insert(job);
+    if (staged)
       ns.resident.insert(job);
+  }
   if (staged)
     training_resident_.insert(job);
-  members_[job] = member_state{std::move(m), phase_kind::rollout};
-  enqueue_rollout(job);
+  members_.emplace(job, std::move(state));
   return dispatch();
 }
 
@@ -71,7 +111,7 @@ executor_actions round_robin::remove(const std::string& job) {
   if (!members_.count(job))
     return {};
   for (auto& [id, n] : nodes_) {
-    std::erase(n.queue, job);
+    n.pinned.erase(job);
     n.resident.erase(job);
   }
   if (auto it = rollouts_.find(job); it != rollouts_.end()) {
@@ -79,7 +119,6 @@ executor_actions round_robin::remove(const std::string& job) {
       nodes_.at(n).free += g;
     rollouts_.erase(it);
   }
-  std::erase(training_queue_, job);
   training_resident_.erase(job);
   if (training_running_ == job)
     training_running_.reset();
@@ -101,7 +140,6 @@ executor_actions round_robin::phase_done(const std::string& job, phase_kind phas
         nodes_.at(n).free += g;
       rollouts_.erase(r);
       it->second.phase = phase_kind::training;
-      training_queue_.push_back(job);
       break;
     }
     case phase_kind::training:
@@ -114,7 +152,7 @@ executor_actions round_robin::phase_done(const std::string& job, phase_kind phas
       out.grants.push_back(phase_grant{job, phase_kind::sync, 0, 0, false});
       break;
     case phase_kind::sync:
-      enqueue_rollout(job);
+      it->second.phase = phase_kind::rollout;
       break;
   }
   auto more = dispatch();
@@ -127,11 +165,12 @@ executor_actions round_robin::tail_bound(const std::string& job) {
   auto r = rollouts_.find(job);
   if (!migrate_tails_ || r == rollouts_.end() || r->second.tail)
     return {};
-  // Only worth it when another rollout waits on one of these nodes.
-  bool waiting = false;
+  // Only worth it when the next rollout on one of these nodes is waiting.
+  bool next_waits = false;
   for (auto& [n, g] : r->second.need)
-    waiting |= !nodes_.at(n).queue.empty();
-  if (!waiting)
+    if (auto* next = next_on_node(n))
+      next_waits |= waiting(*next, phase_kind::rollout);
+  if (!next_waits)
     return {};
   auto& run = r->second;
   const int total = members_.at(job).spec.rollout_gpus;
@@ -178,56 +217,56 @@ executor_actions round_robin::dispatch() {
     if (grew)
       out.resizes.push_back(gpu_resize{job, run.total_held()});
   }
-  // Rollouts at the head of every queue they wait in start on whatever GPUs are free.
+  // A waiting rollout starts, on whatever GPUs are free, once it is next on all its
+  // nodes; a start moves the turn on, so scan again until nothing starts.
   for (bool started = true; started;) {
     started = false;
-    for (auto& [id, ns] : nodes_) {
-      if (ns.queue.empty())
+    for (auto& [job, m] : members_) {
+      if (!waiting(job, phase_kind::rollout))
         continue;
-      const std::string job = ns.queue.front();
-      auto& spec = members_.at(job).spec;
-      auto need = need_of(spec);
-      bool head = true;
+      auto need = need_of(m.spec);
+      bool next = true;
       int available = 0;
       for (auto& [n, g] : need) {
-        head &= nodes_.at(n).queue.front() == job;
+        auto* first = next_on_node(n);
+        next &= first && *first == job;
         available += std::min(nodes_.at(n).free, g);
       }
-      if (!head || available == 0)
+      if (!next || available == 0)
         continue;
       running_rollout run{next_order_++, need, {}, false};
       phase_grant grant{job, phase_kind::rollout, 0, 0, false};
       for (auto& [n, g] : need) {
         auto& nn = nodes_.at(n);
-        nn.queue.pop_front();
         int take = std::min(nn.free, g);
         run.held[n] = take;
         nn.free -= take;
         if (take > 0 && nn.last_job != job) {
           bool warm = nn.resident.count(job) > 0;
-          double s = warm ? spec.rollout_switch.warm_s : spec.rollout_switch.cold_s;
+          double s = warm ? m.spec.rollout_switch.warm_s : m.spec.rollout_switch.cold_s;
           grant.cold |= !warm;
           grant.switch_s = std::max(grant.switch_s, s);
           nn.resident.insert(job);
           nn.last_job = job;
         }
       }
+      ++m.rollout_turn;
       grant.gpus = run.total_held();
       rollouts_.emplace(job, std::move(run));
       out.grants.push_back(std::move(grant));
       started = true;
-      break; // queues changed: rescan from the first node
     }
   }
-  if (!training_running_ && !training_queue_.empty()) {
-    auto job = training_queue_.front();
-    training_queue_.pop_front();
+  auto* trainee = next_in_training();
+  if (!training_running_ && trainee && waiting(*trainee, phase_kind::training)) {
+    const std::string job = *trainee;
+    auto& m = members_.at(job);
+    ++m.training_turn;
     training_running_ = job;
     phase_grant grant{job, phase_kind::training, training_gpus_, 0, false};
     if (training_last_ != job) {
       bool warm = training_resident_.count(job) > 0;
-      auto& costs = members_.at(job).spec.training_switch;
-      grant.switch_s = warm ? costs.warm_s : costs.cold_s;
+      grant.switch_s = warm ? m.spec.training_switch.warm_s : m.spec.training_switch.cold_s;
       grant.cold = !warm;
       training_resident_.insert(job);
       training_last_ = job;
@@ -261,15 +300,32 @@ int round_robin::rollout_gpus_held(const std::string& job) const {
   return it == rollouts_.end() ? 0 : it->second.total_held();
 }
 
+std::vector<std::string>
+round_robin::in_turn_order(std::vector<std::pair<turn, std::string>> jobs) {
+  std::sort(jobs.begin(), jobs.end());
+  std::vector<std::string> out;
+  for (auto& [t, job] : jobs)
+    out.push_back(std::move(job));
+  return out;
+}
+
 std::vector<std::string> round_robin::rollout_queue(int n) const {
-  auto it = nodes_.find(n);
-  if (it == nodes_.end())
-    return {};
-  return {it->second.queue.begin(), it->second.queue.end()};
+  std::vector<std::pair<turn, std::string>> order;
+  if (auto it = nodes_.find(n); it != nodes_.end())
+    for (auto& job : it->second.pinned)
+      if (waiting(job, phase_kind::rollout)) {
+        auto& m = members_.at(job);
+        order.emplace_back(turn{m.rollout_turn, m.position}, job);
+      }
+  return in_turn_order(std::move(order));
 }
 
 std::vector<std::string> round_robin::training_queue() const {
-  return {training_queue_.begin(), training_queue_.end()};
+  std::vector<std::pair<turn, std::string>> order;
+  for (auto& [job, m] : members_)
+    if (waiting(job, phase_kind::training))
+      order.emplace_back(turn{m.training_turn, m.position}, job);
+  return in_turn_order(std::move(order));
 }
 
 } // namespace loom

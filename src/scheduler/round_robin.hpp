@@ -1,15 +1,18 @@
 #pragma once
 // Intra-group execution, WEAVE §4.3 and §5.1, pure: the run permits of one co-execution group.
-// Every rollout node and the training pool keep a FIFO queue of waiting phases; a job's phases
-// cycle rollout -> training -> sync, and each finished phase enqueues the job's next one, so the
-// group runs the round-robin meta-iteration. A phase that follows another job's phase on the
-// same GPUs pays a switch: warm from host DRAM once its state is resident there, cold the first
-// time. Long-tail migration: when a rollout reports that the tail threshold of its responses is
-// done and another rollout waits on its nodes, the rest is consolidated onto a few GPUs and the
-// freed GPUs start the next rollout at once (elastically: it grows as more GPUs free up).
+// A job's phases cycle rollout -> training -> sync. Every rollout node and the training pool
+// serve the group's jobs strictly in round-robin turn order, (round, join position): each job
+// runs each phase once per meta-iteration and nobody repeats a phase before the others have had
+// their turn. This is the schedule Algorithm 1 simulated at admission; with a fixed order on
+// every resource, start times only shrink when phases run shorter than their worst case, so
+// the SLO the planner checked holds at runtime (conservative planning, §4.2). A phase that
+// follows another job's phase on the same GPUs pays a switch: warm from host DRAM once its
+// state is resident there, cold the first time. Long-tail migration: when a rollout reports
+// that the tail threshold of its responses is done and the next rollout on its nodes is
+// waiting, the rest is consolidated onto a few GPUs and the freed GPUs start the next rollout
+// at once (elastically: it grows as more GPUs free up).
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -62,8 +65,8 @@ public:
   round_robin(int gpus_per_rollout_node, int training_gpus, double tail_threshold,
               bool migrate_tails);
 
-  /// A job joins: its first rollout is queued. `staged`: its state is already in the host
-  /// DRAM of its nodes, so its first phases start warm.
+  /// A job joins at the end of the turn order, in the round now in progress. `staged`: its
+  /// state is already in the host DRAM of its nodes, so its first phases start warm.
   executor_actions add(executor_member m, bool staged);
   /// A job leaves (finished, failed, cancelled): its queued phases go, its GPUs are freed.
   executor_actions remove(const std::string& job);
@@ -80,6 +83,7 @@ public:
   int free_gpus(int node) const;
   /// GPUs a job holds on the rollout pool (0 unless its rollout runs).
   int rollout_gpus_held(const std::string& job) const;
+  /// Jobs waiting for a rollout node / the training pool, in the order they will be served.
   std::vector<std::string> rollout_queue(int node) const;
   std::vector<std::string> training_queue() const;
   int training_gpus() const { return training_gpus_; }
@@ -87,7 +91,7 @@ public:
 private:
   struct node_state {
     int free = 0;
-    std::deque<std::string> queue;
+    std::set<std::string> pinned; // members whose rollouts run here
     std::string last_job; // whose state is on the GPUs
     std::set<std::string> resident;
   };
@@ -101,22 +105,31 @@ private:
   struct member_state {
     executor_member spec;
     phase_kind phase = phase_kind::rollout;
+    uint64_t position = 0;      // join order: the turn order within a round
+    uint64_t rollout_turn = 0;  // round of its next rollout
+    uint64_t training_turn = 0; // round of its next training
   };
+  using turn = std::pair<uint64_t, uint64_t>; // (round, position)
 
   executor_actions dispatch();
   node_state& node(int id);
   std::map<int, int> need_of(const executor_member& m) const;
-  void enqueue_rollout(const std::string& job);
+  bool waiting(const std::string& job, phase_kind phase) const;
+  /// The member whose rollout is next on the node.
+  const std::string* next_on_node(int node) const;
+  /// The member whose training is next on the pool.
+  const std::string* next_in_training() const;
+  static std::vector<std::string> in_turn_order(std::vector<std::pair<turn, std::string>> jobs);
 
   int gpus_per_node_;
   int training_gpus_;
   double tail_threshold_;
   bool migrate_tails_;
   uint64_t next_order_ = 0;
+  uint64_t next_position_ = 0;
   std::map<std::string, member_state> members_;
   std::map<int, node_state> nodes_;
   std::map<std::string, running_rollout> rollouts_;
-  std::deque<std::string> training_queue_;
   std::optional<std::string> training_running_;
   std::string training_last_;
   std::set<std::string> training_resident_;
