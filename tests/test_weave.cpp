@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <caf/all.hpp>
+#include <filesystem>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -216,6 +217,22 @@ BOOST_AUTO_TEST_CASE(weave_keeps_slos_cheaper_than_solo_and_the_baselines_do_not
                     p["weave"]["submissions"].get<int>());
   auto timings = nlohmann::json::parse(r->timings_json);
   BOOST_CHECK(timings["policies"]["weave"]["decision_latency_us"].contains("p99"));
+}
+
+BOOST_AUTO_TEST_CASE(every_bundled_weave_scenario_loads) {
+  size_t loaded = 0;
+  for (auto& entry : std::filesystem::directory_iterator(test::source_path("replay/scenarios"))) {
+    const auto name = entry.path().filename().string();
+    if (name.rfind("weave-", 0) != 0 || name == "weave-sim-cluster.toml")
+      continue;
+    auto sc = replay::load_weave_scenario(entry.path());
+    BOOST_CHECK_MESSAGE(sc.value, name + ": "
+                                    + (sc.errors.empty() ? "" : sc.errors.front().to_string()));
+    if (sc.value)
+      BOOST_CHECK_MESSAGE(!sc.value->jobs.empty(), name);
+    ++loaded;
+  }
+  BOOST_CHECK_GE(loaded, 6u); // mixed, bl, rh, th, small-opt, trace-2w
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_scenario_is_refused_with_file_line_and_key) {
