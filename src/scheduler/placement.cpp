@@ -162,20 +162,20 @@ placement_decision placement_engine::place(const rl_job& job) const {
           return;
       auto members = g.members;
       members.push_back(member_for(job, nodes, g.training_gpus));
+      auto within_slo = [&](size_t k, double iteration_s) { // Alg. 1 line 10
+        const auto& who = k < g.jobs.size() ? g.jobs[k] : job;
+        return iteration_s <= who.slo * who.solo_s() * (1 + 1e-12);
+      };
       // No iteration beats the longest member's solo time or the bottleneck's load (§4.2):
       // a cheap bound prunes most hopeless candidates before the simulation.
       const double floor_s = std::max(cycle_time(members), load_time(members));
-      for (size_t k = 0; k < members.size(); ++k) {
-        const auto& who = k < g.jobs.size() ? g.jobs[k] : job;
-        if (floor_s > who.slo * who.solo_s() * (1 + 1e-12))
+      for (size_t k = 0; k < members.size(); ++k)
+        if (!within_slo(k, floor_s))
           return;
-      }
       auto times = longest_iterations_after_join(members);
-      for (size_t k = 0; k < members.size(); ++k) { // Alg. 1 line 10
-        const auto& who = k < g.jobs.size() ? g.jobs[k] : job;
-        if (times[k] > who.slo * who.solo_s() * (1 + 1e-12))
+      for (size_t k = 0; k < members.size(); ++k)
+        if (!within_slo(k, times[k]))
           return;
-      }
       best.kind = kind;
       best.group = g.id;
       best.rollout_nodes = nodes;

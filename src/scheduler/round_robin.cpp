@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ranges>
 
 namespace loom {
 
@@ -54,15 +55,13 @@ bool round_robin::waiting(const std::string& job, phase_kind phase) const {
                                       : phase == phase_kind::training && training_running_ != job;
 }
 
-const std::string* round_robin::next_on_node(int n) const {
-  auto it = nodes_.find(n);
-  if (it == nodes_.end())
-    return nullptr;
+template <class Jobs, class Turn>
+const std::string* round_robin::first_in_turn(const Jobs& jobs, Turn turn_of) const {
   const std::string* best = nullptr;
   turn best_turn{};
-  for (auto& job : it->second.pinned) {
+  for (auto& job : jobs) {
     auto& m = members_.at(job);
-    turn t{m.rollout_turn, m.position};
+    turn t{turn_of(m), m.position};
     if (!best || t < best_turn) {
       best = &job;
       best_turn = t;
@@ -71,17 +70,16 @@ const std::string* round_robin::next_on_node(int n) const {
   return best;
 }
 
+const std::string* round_robin::next_on_node(int n) const {
+  auto it = nodes_.find(n);
+  if (it == nodes_.end())
+    return nullptr;
+  return first_in_turn(it->second.pinned, [](const member_state& m) { return m.rollout_turn; });
+}
+
 const std::string* round_robin::next_in_training() const {
-  const std::string* best = nullptr;
-  turn best_turn{};
-  for (auto& [job, m] : members_) {
-    turn t{m.training_turn, m.position};
-    if (!best || t < best_turn) {
-      best = &job;
-      best_turn = t;
-    }
-  }
-  return best;
+  return first_in_turn(members_ | std::views::keys,
+                       [](const member_state& m) { return m.training_turn; });
 }
 
 executor_actions round_robin::add(executor_member m, bool staged) {

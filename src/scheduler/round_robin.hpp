@@ -65,8 +65,9 @@ public:
   round_robin(int gpus_per_rollout_node, int training_gpus, double tail_threshold,
               bool migrate_tails);
 
-  /// A job joins at the end of the turn order, in the round now in progress. `staged`: its
-  /// state is already in the host DRAM of its nodes, so its first phases start warm.
+  /// A job joins at the end of the turn order, from the next round nobody has started: its
+  /// first phases follow everyone else's. `staged`: its state is already in the host DRAM of
+  /// its nodes, so its first phases start warm.
   executor_actions add(executor_member m, bool staged);
   /// A job leaves (finished, failed, cancelled): its queued phases go, its GPUs are freed.
   executor_actions remove(const std::string& job);
@@ -119,6 +120,9 @@ private:
   const std::string* next_on_node(int node) const;
   /// The member whose training is next on the pool.
   const std::string* next_in_training() const;
+  /// Of `jobs`, the one whose (turn, position) comes first.
+  template <class Jobs, class Turn>
+  const std::string* first_in_turn(const Jobs& jobs, Turn turn_of) const;
   static std::vector<std::string> in_turn_order(std::vector<std::pair<turn, std::string>> jobs);
 
   int gpus_per_node_;
