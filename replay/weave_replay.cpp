@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 
@@ -17,6 +16,7 @@
 #include "replay/baselines.hpp"
 #include "replay/driver.hpp"
 #include "replay/offline_optimal.hpp"
+#include "replay/report.hpp"
 #include "replay/sim_frameworks.hpp"
 #include "scheduler/cluster_scheduler.hpp"
 #include "scheduler/phase_costs.hpp"
@@ -57,19 +57,8 @@ observer_actor::behavior_type recorder(observer_actor::stateful_pointer<recorder
   };
 }
 
-double round4(double x) {
-  return std::round(x * 1e4) / 1e4;
-}
-
 double seconds_of(int64_t ns) {
   return double(ns) / 1e9;
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  return v[size_t(std::min(double(v.size() - 1), std::ceil(q * double(v.size())) - 1))];
 }
 
 /// Time-weighted provisioning over [start, end] from a step function of (time, value).
@@ -321,11 +310,8 @@ json latency(const std::vector<double>& us) {
 
 caf::expected<weave_replay_output> run_weave_replay(const weave_scenario& sc,
                                                     const std::string& out_dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec)
-    return make_error(errc::invalid_argument,
-                      fmt::format("cannot create {}: {}", out_dir, ec.message()));
+  if (auto err = make_output_dir(out_dir))
+    return err;
   json report;
   report["scenario"] = sc.name;
   report["seed"] = sc.seed;
@@ -425,14 +411,8 @@ caf::expected<weave_replay_output> run_weave_replay(const weave_scenario& sc,
                          num("util_train"), gpus, dec, lat);
   }
   out.summary = std::move(table);
-  for (auto [file, text] : {std::pair{"report.json", &out.report_json},
-                            std::pair{"timings.json", &out.timings_json}}) {
-    std::ofstream f{std::filesystem::path{out_dir} / file, std::ios::binary};
-    f << *text;
-    if (!f)
-      return make_error(errc::storage_failure,
-                        fmt::format("cannot write {}/{}", out_dir, file));
-  }
+  if (auto err = write_report_files(out_dir, out.report_json, out.timings_json))
+    return err;
   return out;
 }
 

@@ -13,6 +13,8 @@
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "drivers/tl1_server.hpp"
+#include "replay/gen_replay.hpp"
+#include "replay/scenario_kind.hpp"
 #include "replay/weave_replay.hpp"
 
 namespace {
@@ -26,11 +28,31 @@ loom::config_result load(const std::string& path) {
   return loom::load_config_file(path);
 }
 
-void print_errors(const loom::config_result& result) {
-  for (auto& e : result.errors)
+void print_errors(const std::vector<loom::config_error>& errors, const char* what) {
+  for (auto& e : errors)
     std::fprintf(stderr, "%s\n", e.to_string().c_str());
-  std::fprintf(stderr, "%zu error%s in config\n", result.errors.size(),
-               result.errors.size() == 1 ? "" : "s");
+  std::fprintf(stderr, "%zu error%s in %s\n", errors.size(), errors.size() == 1 ? "" : "s", what);
+}
+
+/// Runs a loaded scenario and prints its table; the exit code.
+template <class Scenario, class Runner>
+int run_scenario(const Scenario& sc, size_t items, const char* item_name, Runner run,
+                 const std::string& out_dir) {
+  std::printf("scenario %s (seed %llu): %zu %s, policies:", sc.name.c_str(),
+              static_cast<unsigned long long>(sc.seed), items, item_name);
+  for (auto& p : sc.policies)
+    std::printf(" %s", p.c_str());
+  std::printf("\n");
+  std::fflush(stdout);
+  auto out = run(sc, out_dir);
+  if (!out) {
+    std::fprintf(stderr, "replay failed: %s\n", loom::render(out.error()).c_str());
+    return 1;
+  }
+  std::printf("%s", out->summary.c_str());
+  std::printf("report: %s/report.json, timings: %s/timings.json\n", out_dir.c_str(),
+              out_dir.c_str());
+  return 0;
 }
 
 std::optional<loom::log_level> parse_level(const std::string& s) {
@@ -100,8 +122,9 @@ int main(int argc, char** argv) {
   std::string replay_out = "replay-out";
   std::string replay_level = "warn";
   auto* replay_cmd = app.add_subcommand(
-    "replay", "Run a scenario on the virtual clock: the same scheduler and executors as\n"
-              "`serve`, against simulated frameworks, once per policy it lists. Writes\n"
+    "replay", "Run a scenario on the virtual clock, once per policy it lists: the same\n"
+              "actors as `serve` (WEAVE scheduler and executors, or the generation\n"
+              "planner and balancer) against simulated frameworks or engines. Writes\n"
               "DIR/report.json (byte-identical for the same scenario and seed),\n"
               "DIR/timings.json (wall-clock figures) and DIR/store/POLICY (RocksDB).");
   replay_cmd->add_option("scenario", replay_path, "Scenario file (TOML)")
@@ -116,30 +139,22 @@ int main(int argc, char** argv) {
 
   if (*replay_cmd) {
     loom::setup_logging(*parse_level(replay_level));
+    if (loom::replay::scenario_kind(replay_path) == "generation") {
+      auto scenario = loom::replay::load_gen_scenario(replay_path);
+      if (!scenario.value) {
+        print_errors(scenario.errors, "scenario");
+        return exit_config_error;
+      }
+      return run_scenario(*scenario.value, scenario.value->steps.size(), "steps",
+                          loom::replay::run_gen_replay, replay_out);
+    }
     auto scenario = loom::replay::load_weave_scenario(replay_path);
     if (!scenario.value) {
-      for (auto& e : scenario.errors)
-        std::fprintf(stderr, "%s\n", e.to_string().c_str());
-      std::fprintf(stderr, "%zu error%s in scenario\n", scenario.errors.size(),
-                   scenario.errors.size() == 1 ? "" : "s");
+      print_errors(scenario.errors, "scenario");
       return exit_config_error;
     }
-    auto& sc = *scenario.value;
-    std::printf("scenario %s (seed %llu): %zu jobs, policies:", sc.name.c_str(),
-                static_cast<unsigned long long>(sc.seed), sc.jobs.size());
-    for (auto& p : sc.policies)
-      std::printf(" %s", p.c_str());
-    std::printf("\n");
-    std::fflush(stdout);
-    auto out = loom::replay::run_weave_replay(sc, replay_out);
-    if (!out) {
-      std::fprintf(stderr, "replay failed: %s\n", loom::render(out.error()).c_str());
-      return 1;
-    }
-    std::printf("%s", out->summary.c_str());
-    std::printf("report: %s/report.json, timings: %s/timings.json\n", replay_out.c_str(),
-                replay_out.c_str());
-    return 0;
+    return run_scenario(*scenario.value, scenario.value->jobs.size(), "jobs",
+                        loom::replay::run_weave_replay, replay_out);
   }
 
   if (*emu_cmd) {
@@ -167,7 +182,7 @@ int main(int argc, char** argv) {
   if (*check_cmd) {
     auto result = load(check_path);
     if (!result.value) {
-      print_errors(result);
+      print_errors(result.errors, "config");
       return exit_config_error;
     }
     auto& c = *result.value;
@@ -186,7 +201,7 @@ int main(int argc, char** argv) {
   if (*serve_cmd) {
     auto result = load(serve_config);
     if (!result.value) {
-      print_errors(result);
+      print_errors(result.errors, "config");
       return exit_config_error;
     }
     auto level = result.value->level;

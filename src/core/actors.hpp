@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cross_connect.hpp"
+#include "generation/messages.hpp"
 #include "scheduler/messages.hpp"
 #include "scheduler/rl_job.hpp"
 #include "scheduler/round_robin.hpp"
@@ -46,6 +47,11 @@ using arrive_atom = caf::atom_constant<caf::atom("arrive")>;
 using wake_atom = caf::atom_constant<caf::atom("wake")>;
 using crash_atom = caf::atom_constant<caf::atom("crash")>;
 using staged_atom = caf::atom_constant<caf::atom("staged")>;
+using plan_atom = caf::atom_constant<caf::atom("plan")>;
+using balance_atom = caf::atom_constant<caf::atom("balance")>;
+using step_atom = caf::atom_constant<caf::atom("step")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using deliver_atom = caf::atom_constant<caf::atom("deliver")>;
 using caf::flush_atom;
 using caf::get_atom;
 using caf::ok_atom;
@@ -114,6 +120,29 @@ using cluster_scheduler_actor = caf::typed_actor<
   caf::reacts_to<drift_atom, std::string, double, double, int64_t>,
   caf::replies_to<jobs_atom>::with<std::vector<job_status>>,
   caf::replies_to<groups_atom>::with<std::vector<group_status>>>;
+
+// -- OrchestrRL: generation planner, balancer, engines -------------------------------------
+
+/// One per generation deployment: the proactive planner (OrchestrRL §4.1, Alg. 1 event 1). It
+/// forecasts each new step's length histogram, tracks it as requests finish, and answers a
+/// snapshot with a plan; a reconfiguration is durable before it is answered.
+using gen_planner_actor = caf::typed_actor<
+  caf::replies_to<plan_atom, gen_snapshot>::with<gen_decision>,
+  // The step is over: every output length it produced. Answers the relative errors of the
+  // forecast made at its start, of the histogram and of the mean length (NaN: no forecast).
+  caf::replies_to<step_atom, uint64_t, std::vector<int64_t>>::with<double, double>>;
+
+/// One per generation deployment: the reactive balancer (OrchestrRL §4.2, Alg. 1 event 2). On
+/// each monitoring tick it answers the workers' loads with the migrations to make.
+using balancer_actor = caf::typed_actor<
+  caf::replies_to<balance_atom, std::vector<gen_worker>>::with<std::vector<migration>>>;
+
+/// Replay's simulated generation engines: they run the steps of a scenario on instance
+/// simulators, consult the planner and balancer, and obey them.
+using simulated_engines_actor = caf::typed_actor<
+  caf::reacts_to<step_atom>,             // start the next step
+  caf::reacts_to<tick_atom>,             // monitoring tick: advance, balance, maybe re-plan
+  caf::reacts_to<deliver_atom, uint64_t>>; // a migrated request's KV transfer is done
 
 // -- OCS drivers (Opus §4.3: one vendor-neutral interface over TL1, emulation, agents) -------
 

@@ -31,6 +31,15 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<iteration_record>("loom.iteration_record");
   cfg.add_message_type<cluster_record>("loom.cluster_record");
   cfg.add_message_type<std::vector<int>>("loom.ints");
+  cfg.add_message_type<gen_deployment>("loom.gen_deployment");
+  cfg.add_message_type<gen_pending>("loom.gen_pending");
+  cfg.add_message_type<gen_snapshot>("loom.gen_snapshot");
+  cfg.add_message_type<gen_decision>("loom.gen_decision");
+  cfg.add_message_type<gen_worker>("loom.gen_worker");
+  cfg.add_message_type<std::vector<gen_worker>>("loom.gen_workers");
+  cfg.add_message_type<migration>("loom.migration");
+  cfg.add_message_type<std::vector<migration>>("loom.migrations");
+  cfg.add_message_type<std::vector<int64_t>>("loom.int64s");
   cfg.add_error_category(error_category(), [](uint8_t code, caf::atom_value, const caf::message& ctx) {
     return render_loom_error(code, ctx);
   });

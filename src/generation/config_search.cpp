@@ -95,12 +95,15 @@ struct evaluation {
   std::vector<int> assignment;
 };
 
+/// Eq. 1 for deployment `d`. `keep` leaves placed requests where they are (the current
+/// deployment as it stands); otherwise every request is placed afresh, and those that land
+/// elsewhere pay C_mig. A deployment other than the current one also pays C_sw.
 evaluation evaluate(const engine_model& engine, const gen_deployment& d, bool is_current,
-                    const std::vector<gen_request_state>& reqs, const planner_params& p) {
+                    bool keep, const std::vector<gen_request_state>& reqs,
+                    const planner_params& p) {
   evaluation e;
-  // Staying keeps placed requests where they are; a new config places everything afresh.
   std::vector<int> fixed(reqs.size(), -1);
-  if (is_current)
+  if (keep)
     for (size_t i = 0; i < reqs.size(); ++i)
       if (reqs[i].instance >= 0 && reqs[i].instance < d.instances)
         fixed[i] = reqs[i].instance;
@@ -152,12 +155,18 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
   gen_deployment best_config = current;
   for (auto& d : candidates(engine, gpu_budget, current, requests.size(), params)) {
     bool is_current = d == current;
-    auto e = evaluate(engine, d, is_current, requests, params);
-    plan.evaluated.push_back({d, e.objective});
+    auto e = evaluate(engine, d, is_current, is_current, requests, params);
     if (is_current) {
-      plan.current_s = e.objective;
       plan.assignment = e.assignment;
+      // The current deployment may also re-place its requests (what the balancer does, at
+      // C_mig): a switch must win on the parallel config, not on a placement made under
+      // older length estimates.
+      if (std::any_of(requests.begin(), requests.end(), [](auto& r) { return r.instance >= 0; }))
+        e.objective =
+          std::min(e.objective, evaluate(engine, d, true, false, requests, params).objective);
+      plan.current_s = e.objective;
     }
+    plan.evaluated.push_back({d, e.objective});
     if (e.objective < best.objective) {
       best = std::move(e);
       best_config = d;

@@ -140,16 +140,25 @@ std::vector<double> histogram_forecaster::forecast(double batch) const {
   std::vector<double> out(bins_, 0.0);
   if (history_.empty())
     return out;
+  // Each bin's cumulative share (the CDF at its upper bound) is modelled rather than its own
+  // share: a sum over bins carries far less sampling noise than one sparse bin, which keeps
+  // short, noisy histories from being extrapolated wildly. The forecast CDF is clipped to
+  // [0, 1] and made monotone before it is turned back into bins.
+  std::vector<double> cdf(bins_, 0.0);
+  double level = 0;
   for (size_t b = 0; b < bins_; ++b) {
     std::vector<double> series;
     for (auto& step : history_)
-      series.push_back(step[b]);
+      series.push_back(std::accumulate(step.begin(), step.begin() + long(b) + 1, 0.0));
     auto model = arima::fit(series, order_);
-    out[b] = std::max(0.0, model ? model->forecast() : series.back());
+    level = std::max(level, std::clamp(model ? model->forecast() : series.back(), 0.0, 1.0));
+    cdf[b] = level;
   }
-  double total = std::accumulate(out.begin(), out.end(), 0.0);
-  for (auto& v : out)
-    v = total > 0 ? v / total * batch : 0.0;
+  double total = cdf.back();
+  for (size_t b = 0; b < bins_; ++b) {
+    double share = cdf[b] - (b > 0 ? cdf[b - 1] : 0.0);
+    out[b] = total > 0 ? share / total * batch : 0.0;
+  }
   return out;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // Forecasting the next step's output-length histogram (OrchestrRL §4.1): one ARIMA(p, d, q)
-// per histogram bin over the bin's share of recent steps, fitted by the Hannan-Rissanen
+// per histogram bin over the bin's cumulative share in recent steps, fitted by the Hannan-Rissanen
 // two-stage regression (a long AR for the innovations, then OLS on lagged values and
 // innovations). Pure and deterministic.
 
@@ -11,10 +11,13 @@
 
 namespace loom {
 
+/// The default, ARIMA(1, 1, 0), follows drift without an MA term: with the few dozen steps a
+/// window holds, fitted MA terms chase sampling noise (replay measured 0.20 relative error of
+/// the mean length with (1, 1, 1), 0.04 with (1, 1, 0)).
 struct arima_order {
   int p = 1;
   int d = 1;
-  int q = 1;
+  int q = 0;
 };
 
 class arima {
@@ -44,8 +47,9 @@ public:
   /// Records the final histogram (request counts per bin) of a finished step.
   void observe(const std::vector<double>& counts);
 
-  /// Forecast counts per bin for a step of `batch` requests: per-bin shares forecast by ARIMA
-  /// (the last share while the history is too short), clipped at zero and scaled to `batch`.
+  /// Forecast counts per bin for a step of `batch` requests: each bin's cumulative share
+  /// forecast by ARIMA (the last one while the history is too short), kept a valid CDF, and
+  /// scaled to `batch`.
   std::vector<double> forecast(double batch) const;
 
   size_t steps_observed() const { return history_.size(); }

@@ -1,0 +1,269 @@
+#include "replay/gen_replay.hpp"
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "core/metrics.hpp"
+#include "generation/balancer.hpp"
+#include "generation/gen_planner.hpp"
+#include "replay/driver.hpp"
+#include "replay/report.hpp"
+#include "store/database.hpp"
+#include "store/store_actor.hpp"
+
+namespace loom::replay {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct run_spec {
+  gen_deployment initial;
+  bool planner = false;
+  bool balancer = false;
+};
+
+caf::expected<gen_run_log> run_once(const gen_scenario& sc, const run_spec& spec,
+                                    const std::string& store_dir) {
+  engine_model engine{sc.model, sc.gpu};
+  sim_engines_config cfg;
+  cfg.initial = spec.initial;
+  cfg.steps = sc.steps;
+  cfg.tick_s = sc.tick_s;
+  cfg.plan_interval_s = sc.plan_interval_s;
+  cfg.training_s = sc.training_s;
+  cfg.kv_path = sc.planner.kv_path;
+  cfg.curve_step = sc.curve_step;
+  auto log = std::make_shared<gen_run_log>();
+  std::shared_ptr<database> db;
+  if (spec.planner) {
+    std::error_code ec;
+    std::filesystem::remove_all(store_dir, ec);
+    std::filesystem::create_directories(store_dir, ec);
+    auto opened = database::open(store_dir);
+    if (!opened)
+      return opened.error();
+    db = std::move(*opened);
+  }
+  {
+    driver d;
+    auto& sys = d.system();
+    std::vector<caf::actor> all;
+    gen_planner_actor planner;
+    balancer_actor balance;
+    if (spec.planner) {
+      auto store_handle = sys.spawn(store, db, std::make_shared<service_metrics>());
+      gen_planner_config pc;
+      pc.deployment = sc.name;
+      pc.gpu_budget = sc.gpus;
+      pc.max_tokens = sc.max_tokens;
+      pc.bin_tokens = sc.bin_tokens;
+      pc.forecast_window = sc.forecast_window;
+      pc.params = sc.planner;
+      pc.sync_writes = false; // replay's store is scratch; live serve syncs
+      planner = sys.spawn(gen_planner, engine, pc, store_handle);
+      all.push_back(caf::actor_cast<caf::actor>(store_handle));
+      all.push_back(caf::actor_cast<caf::actor>(planner));
+    }
+    if (spec.balancer) {
+      balance = sys.spawn(balancer, sc.balancer);
+      all.push_back(caf::actor_cast<caf::actor>(balance));
+    }
+    sys.spawn(simulated_engines, engine, cfg, planner, balance, log);
+    d.run_to_quiescence();
+    for (auto& a : all)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    d.run_to_quiescence();
+  }
+  if (!log->done)
+    return make_error(errc::invalid_argument,
+                      log->error.empty() ? "the run stopped before its last step" : log->error);
+  return std::move(*log);
+}
+
+double samples_per_s(const gen_scenario& sc, const gen_run_log& log) {
+  double samples = 0;
+  for (auto& s : sc.steps)
+    samples += double(s.size());
+  double time = std::accumulate(log.makespans.begin(), log.makespans.end(), 0.0)
+                + sc.training_s * double(sc.steps.size());
+  return time > 0 ? samples / time : 0.0;
+}
+
+double mean_of(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+}
+
+std::string describe(const gen_deployment& d) {
+  return fmt::format("{}xTP{}", d.instances, d.tp);
+}
+
+json policy_json(const gen_scenario& sc, const run_spec& spec, const gen_run_log& log) {
+  json out;
+  out["initial_deployment"] = describe(spec.initial);
+  out["makespan_s"] = {{"mean", round4(mean_of(log.makespans))},
+                       {"p50", round4(percentile(log.makespans, 0.5))},
+                       {"p99", round4(percentile(log.makespans, 0.99))}};
+  out["samples_per_s"] = round4(samples_per_s(sc, log));
+  out["reconfigurations"] = log.reconfigurations;
+  out["migrations"] = log.migrations;
+  out["kv_transfers"] = log.kv_transfers;
+  out["kv_recomputes"] = log.kv_recomputes;
+  out["preemptions"] = log.preemptions;
+  out["forecast_rel_error"] = log.forecast_histogram_error.empty()
+                                ? json(nullptr)
+                                : json(round4(mean_of(log.forecast_histogram_error)));
+  out["forecast_mean_length_rel_error"] = log.forecast_mean_error.empty()
+                                            ? json(nullptr)
+                                            : json(round4(mean_of(log.forecast_mean_error)));
+  json steps = json::array();
+  for (auto m : log.makespans)
+    steps.push_back(round4(m));
+  out["step_makespans_s"] = steps;
+  out["timeline"] = log.timeline;
+  json curve = json::array();
+  for (auto [t, n] : log.curve)
+    curve.push_back({round4(t), n});
+  out["remaining_curve"] = {{"step", sc.curve_step}, {"points", curve}};
+  return out;
+}
+
+} // namespace
+
+caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& sc,
+                                                const std::string& out_dir) {
+  if (auto err = make_output_dir(out_dir))
+    return err;
+  const engine_model engine{sc.model, sc.gpu};
+  auto want = [&](const char* p) {
+    return std::find(sc.policies.begin(), sc.policies.end(), p) != sc.policies.end();
+  };
+  json policies = json::object();
+  json timings = json::object();
+  auto store_of = [&](const std::string& name) {
+    return (std::filesystem::path{out_dir} / "store" / name).string();
+  };
+  // veRL-TO's sweep: the best fixed DP x TP with TP in {1, 2, 4, 8}.
+  std::map<int, gen_run_log> statics;
+  std::map<int, double> static_wall;
+  const bool adaptive = want("static-best") || want("planner-only") || want("balancer-only")
+                        || want("orchestr");
+  for (int tp : {1, 2, 4, 8}) {
+    if (sc.gpus % tp != 0 || tp > sc.planner.gpus_per_node || engine.kv_capacity_tokens(tp) <= 0)
+      continue;
+    if (!adaptive && tp != 8)
+      continue;
+    auto t0 = std::chrono::steady_clock::now();
+    auto log = run_once(sc, {{tp, sc.gpus / tp}, false, false}, "");
+    if (!log)
+      return log.error();
+    static_wall[tp] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    statics.emplace(tp, std::move(*log));
+  }
+  if (statics.empty())
+    return make_error(errc::invalid_argument,
+                      fmt::format("{} fits no TP in {{1, 2, 4, 8}} on {} {} GPUs", sc.model.name,
+                                  sc.gpus, sc.gpu.name));
+  int best_tp = statics.begin()->first;
+  for (auto& [tp, log] : statics)
+    if (samples_per_s(sc, log) > samples_per_s(sc, statics.at(best_tp)))
+      best_tp = tp;
+  const gen_deployment best{best_tp, sc.gpus / best_tp};
+  for (auto& name : sc.policies) {
+    if (name == "static-best" || name == "static-tp8") {
+      const int tp = name == "static-best" ? best_tp : 8;
+      auto it = statics.find(tp);
+      if (it == statics.end()) {
+        policies[name] = {{"error", fmt::format("TP=8 does not fit {} GPUs of {} per node",
+                                                sc.gpus, sc.planner.gpus_per_node)}};
+        continue;
+      }
+      auto p = policy_json(sc, {{tp, sc.gpus / tp}, false, false}, it->second);
+      if (name == "static-best") {
+        json sweep;
+        for (auto& [t, log] : statics)
+          sweep[fmt::format("tp{}", t)] = round4(samples_per_s(sc, log));
+        p["sweep_samples_per_s"] = sweep;
+      }
+      policies[name] = p;
+      timings[name]["wall_s"] = round4(static_wall[tp]);
+      continue;
+    }
+    run_spec spec{best, name != "balancer-only", name != "planner-only"};
+    auto t0 = std::chrono::steady_clock::now();
+    auto log = run_once(sc, spec, store_of(name));
+    if (!log)
+      return log.error();
+    policies[name] = policy_json(sc, spec, *log);
+    timings[name]["wall_s"] =
+      round4(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (!log->solve_ms.empty()) {
+      auto max = *std::max_element(log->solve_ms.begin(), log->solve_ms.end());
+      timings[name]["solve_ms"] = {{"p50", round4(percentile(log->solve_ms, 0.5))},
+                                   {"max", round4(max)},
+                                   {"calls", log->solve_ms.size()}};
+    }
+  }
+  json speedups = json::object();
+  if (policies.contains("static-best") && policies["static-best"].contains("samples_per_s")) {
+    const double base = policies["static-best"]["samples_per_s"].get<double>();
+    for (auto& [name, p] : policies.items())
+      if (p.contains("samples_per_s") && base > 0)
+        speedups[name] = round4(p["samples_per_s"].get<double>() / base);
+  }
+  size_t batch = sc.steps.empty() ? 0 : sc.steps.front().size();
+  json report;
+  report["scenario"] = sc.name;
+  report["seed"] = sc.seed;
+  report["deployment"] = {{"model", sc.model.name}, {"gpu", sc.gpu.name}, {"gpus", sc.gpus}};
+  report["workload"] = {{"source", sc.workload_source},
+                        {"steps", sc.steps.size()},
+                        {"batch", batch},
+                        {"max_tokens", sc.max_tokens},
+                        {"training_s_per_step", sc.training_s}};
+  report["policies"] = policies;
+  report["throughput_vs_static_best"] = speedups;
+  gen_replay_output out;
+  out.report_json = report.dump(2) + "\n";
+  out.timings_json = json{{"scenario", sc.name}, {"policies", timings}}.dump(2) + "\n";
+  std::string table =
+    fmt::format("{:<14} {:>9} {:>10} {:>10} {:>10} {:>8} {:>7} {:>7} {:>9} {:>16}\n", "policy",
+                "start", "mean s", "p99 s", "samples/s", "vs best", "reconf", "migr",
+                "fcst err", "solve p50/max ms");
+  for (auto& name : sc.policies) {
+    auto& p = policies[name];
+    if (p.contains("error")) {
+      table += fmt::format("{:<14} {}\n", name, p["error"].get<std::string>());
+      continue;
+    }
+    std::string err = p["forecast_rel_error"].is_null()
+                        ? "-"
+                        : fmt::format("{:.3f}", p["forecast_rel_error"].get<double>());
+    std::string solve = timings[name].contains("solve_ms")
+                          ? fmt::format("{:.2f}/{:.2f}", timings[name]["solve_ms"]["p50"].get<double>(),
+                                        timings[name]["solve_ms"]["max"].get<double>())
+                          : "-";
+    table += fmt::format("{:<14} {:>9} {:>10.1f} {:>10.1f} {:>10.3f} {:>8.3f} {:>7} {:>7} "
+                         "{:>9} {:>16}\n",
+                         name, p["initial_deployment"].get<std::string>(),
+                         p["makespan_s"]["mean"].get<double>(), p["makespan_s"]["p99"].get<double>(),
+                         p["samples_per_s"].get<double>(),
+                         speedups.contains(name) ? speedups[name].get<double>() : 0.0,
+                         p["reconfigurations"].get<int64_t>(), p["migrations"].get<int64_t>(),
+                         err, solve);
+  }
+  out.summary = std::move(table);
+  if (auto err = write_report_files(out_dir, out.report_json, out.timings_json))
+    return err;
+  return out;
+}
+
+} // namespace loom::replay

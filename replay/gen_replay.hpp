@@ -1,0 +1,26 @@
+#pragma once
+// `loom replay` for generation (OrchestrRL §6.2): every policy a scenario lists runs the same
+// request batches in its own actor system on the virtual clock (the real gen_planner and
+// balancer, a RocksDB store under DIR/store/POLICY, simulated engines). static-best is the
+// best fixed DP x TP of a sweep over TP in {1, 2, 4, 8} (veRL-TO); static-tp8 is veRL-LO; the
+// adaptive policies start from static-best's deployment. report.json depends only on the
+// scenario and seed; wall-clock figures (solve times, replay time) go to timings.json.
+
+#include <string>
+
+#include <caf/expected.hpp>
+
+#include "replay/gen_scenario.hpp"
+
+namespace loom::replay {
+
+struct gen_replay_output {
+  std::string report_json;
+  std::string timings_json;
+  std::string summary; // a table for humans
+};
+
+caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& scenario,
+                                                const std::string& out_dir);
+
+} // namespace loom::replay

@@ -1,0 +1,183 @@
+#include "replay/gen_scenario.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/toml_reader.hpp"
+#include "replay/gen_workload.hpp"
+
+namespace loom::replay {
+
+const std::vector<std::string>& gen_policy_names() {
+  static const std::vector<std::string> names{"static-best", "static-tp8", "planner-only",
+                                              "balancer-only", "orchestr"};
+  return names;
+}
+
+namespace {
+
+/// Reads `key` into `field` when present and positive.
+void positive_into(table_reader& r, const char* key, double& field) {
+  if (auto v = positive(r, key, r.optional<double>(key, field)))
+    field = *v;
+}
+
+void read_head(table_reader& head, gen_scenario& sc) {
+  if (auto v = head.required<std::string>("name"))
+    sc.name = *v;
+  if (auto v = head.required<std::string>("kind"); v && *v != "generation")
+    head.error("kind", fmt::format("'{}' is not \"generation\"", *v));
+  if (auto v = at_least<int64_t>(head, "seed", head.optional<int64_t>("seed", 1), 0))
+    sc.seed = uint64_t(*v);
+  if (auto v = head.required<std::vector<std::string>>("policies")) {
+    auto& names = gen_policy_names();
+    for (auto& p : *v)
+      if (std::find(names.begin(), names.end(), p) == names.end())
+        head.error("policies", fmt::format("'{}' is not one of: static-best, static-tp8, "
+                                           "planner-only, balancer-only, orchestr", p));
+    for (auto& n : names) // report order is fixed
+      if (std::find(v->begin(), v->end(), n) != v->end())
+        sc.policies.push_back(n);
+  }
+  head.reject_unknown();
+}
+
+void read_deployment(table_reader& d, gen_scenario& sc) {
+  if (auto v = d.required<std::string>("model")) {
+    if (auto m = find_model(*v))
+      sc.model = *m;
+    else
+      d.error("model", fmt::format("'{}' is not a model the engine model knows (OrchestrRL "
+                                   "Table 3)", *v));
+  }
+  if (auto v = d.optional<std::string>("gpu", "H800")) {
+    if (auto g = find_builtin_gpu(*v))
+      sc.gpu = *g;
+    else
+      d.error("gpu", fmt::format("'{}' is not a known GPU", *v));
+  }
+  if (auto v = at_least<int64_t>(d, "gpus", d.required<int64_t>("gpus"), 1))
+    sc.gpus = int(*v);
+  if (auto v = at_least<int64_t>(d, "gpus_per_node",
+                                 d.optional<int64_t>("gpus_per_node", sc.planner.gpus_per_node),
+                                 1))
+    sc.planner.gpus_per_node = int(*v);
+  d.reject_unknown();
+}
+
+void read_workload(table_reader& w, gen_scenario& sc, const std::string& dir,
+                   std::vector<config_error>& errors) {
+  gen_length_generator g;
+  if (auto v = at_least<int64_t>(w, "steps", w.optional<int64_t>("steps", g.steps), 1))
+    g.steps = int(*v);
+  if (auto v = at_least<int64_t>(w, "batch", w.optional<int64_t>("batch", g.batch), 1))
+    g.batch = int(*v);
+  if (auto v = at_least<int64_t>(w, "max_tokens", w.required<int64_t>("max_tokens"), 2))
+    g.max_tokens = *v;
+  sc.max_tokens = g.max_tokens;
+  if (auto v = non_negative(w, "training_s", w.optional<double>("training_s", sc.training_s)))
+    sc.training_s = *v;
+  if (auto v = at_least<int64_t>(w, "curve_step", w.optional<int64_t>("curve_step", g.steps - 1),
+                                 0)) {
+    if (*v >= g.steps)
+      w.error("curve_step", fmt::format("must be below steps ({})", g.steps));
+    sc.curve_step = size_t(*v);
+  }
+  if (auto trace = w.optional<std::string>("trace", ""); trace && !trace->empty()) {
+    gen_trace_options o{(std::filesystem::path{dir} / *trace).string(), g.steps, g.batch,
+                        g.max_tokens};
+    positive_into(w, "output_scale", o.output_scale);
+    positive_into(w, "prompt_scale", o.prompt_scale);
+    w.reject_unknown();
+    if (auto steps = load_gen_trace(o, errors))
+      sc.steps = std::move(*steps);
+    sc.workload_source = fmt::format("trace {}: consecutive rows, prompts x {}, outputs x {} "
+                                     "capped at {} tokens", *trace, o.prompt_scale,
+                                     o.output_scale, g.max_tokens);
+    return;
+  }
+  if (auto v = at_least<int64_t>(w, "prompt_min", w.optional<int64_t>("prompt_min", g.prompt_min),
+                                 1))
+    g.prompt_min = *v;
+  if (auto v = at_least<int64_t>(w, "prompt_max", w.optional<int64_t>("prompt_max", g.prompt_max),
+                                 g.prompt_min))
+    g.prompt_max = *v;
+  positive_into(w, "median_tokens", g.median_tokens);
+  positive_into(w, "sigma", g.sigma);
+  if (auto v = non_negative(w, "drift_per_step",
+                            w.optional<double>("drift_per_step", g.drift_per_step)))
+    g.drift_per_step = *v;
+  w.reject_unknown();
+  sc.steps = generate_gen_workload(g, sc.seed);
+  sc.workload_source = fmt::format("generator: {} steps x {} requests, prompts {}-{} tokens, "
+                                   "outputs log-normal (median {} tokens, sigma {}, +{}% per "
+                                   "step) capped at {}", g.steps, g.batch, g.prompt_min,
+                                   g.prompt_max, g.median_tokens, g.sigma,
+                                   g.drift_per_step * 100, g.max_tokens);
+}
+
+} // namespace
+
+gen_scenario_result load_gen_scenario(const std::string& path) {
+  gen_scenario_result result;
+  auto text = read_text_file(path, result.errors);
+  if (!text)
+    return result;
+  auto doc = parse_toml(*text, path, result.errors);
+  if (!doc)
+    return result;
+  config_diagnostics diag{path};
+  table_reader root{*doc, "", diag};
+  gen_scenario sc;
+  sc.source = path;
+  if (auto head = root.required_table("scenario"))
+    read_head(*head, sc);
+  if (auto d = root.required_table("deployment"))
+    read_deployment(*d, sc);
+  if (auto p = root.table("planner")) {
+    positive_into(*p, "interval_s", sc.plan_interval_s);
+    if (auto v = non_negative(*p, "epsilon_s", p->optional<double>("epsilon_s",
+                                                                    sc.planner.epsilon_s)))
+      sc.planner.epsilon_s = *v;
+    if (auto v = at_least<int64_t>(*p, "bin_tokens", p->optional<int64_t>("bin_tokens",
+                                                                           sc.bin_tokens), 1))
+      sc.bin_tokens = int(*v);
+    if (auto v = at_least<int64_t>(*p, "forecast_window",
+                                   p->optional<int64_t>("forecast_window",
+                                                        int64_t(sc.forecast_window)), 4))
+      sc.forecast_window = size_t(*v);
+    positive_into(*p, "kv_balance_delta", sc.planner.kv_balance_delta);
+    positive_into(*p, "weight_load_gbps", sc.planner.weight_load_gbps);
+    if (auto v = non_negative(*p, "engine_restart_s",
+                              p->optional<double>("engine_restart_s",
+                                                  sc.planner.engine_restart_s)))
+      sc.planner.engine_restart_s = *v;
+    p->reject_unknown();
+  }
+  if (auto b = root.table("balancer")) {
+    positive_into(*b, "tick_s", sc.tick_s);
+    if (auto v = non_negative(*b, "theta", b->optional<double>("theta", sc.balancer.theta)))
+      sc.balancer.theta = *v;
+    b->reject_unknown();
+  }
+  if (auto k = root.table("kv")) {
+    positive_into(*k, "nic_gbps", sc.planner.kv_path.nic_gbps);
+    if (auto v = at_least<int64_t>(*k, "nics", k->optional<int64_t>("nics",
+                                                                     sc.planner.kv_path.nics), 1))
+      sc.planner.kv_path.nics = int(*v);
+    k->reject_unknown();
+  }
+  const std::string dir = std::filesystem::path{path}.parent_path().string();
+  if (auto w = root.required_table("workload"))
+    read_workload(*w, sc, dir, result.errors);
+  root.reject_unknown();
+  for (auto& e : diag.take_errors())
+    result.errors.push_back(std::move(e));
+  if (result.errors.empty())
+    result.value = std::move(sc);
+  return result;
+}
+
+} // namespace loom::replay

@@ -1,0 +1,61 @@
+#pragma once
+// A generation replay scenario (TOML, kind = "generation"): one deployment, the steps'
+// request batches, the policies to compare, and the planner's and balancer's knobs.
+//
+//   [scenario]   name, kind = "generation", seed, policies = ["static-best", "static-tp8",
+//                "planner-only", "balancer-only", "orchestr"]
+//   [deployment] model (OrchestrRL Table 3), gpu, gpus, gpus_per_node
+//   [planner]    interval_s, epsilon_s, bin_tokens, forecast_window, kv_balance_delta,
+//                weight_load_gbps, engine_restart_s
+//   [balancer]   tick_s, theta
+//   [kv]         nic_gbps, nics (the KV transfer path of migrations, App. A)
+//   [workload]   steps, batch, max_tokens, training_s, curve_step; a generator (prompt_min,
+//                prompt_max, median_tokens, sigma, drift_per_step) or trace = "FILE.csv"
+//                with output_scale and prompt_scale
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config_error.hpp"
+#include "core/gpu.hpp"
+#include "generation/config_search.hpp"
+#include "generation/load_index.hpp"
+#include "generation/model_catalog.hpp"
+#include "replay/sim_engines.hpp"
+
+namespace loom::replay {
+
+/// Policy names a generation scenario may list, in report order.
+const std::vector<std::string>& gen_policy_names();
+
+struct gen_scenario {
+  std::string name;
+  std::string source;
+  uint64_t seed = 1;
+  std::vector<std::string> policies;
+  model_spec model;
+  gpu_spec gpu;
+  int gpus = 16;
+  planner_params planner;
+  double plan_interval_s = 10;
+  int bin_tokens = 256;
+  size_t forecast_window = 32;
+  balancer_params balancer;
+  double tick_s = 1;
+  int64_t max_tokens = 16384;
+  double training_s = 0;
+  size_t curve_step = 0;
+  std::string workload_source; // what made the batches, with any scaling
+  std::vector<std::vector<gen_sample>> steps;
+};
+
+struct gen_scenario_result {
+  std::optional<gen_scenario> value;
+  std::vector<config_error> errors;
+};
+
+gen_scenario_result load_gen_scenario(const std::string& path);
+
+} // namespace loom::replay

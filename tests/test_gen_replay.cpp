@@ -1,0 +1,384 @@
+#define BOOST_TEST_MODULE gen_replay
+#include <boost/test/unit_test.hpp>
+
+#include <caf/all.hpp>
+#include <cmath>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/gpu.hpp"
+#include "core/metrics.hpp"
+#include "generation/balancer.hpp"
+#include "generation/gen_planner.hpp"
+#include "generation/remaining_workload.hpp"
+#include "loom.pb.h"
+#include "replay/driver.hpp"
+#include "replay/gen_scenario.hpp"
+#include "replay/gen_workload.hpp"
+#include "replay/sim_engines.hpp"
+#include "store/database.hpp"
+#include "store/store_actor.hpp"
+#include "support/process.hpp"
+
+using namespace loom;
+
+namespace {
+
+gen_snapshot batch_snapshot(uint64_t step, size_t n) {
+  gen_snapshot s;
+  s.step = step;
+  s.deployment = {2, 4};
+  for (size_t i = 0; i < n; ++i)
+    s.pending.push_back({i, 100, 0, -1});
+  return s;
+}
+
+engine_model qwen14b() {
+  return engine_model{*find_model("Qwen2.5-14B"), *find_builtin_gpu("H800")};
+}
+
+/// Steps of `batch` requests: every `long_every`-th output is `long_tokens`, the rest short.
+std::vector<std::vector<replay::gen_sample>> two_length_steps(int steps, int batch,
+                                                              int long_every,
+                                                              int64_t long_tokens) {
+  std::vector<std::vector<replay::gen_sample>> out(static_cast<size_t>(steps));
+  for (auto& s : out)
+    for (int i = 0; i < batch; ++i)
+      s.push_back({300, i % long_every == 0 ? long_tokens : 200 + 10 * (i % 7)});
+  return out;
+}
+
+struct actor_run {
+  replay::gen_run_log log;
+  std::vector<v1::Event> events;
+};
+
+/// Runs the simulated engines on the virtual clock with the real planner (over a RocksDB
+/// store in a temp dir) and balancer, as `loom replay` does.
+actor_run run_engines(replay::sim_engines_config cfg, bool with_planner, bool with_balancer,
+                      balancer_params bp = {}) {
+  test::temp_dir dir;
+  auto db = database::open((dir.path() / "store").string());
+  BOOST_REQUIRE(db);
+  std::shared_ptr<database> shared{std::move(*db)};
+  auto log = std::make_shared<replay::gen_run_log>();
+  {
+    replay::driver d;
+    auto& sys = d.system();
+    auto st = sys.spawn(store, shared, std::make_shared<service_metrics>());
+    gen_planner_actor planner;
+    balancer_actor bal;
+    if (with_planner) {
+      gen_planner_config pc;
+      pc.gpu_budget = cfg.initial.tp * cfg.initial.instances;
+      pc.max_tokens = 8192;
+      planner = sys.spawn(gen_planner, qwen14b(), pc, st);
+    }
+    if (with_balancer)
+      bal = sys.spawn(balancer, bp);
+    sys.spawn(replay::simulated_engines, qwen14b(), cfg, planner, bal, log);
+    d.run_to_quiescence();
+    for (auto a : {caf::actor_cast<caf::actor>(st), caf::actor_cast<caf::actor>(planner),
+                   caf::actor_cast<caf::actor>(bal)})
+      if (a)
+        caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    d.run_to_quiescence();
+  }
+  actor_run out{*log, {}};
+  auto events = shared->read_events(0, 1000);
+  BOOST_REQUIRE(events);
+  for (auto& r : *events) {
+    v1::Event e;
+    BOOST_REQUIRE(e.ParseFromString(r.value));
+    out.events.push_back(e);
+  }
+  return out;
+}
+
+std::string small_scenario(const std::string& policies) {
+  return fmt::format(R"([scenario]
+name = "small-gen"
+kind = "generation"
+seed = 3
+policies = [{}]
+
+[deployment]
+model = "Qwen2.5-14B"
+gpu = "H800"
+gpus = 8
+
+[planner]
+interval_s = 5
+
+[workload]
+steps = 4
+batch = 192
+max_tokens = 8192
+median_tokens = 1200
+sigma = 1.0
+)",
+                     policies);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(remaining_workload_core)
+
+BOOST_AUTO_TEST_CASE(first_step_is_planned_at_the_maximum_then_forecast_from_history) {
+  remaining_workload w{256, 2048, 8};
+  auto first = batch_snapshot(0, 4);
+  w.observe(first);
+  for (auto& r : w.estimate(first)) {
+    BOOST_CHECK_EQUAL(r.remaining, 2048); // nothing seen yet: every request may run to the cap
+    BOOST_CHECK_EQUAL(r.context, 100);
+  }
+  BOOST_CHECK(!w.end_step(0, {100, 300, 300, 1000})); // no forecast to score
+  // Step 1 is forecast from step 0 (the only history): its histogram exactly.
+  auto second = batch_snapshot(1, 4);
+  w.observe(second);
+  auto est = w.estimate(second);
+  BOOST_CHECK_EQUAL(est.front().remaining, 1024); // rank matching: the longest bin is 1024
+  auto error = w.end_step(1, {100, 300, 300, 1000});
+  BOOST_REQUIRE(error);
+  BOOST_CHECK_SMALL(error->histogram, 1e-9);
+  BOOST_CHECK_SMALL(error->mean_length, 1e-9);
+  // A different step is scored: half the mass moved from one bin to another.
+  w.observe(batch_snapshot(2, 4));
+  auto moved = w.end_step(2, {100, 300, 1000, 1000});
+  BOOST_REQUIRE(moved);
+  BOOST_CHECK_CLOSE(moved->histogram, 0.5, 1e-6);
+  BOOST_CHECK_GT(moved->mean_length, 0.1);
+}
+
+BOOST_AUTO_TEST_CASE(finishes_and_progress_correct_the_histogram) {
+  remaining_workload w{256, 2048, 8};
+  w.observe(batch_snapshot(0, 4));
+  BOOST_CHECK_EQUAL(w.histogram().pending(), 4.0);
+  auto later = batch_snapshot(0, 3);
+  later.finished_outputs = {50};
+  for (auto& p : later.pending)
+    p.generated = 600;
+  w.observe(later);
+  BOOST_CHECK_EQUAL(w.histogram().pending(), 3.0);
+  for (auto& r : w.estimate(later)) {
+    BOOST_CHECK_EQUAL(r.context, 700);
+    BOOST_CHECK_GE(r.remaining, 1);
+    BOOST_CHECK_LE(r.remaining, 2048 - 600);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(actors_on_the_virtual_clock)
+
+BOOST_AUTO_TEST_CASE(planner_reshapes_the_deployment_for_the_tail_and_persists_it_first) {
+  replay::sim_engines_config cfg;
+  cfg.initial = {2, 4}; // four TP=2 instances on 8 GPUs
+  cfg.steps = two_length_steps(3, 256, 32, 8000);
+  cfg.plan_interval_s = 5;
+  cfg.curve_step = 1;
+  auto run = run_engines(cfg, true, true);
+  BOOST_REQUIRE(run.log.done);
+  BOOST_CHECK_EQUAL(run.log.makespans.size(), 3u);
+  // The short majority finishes early; the long tail runs faster on wide TP instances.
+  BOOST_CHECK_GE(run.log.reconfigurations, 1);
+  bool to_tp8 = false;
+  for (auto& t : run.log.timeline)
+    to_tp8 |= t.find("-> 1xTP8") != std::string::npos;
+  BOOST_CHECK(to_tp8);
+  // Every reconfiguration the engines obeyed is an event in RocksDB, in the same order.
+  BOOST_REQUIRE_EQUAL(run.events.size(), size_t(run.log.reconfigurations));
+  for (auto& e : run.events)
+    BOOST_CHECK_EQUAL(e.kind(), "gen_reconfigured");
+  // Steps after the first are forecast and scored.
+  BOOST_CHECK_EQUAL(run.log.forecast_histogram_error.size(), 2u);
+  // The recorded step's remaining-requests curve starts full and ends empty, never rising.
+  BOOST_REQUIRE_GE(run.log.curve.size(), 3u);
+  BOOST_CHECK_EQUAL(run.log.curve.front().second, 256);
+  BOOST_CHECK_EQUAL(run.log.curve.back().second, 0);
+  for (size_t i = 1; i < run.log.curve.size(); ++i)
+    BOOST_CHECK_LE(run.log.curve[i].second, run.log.curve[i - 1].second);
+  // And it beat the static deployment on the same steps.
+  auto fixed = run_engines(cfg, false, false);
+  BOOST_REQUIRE(fixed.log.done);
+  double adaptive = 0, still = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    adaptive += run.log.makespans[i];
+    still += fixed.log.makespans[i];
+  }
+  BOOST_TEST_MESSAGE("4xTP2 static " << still << " s, planner + balancer " << adaptive << " s");
+  BOOST_CHECK_LT(adaptive, still);
+  BOOST_CHECK(fixed.events.empty());
+}
+
+BOOST_AUTO_TEST_CASE(balancer_moves_work_off_the_straggler) {
+  replay::sim_engines_config cfg;
+  cfg.initial = {4, 2};
+  // Dealt round-robin, every long request lands on instance 0: a straggler.
+  cfg.steps = two_length_steps(1, 64, 2, 5000);
+  balancer_params bp;
+  bp.theta = 0.01;
+  auto balanced = run_engines(cfg, false, true, bp);
+  auto alone = run_engines(cfg, false, false);
+  BOOST_REQUIRE(balanced.log.done && alone.log.done);
+  BOOST_CHECK_GT(balanced.log.migrations, 0);
+  BOOST_CHECK_EQUAL(alone.log.migrations, 0);
+  // Only requests with KV on the source pay for a transfer or a recompute.
+  BOOST_CHECK_LE(balanced.log.kv_transfers + balanced.log.kv_recomputes,
+                 balanced.log.migrations);
+  BOOST_TEST_MESSAGE("straggler: alone " << alone.log.makespans[0] << " s, balanced "
+                                         << balanced.log.makespans[0] << " s, "
+                                         << balanced.log.migrations << " migrations");
+  BOOST_CHECK_LT(balanced.log.makespans[0], alone.log.makespans[0]);
+}
+
+BOOST_AUTO_TEST_CASE(the_balancer_actor_answers_what_the_core_plans) {
+  replay::driver d;
+  auto bal = d.system().spawn(balancer, balancer_params{});
+  std::vector<gen_worker> workers(2);
+  workers[0].id = 0;
+  workers[1].id = 1;
+  for (uint64_t i = 0; i < 8; ++i)
+    workers[0].waiting.push_back({i, 100 + int64_t(i)});
+  workers[0].running.push_back({100, 500});
+  workers[0].kv_free_tokens = 0;
+  workers[1].kv_free_tokens = 100000;
+  workers[0].decode_rate_tps = workers[1].decode_rate_tps = 1000;
+  auto expected_workers = workers;
+  auto expected = plan_migrations(expected_workers, {});
+  BOOST_REQUIRE(!expected.empty());
+  BOOST_CHECK(expected.front().was_waiting); // waiting queue first
+  std::vector<migration> got;
+  caf::scoped_actor self{d.system()};
+  self->send(bal, balance_atom::value, workers);
+  d.run_to_quiescence();
+  self->receive([&](std::vector<migration>& moves) { got = moves; });
+  BOOST_REQUIRE_EQUAL(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    BOOST_CHECK_EQUAL(got[i].request, expected[i].request);
+    BOOST_CHECK_EQUAL(got[i].to, 1u);
+    BOOST_CHECK_EQUAL(got[i].was_waiting, expected[i].was_waiting);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(generation_replay)
+
+BOOST_AUTO_TEST_CASE(the_same_scenario_and_seed_give_identical_report_bytes) {
+  test::temp_dir dir;
+  test::write_file(dir / "s.toml", small_scenario(R"("orchestr", "static-tp8", "static-best",
+                                                     "balancer-only", "planner-only")"));
+  auto a = test::run({test::loom_binary(), "replay", dir / "s.toml", "--out", dir / "a"});
+  auto b = test::run({test::loom_binary(), "replay", dir / "s.toml", "--out", dir / "b"});
+  BOOST_REQUIRE_EQUAL(a.exit_code, 0);
+  BOOST_REQUIRE_EQUAL(b.exit_code, 0);
+  auto ra = test::read_file(dir / "a/report.json");
+  BOOST_CHECK(ra == test::read_file(dir / "b/report.json"));
+  auto report = nlohmann::json::parse(ra);
+  BOOST_CHECK_EQUAL(report["scenario"], "small-gen");
+  BOOST_CHECK_EQUAL(report["seed"], 3);
+  auto& p = report["policies"];
+  for (auto name : {"static-best", "static-tp8", "planner-only", "balancer-only", "orchestr"}) {
+    BOOST_REQUIRE(p.contains(name));
+    for (auto key : {"makespan_s", "samples_per_s", "reconfigurations", "migrations",
+                     "forecast_rel_error", "remaining_curve"})
+      BOOST_CHECK_MESSAGE(p[name].contains(key), name << " lacks " << key);
+  }
+  // static-best is the best of its own sweep, and static-tp8 is the sweep's TP=8 run.
+  double best = 0;
+  for (auto& [tp, sps] : p["static-best"]["sweep_samples_per_s"].items())
+    best = std::max(best, sps.get<double>());
+  BOOST_CHECK_EQUAL(p["static-best"]["samples_per_s"].get<double>(), best);
+  BOOST_CHECK_EQUAL(p["static-tp8"]["samples_per_s"].get<double>(),
+                    p["static-best"]["sweep_samples_per_s"]["tp8"].get<double>());
+  BOOST_CHECK_EQUAL(p["static-best"]["reconfigurations"], 0);
+  BOOST_CHECK(p["static-best"]["forecast_rel_error"].is_null());
+  BOOST_CHECK(!p["orchestr"]["forecast_rel_error"].is_null());
+  BOOST_CHECK_EQUAL(p["planner-only"]["migrations"], 0);
+  BOOST_CHECK_EQUAL(p["balancer-only"]["reconfigurations"], 0);
+  // Solve times are wall clock: timings.json, not the report.
+  auto timings = nlohmann::json::parse(test::read_file(dir / "a/timings.json"));
+  BOOST_CHECK(timings["policies"]["orchestr"].contains("solve_ms"));
+  BOOST_CHECK(a.out.find("orchestr") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_scenario_is_refused_with_file_line_and_key) {
+  test::temp_dir dir;
+  test::write_file(dir / "bad.toml", small_scenario(R"("orchestr", "static-tp16")"));
+  auto r = test::run({test::loom_binary(), "replay", dir / "bad.toml", "--out", dir / "o"});
+  BOOST_CHECK_EQUAL(r.exit_code, 2);
+  BOOST_CHECK(r.err.find("bad.toml:5") != std::string::npos);
+  BOOST_CHECK(r.err.find("scenario.policies") != std::string::npos);
+  BOOST_CHECK(r.err.find("static-tp16") != std::string::npos);
+  BOOST_CHECK(!std::filesystem::exists(dir / "o/report.json"));
+}
+
+BOOST_AUTO_TEST_CASE(every_bundled_generation_scenario_loads) {
+  for (auto name : {"gen-qwen14b-15k", "gen-qwen14b-25k", "gen-azure-conv"}) {
+    auto sc = replay::load_gen_scenario(test::source_path(fmt::format("replay/scenarios/{}.toml",
+                                                                      name)));
+    for (auto& e : sc.errors)
+      BOOST_TEST_MESSAGE(e.to_string());
+    BOOST_REQUIRE_MESSAGE(sc.value, name);
+    BOOST_CHECK_EQUAL(sc.value->policies.size(), 5u);
+    BOOST_CHECK(!sc.value->steps.empty());
+    for (auto& step : sc.value->steps)
+      for (auto& s : step)
+        BOOST_CHECK(s.output_tokens >= 1 && s.output_tokens <= sc.value->max_tokens);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(generated_lengths_are_heavy_tailed_and_drift) {
+  replay::gen_length_generator g;
+  g.steps = 10;
+  g.batch = 2000;
+  g.max_tokens = 25600;
+  g.median_tokens = 2600;
+  g.drift_per_step = 0.05;
+  auto steps = replay::generate_gen_workload(g, 11);
+  auto share_below = [](const std::vector<replay::gen_sample>& s, int64_t limit) {
+    double n = 0;
+    for (auto& x : s)
+      n += x.output_tokens < limit ? 1 : 0;
+    return n / double(s.size());
+  };
+  auto mean = [](const std::vector<replay::gen_sample>& s) {
+    double sum = 0;
+    for (auto& x : s)
+      sum += double(x.output_tokens);
+    return sum / double(s.size());
+  };
+  BOOST_CHECK_GT(share_below(steps[0], 7500), 0.8); // Fig. 3a: most under 7.5K
+  BOOST_CHECK_LT(share_below(steps[0], 25600), 1.0); // ... and some reach the cap
+  BOOST_CHECK_GT(mean(steps[9]), mean(steps[0]) * 1.3);
+  BOOST_CHECK(replay::generate_gen_workload(g, 11)[3][7].output_tokens
+              == steps[3][7].output_tokens);
+}
+
+BOOST_AUTO_TEST_CASE(azure_trace_rows_become_scaled_steps) {
+  test::temp_dir dir;
+  test::write_file(dir / "t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                  "2023-11-16 18:15:46.6805900,374,44\n"
+                                  "2023-11-16 18:15:50.9951690,396,109\r\n"
+                                  "2023-11-16 18:15:51.2224670,879,1000\n");
+  replay::gen_trace_options o{dir / "t.csv", 2, 2, 8000, 10.0, 1.0};
+  std::vector<config_error> errors;
+  auto steps = replay::load_gen_trace(o, errors);
+  BOOST_REQUIRE(steps);
+  BOOST_REQUIRE_EQUAL(steps->size(), 2u);
+  BOOST_CHECK_EQUAL((*steps)[0][0].prompt_tokens, 374);
+  BOOST_CHECK_EQUAL((*steps)[0][0].output_tokens, 440);
+  BOOST_CHECK_EQUAL((*steps)[0][1].output_tokens, 1090);
+  BOOST_CHECK_EQUAL((*steps)[1][0].output_tokens, 8000); // 10000 capped
+  BOOST_CHECK_EQUAL((*steps)[1][1].prompt_tokens, 374);  // wraps around
+  test::write_file(dir / "bad.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                    "2023-11-16 18:15:46.6805900,374,44\n"
+                                    "2023-11-16 18:15:50.9951690,x,109\n");
+  o.path = dir / "bad.csv";
+  BOOST_CHECK(!replay::load_gen_trace(o, errors));
+  BOOST_REQUIRE_EQUAL(errors.size(), 1u);
+  BOOST_CHECK_EQUAL(errors[0].line, 3);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
