@@ -3,6 +3,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
 
 #include "core/gpu.hpp"
@@ -76,14 +77,20 @@ void BM_plan_generation(benchmark::State& state) {
     pending.push_back({static_cast<uint64_t>(i), 400 + generated, total - generated,
                        i % instances});
   }
+  loom::planner_params params;
+  params.afd_configs = loom::profile_afd_configs(e, params.gpus_per_node); // as gen_planner does
   size_t evaluated = 0;
+  size_t pruned = 0;
   for (auto _ : state) {
-    auto plan = loom::plan_generation(e, gpus, {4, instances}, pending);
+    auto plan = loom::plan_generation(e, gpus, {4, instances}, pending, params);
     evaluated = plan.evaluated.size();
+    pruned = size_t(std::count_if(plan.evaluated.begin(), plan.evaluated.end(),
+                                  [](auto& c) { return c.pruned; }));
     benchmark::DoNotOptimize(plan);
   }
   state.counters["requests"] = static_cast<double>(pending.size());
   state.counters["candidates"] = static_cast<double>(evaluated);
+  state.counters["pruned"] = static_cast<double>(pruned);
 }
 BENCHMARK(BM_plan_generation)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 

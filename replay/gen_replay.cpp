@@ -102,13 +102,10 @@ double mean_of(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
 }
 
-std::string describe(const gen_deployment& d) {
-  return fmt::format("{}xTP{}", d.instances, d.tp);
-}
 
 json policy_json(const gen_scenario& sc, const run_spec& spec, const gen_run_log& log) {
   json out;
-  out["initial_deployment"] = describe(spec.initial);
+  out["initial_deployment"] = spec.initial.name();
   out["makespan_s"] = {{"mean", round4(mean_of(log.makespans))},
                        {"p50", round4(percentile(log.makespans, 0.5))},
                        {"p99", round4(percentile(log.makespans, 0.99))}};

@@ -40,7 +40,7 @@ void build_instances(sim_engines_state& st, const gen_deployment& d) {
   st.deployment = d;
   st.instances.clear();
   for (int k = 0; k < d.instances; ++k)
-    st.instances.emplace_back(*st.engine, d.tp);
+    st.instances.emplace_back(*st.engine, d.parallel);
   st.harvested.assign(size_t(d.instances), 0);
   st.preempted.assign(size_t(d.instances), 0);
 }
@@ -121,7 +121,7 @@ void apply_migrations(engines_ptr self, const std::vector<migration>& moves) {
       place(st, m.to, m.request, *state, t);
       continue;
     }
-    auto cost = kv_move_cost_of(*st.engine, st.deployment.tp, 1, state->context,
+    auto cost = kv_move_cost_of(*st.engine, st.deployment.parallel, 1, state->context,
                                 st.config.kv_path);
     if (cost.recompute()) {
       ++st.log->kv_recomputes;
@@ -157,10 +157,9 @@ void reconfigure(engines_ptr self, const gen_decision& d, const std::vector<uint
       moving[st.first_id + i] = {r.sample.prompt_tokens, r.sample.output_tokens, false};
     }
   }
-  st.log->timeline.push_back(fmt::format("step {} at {:.1f} s: {}xTP{} -> {}xTP{}", st.step,
-                                         t - st.step_start, st.deployment.instances,
-                                         st.deployment.tp, d.deployment.instances,
-                                         d.deployment.tp));
+  st.log->timeline.push_back(fmt::format("step {} at {:.1f} s: {} -> {}", st.step,
+                                         t - st.step_start, st.deployment.name(),
+                                         d.deployment.name()));
   ++st.log->reconfigurations;
   ++st.epoch;
   build_instances(st, d.deployment);
@@ -185,7 +184,7 @@ void reconfigure(engines_ptr self, const gen_decision& d, const std::vector<uint
       }
     double start = t + d.switch_s;
     if (sequences > 0) {
-      auto cost = kv_move_cost_of(*st.engine, d.deployment.tp, int(sequences),
+      auto cost = kv_move_cost_of(*st.engine, d.deployment.parallel, int(sequences),
                                   tokens / sequences, st.config.kv_path);
       if (cost.recompute()) {
         st.log->kv_recomputes += sequences;

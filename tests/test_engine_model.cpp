@@ -241,13 +241,13 @@ BOOST_AUTO_TEST_CASE(planner_goes_wide_early_and_deep_in_the_tail) {
   // Early phase, running as TP=8: the planner moves to TP=2-like throughput instances.
   auto early = plan_generation(e, 8, {8, 1}, as_pending(early_phase(w, 2000), 1));
   BOOST_CHECK(early.reconfigure);
-  BOOST_CHECK_EQUAL(early.config.tp, 2);
+  BOOST_CHECK_EQUAL(early.config.parallel.tp, 2);
   BOOST_CHECK_EQUAL(early.config.instances, 4);
   BOOST_CHECK_LT(early.objective_s + 2.0, early.current_s);
   // Tail, running as 4 x TP=2 with the KV in place: one TP=8 instance, migration paid for.
   auto tail = plan_generation(e, 8, {2, 4}, as_pending(tail_phase(w, 6000), 4));
   BOOST_CHECK(tail.reconfigure);
-  BOOST_CHECK_EQUAL(tail.config.tp, 8);
+  BOOST_CHECK_EQUAL(tail.config.parallel.tp, 8);
   BOOST_CHECK_GT(tail.migrate_s, 0.0);
   BOOST_CHECK_GT(tail.switch_s, 0.0);
   BOOST_TEST_MESSAGE("planner: early TP=8 " << early.current_s << " s -> TP=2 "
@@ -279,7 +279,7 @@ BOOST_AUTO_TEST_CASE(planner_keeps_kv_utilisation_within_the_band) {
   planner_params p;
   auto plan = plan_generation(e, 8, {8, 1}, pending, p);
   BOOST_REQUIRE(plan.reconfigure);
-  double cap = double(e.kv_capacity_tokens(plan.config.tp));
+  double cap = double(e.kv_capacity_tokens(plan.config.parallel));
   std::vector<double> kv(size_t(plan.config.instances), 0.0);
   double total = 0;
   for (size_t i = 0; i < pending.size(); ++i) {
@@ -337,3 +337,131 @@ BOOST_AUTO_TEST_CASE(taking_a_request_keeps_its_progress) {
   sim.run_to_completion();
   BOOST_CHECK_EQUAL(sim.finished().size(), 2u);
 }
+
+BOOST_AUTO_TEST_SUITE(expert_parallelism_and_afd)
+
+engine_model qwen57b_moe() {
+  return engine_model{*find_model("Qwen2-57B-A14B"), *find_builtin_gpu("H800")};
+}
+
+BOOST_AUTO_TEST_CASE(moe_steps_read_only_the_routed_experts) {
+  auto m = *find_model("Qwen2-57B-A14B");
+  const double one = m.ffn_read_fraction(1);
+  BOOST_CHECK_CLOSE(one, m.active_ffn_params() / m.ffn_params(), 1e-9);
+  BOOST_CHECK_LT(one, 0.3);
+  BOOST_CHECK_LT(one, m.ffn_read_fraction(8));
+  BOOST_CHECK_GT(m.ffn_read_fraction(256), 0.99);
+  BOOST_CHECK_EQUAL(find_model("Qwen2.5-14B")->ffn_read_fraction(1), 1.0);
+  // A lone token under TP reads far less than a full batch does.
+  auto e = qwen57b_moe();
+  BOOST_CHECK_LT(e.decode_terms(8, 1).lines[0].base, e.decode_terms(8, 256).lines[0].base / 3);
+}
+
+BOOST_AUTO_TEST_CASE(ep_trades_replicated_attention_for_kv_room_and_bandwidth) {
+  auto e = qwen57b_moe();
+  const parallel_config tp8 = 8;
+  const auto ep8 = parallel_config::expert_parallel(8, 1);
+  BOOST_CHECK_EQUAL(ep8.gpus(), 8);
+  BOOST_CHECK_EQUAL(ep8.attention_groups(), 8);
+  // 4 KV heads: TP=8 replicates each head twice; data-parallel attention stores each once.
+  BOOST_CHECK_GT(e.kv_capacity_tokens(ep8), e.kv_capacity_tokens(tp8) * 3 / 2);
+  // Big batch, long contexts: EP reads half the KV per GPU and wins.
+  BOOST_CHECK_LT(e.decode_step_s(ep8, 512, 2e6), e.decode_step_s(tp8, 512, 2e6));
+  // A lone request: every EP rank reads the whole attention; TP splits it and wins.
+  BOOST_CHECK_LT(e.decode_step_s(tp8, 1, 4000), e.decode_step_s(ep8, 1, 4000));
+  // Past one node the all-to-all crosses the NICs.
+  BOOST_CHECK_GT(e.all_to_all_s(16, 1e6), e.all_to_all_s(8, 1e6));
+}
+
+BOOST_AUTO_TEST_CASE(afd_hides_communication_only_behind_big_batches) {
+  auto e = qwen57b_moe();
+  const parallel_config tp8 = 8;
+  const auto afd = parallel_config::disaggregated(4, 4);
+  BOOST_CHECK_EQUAL(afd.gpus(), 8);
+  BOOST_CHECK_EQUAL(afd.name(), "AFD4:4");
+  BOOST_CHECK_LT(e.decode_step_s(afd, 512, 2e6), e.decode_step_s(tp8, 512, 2e6));
+  BOOST_CHECK_GT(e.decode_step_s(afd, 1, 4000), e.decode_step_s(tp8, 1, 4000));
+  // The KV cache lives on the attention GPUs only, beside the attention weights.
+  auto m = e.model();
+  BOOST_CHECK_LT(e.weight_bytes_per_gpu(afd), m.weight_bytes() / 4);
+  BOOST_CHECK_EQUAL(e.kv_capacity_tokens(parallel_config::disaggregated(1, 1)), 0); // FFN too big
+}
+
+BOOST_AUTO_TEST_CASE(summed_steps_equal_single_steps_for_every_parallelism) {
+  auto e = qwen57b_moe();
+  for (auto c : {parallel_config{8}, parallel_config::expert_parallel(8, 2),
+                 parallel_config::expert_parallel(16, 1), parallel_config::disaggregated(4, 4),
+                 parallel_config::disaggregated(6, 2)})
+    for (int batch : {1, 9, 300}) {
+      double c0 = 700.0 * batch;
+      double one_by_one = 0;
+      for (int i = 0; i < 800; ++i)
+        one_by_one += e.decode_step_s(c, batch, c0 + double(batch) * i);
+      BOOST_TEST_CONTEXT(c.name() << " batch " << batch) {
+        BOOST_CHECK_CLOSE(e.decode_steps_s(c, batch, c0, 800), one_by_one, 1e-9);
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(afd_profiling_keeps_the_best_splits) {
+  auto e = qwen57b_moe();
+  auto kept = profile_afd_configs(e, 8);
+  BOOST_REQUIRE_EQUAL(kept.size(), 2u);
+  const std::vector<sim_request> reference(256, sim_request{512, 2048, false});
+  auto per_gpu = [&](const parallel_config& c) {
+    return 256.0 * 2048 / simulate_instance(e, c, reference).makespan_s / c.gpus();
+  };
+  const double worst_kept = std::min(per_gpu(kept[0]), per_gpu(kept[1]));
+  for (int total : {8, 16})
+    for (int a = 1; a < total; ++a) {
+      auto c = parallel_config::disaggregated(a, total - a);
+      if (c == kept[0] || c == kept[1] || e.kv_capacity_tokens(c) <= 0)
+        continue;
+      BOOST_CHECK_LE(per_gpu(c), worst_kept);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(planner_takes_ep_or_afd_for_big_moe_batches_and_tp_for_the_tail) {
+  // Qwen3-235B-A22B: TP=8 nearly fills each GPU with weights, leaving little KV room.
+  engine_model e{*find_model("Qwen3-235B-A22B"), *find_builtin_gpu("H800")};
+  planner_params p;
+  p.afd_configs = profile_afd_configs(e, 8);
+  // A throughput-bound batch: 64 requests per GPU, none much longer than the others.
+  std::mt19937_64 rng{3};
+  std::uniform_int_distribution<int64_t> len{1500, 2500};
+  std::vector<gen_request_state> big;
+  for (uint64_t i = 0; i < 64 * 64; ++i)
+    big.push_back({i, 400, len(rng), -1});
+  auto early = plan_generation(e, 64, {8, 8}, big, p);
+  BOOST_TEST_MESSAGE("MoE throughput phase: " << early.config.name() << " (" << early.objective_s
+                                              << " s vs TP8 " << early.current_s << " s)");
+  BOOST_CHECK(early.reconfigure);
+  BOOST_CHECK(early.config.parallel.is_ep() || early.config.parallel.is_afd());
+  std::vector<gen_request_state> tail;
+  for (uint64_t i = 0; i < 16; ++i)
+    tail.push_back({i, 9000, 6000, int(i % 8)});
+  auto late = plan_generation(e, 64, {parallel_config::expert_parallel(8, 1), 8}, tail, p);
+  BOOST_TEST_MESSAGE("MoE tail: " << late.config.name());
+  const gen_deployment current{parallel_config::expert_parallel(8, 1), 8};
+  for (auto& s : late.evaluated) // the tail considers neither AFD nor EP, only stays on EP
+    BOOST_CHECK((!s.config.parallel.is_afd() && !s.config.parallel.is_ep()) || s.config == current);
+  BOOST_CHECK(late.reconfigure);
+  BOOST_CHECK(!late.config.parallel.is_ep() && !late.config.parallel.is_afd());
+}
+
+BOOST_AUTO_TEST_CASE(the_lower_bound_never_exceeds_a_simulated_makespan) {
+  auto e = qwen14b_on_h800();
+  auto w = make_step(77);
+  std::vector<gen_request_state> reqs;
+  auto early = early_phase(w, 100000);
+  for (size_t i = 0; i < early.size(); ++i)
+    reqs.push_back({i, early[i].context, early[i].remaining, -1});
+  for (int tp : {1, 2, 4, 8}) {
+    gen_deployment d{tp, 8 / tp};
+    auto sim = simulate_deployment(e, tp, 8 / tp, early);
+    BOOST_CHECK_LE(makespan_lower_bound(e, d, reqs), sim.makespan_s);
+    BOOST_CHECK_GT(makespan_lower_bound(e, d, reqs), sim.makespan_s / 4); // and is not trivial
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

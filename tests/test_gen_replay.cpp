@@ -70,7 +70,7 @@ actor_run run_engines(replay::sim_engines_config cfg, bool with_planner, bool wi
     balancer_actor bal;
     if (with_planner) {
       gen_planner_config pc;
-      pc.gpu_budget = cfg.initial.tp * cfg.initial.instances;
+      pc.gpu_budget = cfg.initial.parallel.gpus() * cfg.initial.instances;
       pc.max_tokens = 8192;
       planner = sys.spawn(gen_planner, qwen14b(), pc, st);
     }

@@ -4,23 +4,24 @@
 
 namespace loom {
 
-instance_result simulate_instance(const engine_model& engine, int tp,
+instance_result simulate_instance(const engine_model& engine, const parallel_config& config,
                                   const std::vector<sim_request>& requests) {
-  instance_sim sim{engine, tp};
+  instance_sim sim{engine, config};
   for (size_t i = 0; i < requests.size(); ++i)
     sim.add(i, requests[i]);
   sim.run_to_completion();
   return {sim.now(), sim.steps(), sim.preemptions(), sim.peak_batch(), sim.feasible()};
 }
 
-instance_result simulate_deployment(const engine_model& engine, int tp, int dp,
+instance_result simulate_deployment(const engine_model& engine, const parallel_config& config,
+                                    int dp,
                                     const std::vector<sim_request>& requests) {
   std::vector<std::vector<sim_request>> shards(static_cast<size_t>(dp));
   for (size_t i = 0; i < requests.size(); ++i)
     shards[i % shards.size()].push_back(requests[i]);
   instance_result worst;
   for (auto& shard : shards) {
-    auto r = simulate_instance(engine, tp, shard);
+    auto r = simulate_instance(engine, config, shard);
     worst.feasible = worst.feasible && r.feasible;
     worst.preemptions += r.preemptions;
     worst.peak_batch = std::max(worst.peak_batch, r.peak_batch);

@@ -1,5 +1,5 @@
 #pragma once
-// Makespan of a set of requests on one instance, or on DP instances of TP GPUs each, run to
+// Makespan of a set of requests on one instance, or on DP instances alike, run to
 // completion by the continuous-batching simulator (OrchestrRL §4.1: T_k(R_k, y_k)).
 
 #include <cstdint>
@@ -17,13 +17,14 @@ struct instance_result {
   bool feasible = true; // false: a request's sequence can never fit the instance's KV cache
 };
 
-/// Runs the requests to completion on one `tp`-way instance, in the given (arrival) order.
-instance_result simulate_instance(const engine_model& engine, int tp,
+/// Runs the requests to completion on one instance, in the given (arrival) order.
+instance_result simulate_instance(const engine_model& engine, const parallel_config& config,
                                   const std::vector<sim_request>& requests);
 
-/// DP instances of TP GPUs each; requests are dealt round-robin in order, as a DP front end
+/// DP instances of one config; requests are dealt round-robin in order, as a DP front end
 /// spreads a batch. The makespan is the slowest instance's.
-instance_result simulate_deployment(const engine_model& engine, int tp, int dp,
+instance_result simulate_deployment(const engine_model& engine, const parallel_config& config,
+                                    int dp,
                                     const std::vector<sim_request>& requests);
 
 } // namespace loom

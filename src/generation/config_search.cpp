@@ -9,6 +9,10 @@
 
 namespace loom {
 
+std::string gen_deployment::name() const {
+  return std::to_string(instances) + "x" + parallel.name();
+}
+
 namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
@@ -16,29 +20,61 @@ constexpr double infinity = std::numeric_limits<double>::infinity();
 std::vector<gen_deployment> candidates(const engine_model& engine, int budget,
                                        const gen_deployment& current, size_t pending,
                                        const planner_params& p) {
-  double per_gpu = double(pending) / budget;
+  const double per_gpu = double(pending) / budget;
+  const bool throughput = per_gpu >= p.large_batch_per_gpu;
+  const bool tail = per_gpu < 1;
   std::vector<gen_deployment> out;
-  auto add = [&](int tp) {
-    if (tp <= budget && budget % tp == 0 && engine.kv_capacity_tokens(tp) > 0)
-      out.push_back({tp, budget / tp});
+  auto add = [&](const parallel_config& c) {
+    const int g = c.gpus();
+    if (g <= budget && budget % g == 0 && engine.kv_capacity_tokens(c) > 0)
+      out.push_back({c, budget / g});
   };
   for (int tp = 1; tp <= p.gpus_per_node; tp *= 2)
-    if (!(per_gpu < 1 && tp == 1)) // the tail wants latency: a single GPU per request is slow
+    if (!(tail && tp == 1)) // the tail wants latency: a single GPU per request is slow
       add(tp);
-  if (per_gpu < p.large_batch_per_gpu) // cross-node TP, whole nodes only, outside big batches
+  if (!throughput) // cross-node TP, whole nodes only, outside big batches
     for (int tp = 2 * p.gpus_per_node; tp <= budget; tp *= 2)
       add(tp);
+  if (engine.model().moe() && !tail) // EP over one or two whole nodes
+    for (int ep = p.gpus_per_node; ep <= 2 * p.gpus_per_node; ep *= 2)
+      for (int tp : {1, 2})
+        add(parallel_config::expert_parallel(ep, tp));
+  if (throughput) // AFD hides its communication only behind big batches
+    for (auto& c : p.afd_configs)
+      add(c);
   if (current.instances > 0 && std::find(out.begin(), out.end(), current) == out.end())
     out.push_back(current);
   return out;
 }
 
-/// Longest remaining first onto the least loaded instance whose KV utilisation stays within
-/// mu + delta (Eq. 2); the least utilised one if none does.
+} // namespace
+
+double makespan_lower_bound(const engine_model& engine, const gen_deployment& d,
+                            const std::vector<gen_request_state>& reqs) {
+  double total = 0;
+  double longest = 0;
+  for (auto& r : reqs) {
+    total += double(r.remaining);
+    longest = std::max(longest, double(r.remaining)
+                                  * engine.decode_step_s(d.parallel, 1, double(r.context)));
+  }
+  double best_rate = 0;
+  const int most = engine.max_batch(d.parallel);
+  for (int b = 1; b < 2 * most; b *= 2)
+    best_rate = std::max(best_rate, std::min(b, most) / engine.decode_step_s(d.parallel, std::min(b, most), 0.0));
+  return std::max(longest, total / d.instances / best_rate);
+}
+
+namespace {
+
+/// Longest remaining first (`longest_first` orders every request so, once per plan) onto the
+/// least loaded instance whose KV utilisation stays within mu + delta (Eq. 2); the least
+/// utilised one if none does.
 std::vector<int> balanced_assignment(const engine_model& engine, const gen_deployment& d,
                                      const std::vector<gen_request_state>& reqs,
+                                     const std::vector<size_t>& longest_first,
                                      const std::vector<int>& fixed, const planner_params& p) {
-  const double cap = double(engine.kv_capacity_tokens(d.tp));
+  const double cap = double(engine.kv_capacity_tokens(d.parallel));
   std::vector<double> load(size_t(d.instances), 0.0);
   std::vector<double> kv(size_t(d.instances), 0.0);
   std::vector<int> out = fixed;
@@ -51,18 +87,14 @@ std::vector<int> balanced_assignment(const engine_model& engine, const gen_deplo
       load[size_t(out[i])] += double(reqs[i].remaining);
       kv[size_t(out[i])] += double(reqs[i].context);
     }
-  std::vector<size_t> order;
-  for (size_t i = 0; i < reqs.size(); ++i)
-    if (out[i] < 0)
-      order.push_back(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return reqs[a].remaining > reqs[b].remaining; });
   using slot = std::pair<double, int>; // load, instance
   std::priority_queue<slot, std::vector<slot>, std::greater<>> least;
   for (int k = 0; k < d.instances; ++k)
     least.emplace(load[size_t(k)], k);
   std::vector<slot> skipped;
-  for (auto i : order) {
+  for (auto i : longest_first) {
+    if (out[i] >= 0)
+      continue;
     int chosen = -1;
     while (!least.empty()) {
       auto [l, k] = least.top();
@@ -88,6 +120,12 @@ std::vector<int> balanced_assignment(const engine_model& engine, const gen_deplo
   return out;
 }
 
+/// C_sw: every GPU loads its new shard of the weights, and the engines restart.
+double switch_cost_s(const engine_model& engine, const gen_deployment& d,
+                     const planner_params& p) {
+  return p.engine_restart_s + engine.weight_bytes_per_gpu(d.parallel) / (p.weight_load_gbps * 1e9);
+}
+
 struct evaluation {
   double objective = infinity;
   double switch_s = 0;
@@ -100,14 +138,14 @@ struct evaluation {
 /// elsewhere pay C_mig. A deployment other than the current one also pays C_sw.
 evaluation evaluate(const engine_model& engine, const gen_deployment& d, bool is_current,
                     bool keep, const std::vector<gen_request_state>& reqs,
-                    const planner_params& p) {
+                    const std::vector<size_t>& longest_first, const planner_params& p) {
   evaluation e;
   std::vector<int> fixed(reqs.size(), -1);
   if (keep)
     for (size_t i = 0; i < reqs.size(); ++i)
       if (reqs[i].instance >= 0 && reqs[i].instance < d.instances)
         fixed[i] = reqs[i].instance;
-  e.assignment = balanced_assignment(engine, d, reqs, fixed, p);
+  e.assignment = balanced_assignment(engine, d, reqs, longest_first, fixed, p);
   std::vector<std::vector<sim_request>> per(size_t(d.instances));
   std::vector<int64_t> moved(size_t(d.instances), 0);
   std::vector<int64_t> moved_tokens(size_t(d.instances), 0);
@@ -123,14 +161,14 @@ evaluation evaluate(const engine_model& engine, const gen_deployment& d, bool is
     }
   }
   if (!is_current)
-    e.switch_s = p.engine_restart_s + engine.weight_bytes_per_gpu(d.tp) / (p.weight_load_gbps * 1e9);
+    e.switch_s = switch_cost_s(engine, d, p);
   double worst = 0;
   for (size_t k = 0; k < per.size(); ++k) {
-    auto sim = simulate_instance(engine, d.tp, per[k]);
+    auto sim = simulate_instance(engine, d.parallel, per[k]);
     if (!sim.feasible)
       return evaluation{};
     double mig = moved[k] > 0
-                   ? kv_move_cost_of(engine, d.tp, int(moved[k]), moved_tokens[k] / moved[k],
+                   ? kv_move_cost_of(engine, d.parallel, int(moved[k]), moved_tokens[k] / moved[k],
                                      p.kv_path)
                        .best_s()
                    : 0.0;
@@ -153,20 +191,46 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
   plan.objective_s = infinity;
   evaluation best;
   gen_deployment best_config = current;
-  for (auto& d : candidates(engine, gpu_budget, current, requests.size(), params)) {
+  auto options = candidates(engine, gpu_budget, current, requests.size(), params);
+  std::vector<size_t> longest_first(requests.size());
+  std::iota(longest_first.begin(), longest_first.end(), 0);
+  std::stable_sort(longest_first.begin(), longest_first.end(), [&](size_t a, size_t b) {
+    return requests[a].remaining > requests[b].remaining;
+  });
+  // The current deployment first (its Obj_cur is always needed), then by lower bound, so
+  // that good candidates tighten the bar early.
+  std::vector<double> bound;
+  for (auto& d : options)
+    bound.push_back(makespan_lower_bound(engine, d, requests)
+                    + (d == current ? 0.0 : switch_cost_s(engine, d, params)));
+  std::vector<size_t> order(options.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if ((options[a] == current) != (options[b] == current))
+      return options[a] == current;
+    return bound[a] < bound[b];
+  });
+  for (auto i : order) {
+    const auto& d = options[i];
     bool is_current = d == current;
-    auto e = evaluate(engine, d, is_current, is_current, requests, params);
+    if (!is_current && bound[i] >= best.objective) {
+      plan.evaluated.push_back({d, bound[i], true});
+      continue;
+    }
+    auto e = evaluate(engine, d, is_current, is_current, requests, longest_first, params);
     if (is_current) {
       plan.assignment = e.assignment;
       // The current deployment may also re-place its requests (what the balancer does, at
       // C_mig): a switch must win on the parallel config, not on a placement made under
       // older length estimates.
-      if (std::any_of(requests.begin(), requests.end(), [](auto& r) { return r.instance >= 0; }))
+      if (bound[i] < e.objective
+          && std::any_of(requests.begin(), requests.end(), [](auto& r) { return r.instance >= 0; }))
         e.objective =
-          std::min(e.objective, evaluate(engine, d, true, false, requests, params).objective);
+          std::min(e.objective,
+                   evaluate(engine, d, true, false, requests, longest_first, params).objective);
       plan.current_s = e.objective;
     }
-    plan.evaluated.push_back({d, e.objective});
+    plan.evaluated.push_back({d, e.objective, false});
     if (e.objective < best.objective) {
       best = std::move(e);
       best_config = d;
@@ -184,6 +248,28 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
     plan.objective_s = plan.current_s;
   }
   return plan;
+}
+
+std::vector<parallel_config> profile_afd_configs(const engine_model& engine, int gpus_per_node,
+                                                 int batch, int64_t prompt, int64_t output,
+                                                 size_t keep) {
+  const std::vector<sim_request> reference(size_t(batch), sim_request{prompt, output, false});
+  std::vector<std::pair<double, parallel_config>> scored;
+  for (int total = gpus_per_node; total <= 2 * gpus_per_node; total *= 2)
+    for (int attention = 1; attention < total; ++attention) {
+      auto c = parallel_config::disaggregated(attention, total - attention);
+      if (engine.kv_capacity_tokens(c) <= 0)
+        continue;
+      auto run = simulate_instance(engine, c, reference);
+      if (run.feasible && run.makespan_s > 0)
+        scored.emplace_back(double(batch) * double(output) / run.makespan_s / total, c);
+    }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](auto& a, auto& b) { return a.first > b.first; });
+  std::vector<parallel_config> out;
+  for (size_t i = 0; i < scored.size() && i < keep; ++i)
+    out.push_back(scored[i].second);
+  return out;
 }
 
 } // namespace loom

@@ -4,11 +4,14 @@
 // instance's remaining makespan with the batch simulator, add the switching cost C_sw and the
 // KV migration cost C_mig, and reconfigure only if Obj_new < Obj_cur - epsilon.
 //
-// Candidates are homogeneous deployments of TP-way instances over the GPU budget: intra-node
-// TP first, cross-node TP only in whole nodes, and the set adapted to the phase of the step
-// (a large batch drops cross-node TP, a small tail drops TP=1).
+// Candidates are homogeneous deployments over the GPU budget, restricted as §4.1 says:
+// intra-node TP first, cross-node TP only in whole nodes, EP (MoE) in whole nodes, AFD only
+// with the few attention:FFN splits offline profiling kept; and adapted to the phase of the
+// step (a large batch drops cross-node TP and admits AFD, the tail drops TP=1 and EP). A
+// lower bound on each candidate's makespan skips the simulation of hopeless ones.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "generation/engine_model.hpp"
@@ -24,8 +27,10 @@ struct gen_request_state {
 };
 
 struct gen_deployment {
-  int tp = 1;
+  parallel_config parallel;
   int instances = 0;
+  /// "4xTP2", "2xAFD4:4".
+  std::string name() const;
   friend bool operator==(const gen_deployment&, const gen_deployment&) = default;
 };
 
@@ -37,11 +42,20 @@ struct planner_params {
   double engine_restart_s = 3.0;   // C_sw: tearing down and warming up the instances
   kv_transfer_path kv_path;        // C_mig
   double large_batch_per_gpu = 16; // at or above: throughput phase; below 1: tail phase
+  std::vector<parallel_config> afd_configs; // the profiled AFD splits (profile_afd_configs)
 };
+
+/// Offline AFD profiling (§4.1): every attention:FFN split of one or two nodes, each run on
+/// a reference throughput batch (`batch` requests of `prompt` + `output` tokens per
+/// instance); keeps the `keep` with the highest tokens per second per GPU.
+std::vector<parallel_config> profile_afd_configs(const engine_model& engine, int gpus_per_node,
+                                                 int batch = 256, int64_t prompt = 512,
+                                                 int64_t output = 2048, size_t keep = 2);
 
 struct candidate_score {
   gen_deployment config;
-  double objective_s = 0; // Eq. 1 objective, infinity if infeasible
+  double objective_s = 0; // Eq. 1 objective, infinity if infeasible; the bound if pruned
+  bool pruned = false;    // its lower bound already lost to a simulated candidate
 };
 
 struct gen_plan {
@@ -54,6 +68,11 @@ struct gen_plan {
   bool reconfigure = false;
   std::vector<candidate_score> evaluated;
 };
+
+/// No placement of `requests` on `d` finishes sooner: the longest request decoding alone, or
+/// the busiest instance's share of the tokens at an instance's best possible rate.
+double makespan_lower_bound(const engine_model& engine, const gen_deployment& d,
+                            const std::vector<gen_request_state>& requests);
 
 gen_plan plan_generation(const engine_model& engine, int gpu_budget,
                          const gen_deployment& current,

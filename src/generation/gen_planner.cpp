@@ -14,10 +14,6 @@ namespace {
 
 using planner_ptr = gen_planner_actor::stateful_pointer<gen_planner_state>;
 
-std::string describe(const gen_deployment& d) {
-  return fmt::format("{}xTP{}", d.instances, d.tp);
-}
-
 } // namespace
 
 gen_planner_actor::behavior_type gen_planner(planner_ptr self, engine_model engine,
@@ -26,6 +22,8 @@ gen_planner_actor::behavior_type gen_planner(planner_ptr self, engine_model engi
   st.engine.emplace(std::move(engine));
   st.workload.emplace(config.bin_tokens, config.max_tokens, config.forecast_window);
   st.config = std::move(config);
+  if (st.config.profile_afd && st.config.params.afd_configs.empty())
+    st.config.params.afd_configs = profile_afd_configs(*st.engine, st.config.params.gpus_per_node);
   st.store = std::move(store);
   return {
     [self](plan_atom, const gen_snapshot& snap) -> caf::result<gen_decision> {
@@ -50,7 +48,7 @@ gen_planner_actor::behavior_type gen_planner(planner_ptr self, engine_model engi
       // The engines tear instances down on this answer: it must survive a crash first.
       auto detail = fmt::format("step {}: {} -> {} (Obj_cur {:.1f} s, Obj_new {:.1f} s, "
                                 "C_sw {:.1f} s, C_mig {:.1f} s, {} pending)",
-                                snap.step, describe(snap.deployment), describe(d.deployment),
+                                snap.step, snap.deployment.name(), d.deployment.name(),
                                 d.current_s, d.objective_s, d.switch_s, d.migrate_s,
                                 snap.pending.size());
       v1::Event e;

@@ -20,6 +20,7 @@ struct gen_planner_config {
   int bin_tokens = 256;           // §4.1's default bin width
   size_t forecast_window = 32;    // steps the ARIMA models are fitted on
   planner_params params;
+  bool profile_afd = true;        // profile AFD splits at start when params lists none
   bool sync_writes = true;
 };
 

@@ -5,11 +5,11 @@
 
 namespace loom {
 
-instance_sim::instance_sim(const engine_model& engine, int tp)
-  : engine_(&engine), tp_(tp), capacity_(engine.kv_capacity_tokens(tp)) {}
+instance_sim::instance_sim(const engine_model& engine, const parallel_config& config)
+  : engine_(&engine), config_(config), capacity_(engine.kv_capacity_tokens(config)) {}
 
 int instance_sim::max_batch() const {
-  return engine_->params().max_batch;
+  return engine_->max_batch(config_);
 }
 
 void instance_sim::add(uint64_t id, const sim_request& request) {
@@ -65,7 +65,7 @@ void instance_sim::admit() {
     admission_order_.push_back(i);
     finishing_.emplace(r.finish, i, r.epoch);
   }
-  clock_ += engine_->prefill_s(tp_, prefill_tokens); // one chunked-prefill pass
+  clock_ += engine_->prefill_s(config_, prefill_tokens); // one chunked-prefill pass
   if (batch_ == 0 && !waiting_.empty())
     feasible_ = false; // the head of the queue cannot fit even alone
   peak_batch_ = std::max(peak_batch_, batch_);
@@ -119,7 +119,10 @@ void instance_sim::advance_to(double t) {
     // A lone sequence beyond the cache has no one to preempt: it runs to its end.
     int64_t until_overflow = used() > capacity_ ? until_finish : (capacity_ - used()) / batch_ + 1;
     int64_t steps = std::max<int64_t>(1, std::min(until_finish, until_overflow));
-    auto cost = [&](int64_t k) { return engine_->decode_steps_s(tp_, batch_, double(used()), k); };
+    const auto terms = engine_->decode_terms(config_, batch_);
+    auto cost = [&](int64_t k) {
+      return engine_model::decode_steps_s(terms, batch_, double(used()), k);
+    };
     double spent = cost(steps);
     if (clock_ + spent > t && steps > 1) {
       // Stop at the first step that ends at or after t: the sum is increasing in k.

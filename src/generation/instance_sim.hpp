@@ -33,7 +33,7 @@ struct request_progress {
 
 class instance_sim {
 public:
-  instance_sim(const engine_model& engine, int tp);
+  instance_sim(const engine_model& engine, const parallel_config& config);
 
   /// Queues a request behind the waiting ones.
   void add(uint64_t id, const sim_request& request);
@@ -64,7 +64,7 @@ public:
   int64_t steps() const { return step_; }
   int64_t preemptions() const { return preemptions_; }
   int peak_batch() const { return peak_batch_; }
-  int tp() const { return tp_; }
+  const parallel_config& config() const { return config_; }
 
   /// Every request still here, waiting or running.
   std::vector<request_progress> requests() const;
@@ -89,7 +89,7 @@ private:
   void leave_batch(slot& r);
 
   const engine_model* engine_;
-  int tp_;
+  parallel_config config_;
   int64_t capacity_;
   std::vector<slot> slots_;
   std::deque<size_t> waiting_;

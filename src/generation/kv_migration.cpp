@@ -2,7 +2,8 @@
 
 namespace loom {
 
-kv_move_cost kv_move_cost_of(const engine_model& engine, int dst_tp, int sequences,
+kv_move_cost kv_move_cost_of(const engine_model& engine, const parallel_config& dst,
+                             int sequences,
                              int64_t tokens_per_sequence, const kv_transfer_path& path) {
   kv_move_cost out;
   const auto& m = engine.model();
@@ -15,8 +16,10 @@ kv_move_cost kv_move_cost_of(const engine_model& engine, int dst_tp, int sequenc
   // with the square of its length (QK^T and AV: 2 x L^2 / 2 x head_dim flops per head each).
   double l = double(tokens_per_sequence);
   double attention_flops = 2.0 * m.layers * m.q_heads * m.head_dim * l * l * sequences;
-  out.recompute_s = engine.prefill_s(dst_tp, tokens)
-                    + attention_flops / dst_tp
+  // Attention runs on the destination's attention GPUs (all of them under TP).
+  const int attention_gpus = dst.is_afd() ? dst.tp : dst.gpus();
+  out.recompute_s = engine.prefill_s(dst, tokens)
+                    + attention_flops / attention_gpus
                         / (g.bf16_tflops * 1e12 * engine.params().compute_efficiency);
   return out;
 }

@@ -25,8 +25,9 @@ struct kv_move_cost {
 };
 
 /// Cost of moving `sequences` requests holding `tokens_per_sequence` tokens each onto a
-/// destination instance of `dst_tp` GPUs.
-kv_move_cost kv_move_cost_of(const engine_model& engine, int dst_tp, int sequences,
+/// destination instance parallelised as `dst`.
+kv_move_cost kv_move_cost_of(const engine_model& engine, const parallel_config& dst,
+                             int sequences,
                              int64_t tokens_per_sequence, const kv_transfer_path& path = {});
 
 } // namespace loom

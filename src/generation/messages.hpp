@@ -43,8 +43,13 @@ struct gen_decision {
 };
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, parallel_config& x) {
+  return f(caf::meta::type_name("parallel_config"), x.tp, x.ep, x.ffn_gpus);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_deployment& x) {
-  return f(caf::meta::type_name("gen_deployment"), x.tp, x.instances);
+  return f(caf::meta::type_name("gen_deployment"), x.parallel, x.instances);
 }
 
 template <class Inspector>

@@ -20,9 +20,24 @@ struct model_spec {
   int kv_heads = 0;
   int head_dim = 128;
   int dtype_bytes = 2; // BF16 weights and KV cache
+  int vocab = 152064;
+  int experts_per_token = 0; // MoE top-k routing
 
   bool moe() const { return experts > 0; }
   double weight_bytes() const { return total_params * dtype_bytes; }
+  /// Attention projections and embeddings: what an AFD attention GPU holds and every token
+  /// reads in full.
+  double attention_params() const {
+    double per_layer = double(d_model) * head_dim * (2.0 * q_heads + 2.0 * kv_heads);
+    return per_layer * layers + 2.0 * vocab * d_model;
+  }
+  /// The FFN (every expert of a MoE): the rest of the weights.
+  double ffn_params() const { return total_params - attention_params(); }
+  /// FFN weights one token multiplies (routed experts only, for MoE).
+  double active_ffn_params() const { return active_params - attention_params(); }
+  /// Share of the FFN weights a decode step of `batch` tokens reads: every expert some token
+  /// is routed to (uniform top-k routing), all of it for a dense model.
+  double ffn_read_fraction(int batch) const;
   /// K and V of every layer for one token.
   double kv_bytes_per_token() const {
     return 2.0 * layers * kv_heads * head_dim * dtype_bytes;
