@@ -100,7 +100,7 @@ std::vector<gen_worker> worker_loads(const sim_engines_state& st) {
       (p.running ? w.running : w.waiting).push_back({p.id, p.state.context});
     w.kv_free_tokens = inst.kv_free_tokens();
     w.max_batch = inst.max_batch();
-    w.decode_rate_tps = inst.decode_rate_tps();
+    w.decode_rate_tps = inst.step_rate();
     out.push_back(std::move(w));
   }
   return out;

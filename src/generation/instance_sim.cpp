@@ -104,6 +104,7 @@ void instance_sim::preempt_overflow() {
 
 void instance_sim::advance_to(double t) {
   const double start_clock = clock_;
+  const int64_t start_step = step_;
   int64_t generated = 0;
   while (clock_ < t && feasible_) {
     admit();
@@ -145,6 +146,7 @@ void instance_sim::advance_to(double t) {
     preempt_overflow();
   }
   rate_ = clock_ > start_clock ? double(generated) / (clock_ - start_clock) : 0.0;
+  step_rate_ = clock_ > start_clock ? double(step_ - start_step) / (clock_ - start_clock) : 0.0;
 }
 
 void instance_sim::run_to_completion() {

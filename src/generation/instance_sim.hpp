@@ -59,8 +59,11 @@ public:
   int64_t kv_capacity_tokens() const { return capacity_; }
   int64_t kv_free_tokens() const { return capacity_ - used(); }
   int max_batch() const;
-  /// Tokens per second over the last advance_to.
+  /// Tokens per second over the last advance_to, summed over the batch.
   double decode_rate_tps() const { return rate_; }
+  /// Decode steps per second over the last advance_to: how fast one running request
+  /// progresses (0 if it did not run).
+  double step_rate() const { return step_rate_; }
   int64_t steps() const { return step_; }
   int64_t preemptions() const { return preemptions_; }
   int peak_batch() const { return peak_batch_; }
@@ -102,6 +105,7 @@ private:
   int64_t s_ = 0; // running context = s_ + batch_ * step_, s_ = sum(context0 - admitted)
   double clock_ = 0;
   double rate_ = 0;
+  double step_rate_ = 0;
   int64_t preemptions_ = 0;
   int peak_batch_ = 0;
   bool feasible_ = true;

@@ -34,7 +34,7 @@ long pick(const std::vector<gen_request>& queue, const gen_worker& dst,
   long best = -1;
   auto reserve = int64_t(dst.running.size()) * p.growth_reserve_tokens;
   for (size_t i = 0; i < queue.size(); ++i) {
-    if (dst.kv_free_tokens - queue[i].context_tokens < reserve)
+    if (queue[i].pinned || dst.kv_free_tokens - queue[i].context_tokens < reserve)
       continue;
     if (best < 0 || queue[i].context_tokens < queue[size_t(best)].context_tokens)
       best = long(i);

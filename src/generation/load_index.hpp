@@ -13,6 +13,7 @@ namespace loom {
 struct gen_request {
   uint64_t id = 0;
   int64_t context_tokens = 0; // KV footprint if moved
+  bool pinned = false;        // moved lately: not again yet, so requests do not ping-pong
 };
 
 struct gen_worker {
@@ -21,14 +22,18 @@ struct gen_worker {
   std::vector<gen_request> waiting;
   int64_t kv_free_tokens = 0;  // KV headroom right now (M_free, in tokens)
   int max_batch = 256;         // the engine's concurrency limit
-  double decode_rate_tps = 0;  // observed decoding throughput
+  double decode_rate_tps = 0;  // observed decode rate of one running request (tokens/s): a
+                               // busy worker's per-request pace, not its summed throughput
 };
 
 struct balancer_params {
-  double theta = 0.25;               // stop once max - min LoadIndex <= theta
+  double theta = 0.05;               // stop once max - min LoadIndex <= theta (§4.2 gives no
+                                     // value; replay of gen-qwen14b-25k: 0.02 1.024x over
+                                     // static-best, 0.05 1.039x, 0.1 1.028x, 0.25 1.001x)
   int64_t growth_reserve_tokens = 256; // KV kept per running request of the destination, so
                                        // that taking a request never preempts its own batch
   size_t max_migrations = 1024;      // per tick, a bound on work
+  int cooldown_ticks = 10;           // the balancer actor pins a moved request this long
 };
 
 /// B_cap(M_free): the concurrency the KV allocator allows with the current headroom, i.e. the
