@@ -45,10 +45,7 @@ caf::expected<gen_run_log> run_once(const gen_scenario& sc, const run_spec& spec
   auto log = std::make_shared<gen_run_log>();
   std::shared_ptr<database> db;
   if (spec.planner) {
-    std::error_code ec;
-    std::filesystem::remove_all(store_dir, ec);
-    std::filesystem::create_directories(store_dir, ec);
-    auto opened = database::open(store_dir);
+    auto opened = open_scratch_store(store_dir);
     if (!opened)
       return opened.error();
     db = std::move(*opened);

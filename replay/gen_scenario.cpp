@@ -118,20 +118,9 @@ void read_workload(table_reader& w, gen_scenario& sc, const std::string& dir,
                                    g.drift_per_step * 100, g.max_tokens);
 }
 
-} // namespace
-
-gen_scenario_result load_gen_scenario(const std::string& path) {
-  gen_scenario_result result;
-  auto text = read_text_file(path, result.errors);
-  if (!text)
-    return result;
-  auto doc = parse_toml(*text, path, result.errors);
-  if (!doc)
-    return result;
-  config_diagnostics diag{path};
-  table_reader root{*doc, "", diag};
-  gen_scenario sc;
-  sc.source = path;
+/// Every table of the scenario file; top-level unknown keys are the caller's.
+void read_gen_scenario(table_reader& root, gen_scenario& sc, const std::string& dir,
+                       std::vector<config_error>& errors) {
   if (auto head = root.required_table("scenario"))
     read_head(*head, sc);
   if (auto d = root.required_table("deployment"))
@@ -169,15 +158,14 @@ gen_scenario_result load_gen_scenario(const std::string& path) {
       sc.planner.kv_path.nics = int(*v);
     k->reject_unknown();
   }
-  const std::string dir = std::filesystem::path{path}.parent_path().string();
   if (auto w = root.required_table("workload"))
-    read_workload(*w, sc, dir, result.errors);
-  root.reject_unknown();
-  for (auto& e : diag.take_errors())
-    result.errors.push_back(std::move(e));
-  if (result.errors.empty())
-    result.value = std::move(sc);
-  return result;
+    read_workload(*w, sc, dir, errors);
+}
+
+} // namespace
+
+scenario_result<gen_scenario> load_gen_scenario(const std::string& path) {
+  return load_scenario_file<gen_scenario>(path, read_gen_scenario);
 }
 
 } // namespace loom::replay

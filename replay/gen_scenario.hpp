@@ -23,6 +23,7 @@
 #include "generation/config_search.hpp"
 #include "generation/load_index.hpp"
 #include "generation/model_catalog.hpp"
+#include "replay/scenario_file.hpp"
 #include "replay/sim_engines.hpp"
 
 namespace loom::replay {
@@ -51,11 +52,6 @@ struct gen_scenario {
   std::vector<std::vector<gen_sample>> steps;
 };
 
-struct gen_scenario_result {
-  std::optional<gen_scenario> value;
-  std::vector<config_error> errors;
-};
-
-gen_scenario_result load_gen_scenario(const std::string& path);
+scenario_result<gen_scenario> load_gen_scenario(const std::string& path);
 
 } // namespace loom::replay

@@ -30,6 +30,15 @@ caf::error make_output_dir(const std::string& dir) {
   return {};
 }
 
+caf::expected<std::unique_ptr<database>> open_scratch_store(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return make_error(errc::storage_failure, fmt::format("cannot create {}: {}", dir, ec.message()));
+  return database::open(dir);
+}
+
 caf::error write_report_files(const std::string& dir, const std::string& report_json,
                               const std::string& timings_json) {
   for (auto [file, text] : {std::pair{"report.json", &report_json},

@@ -1,11 +1,15 @@
 #pragma once
-// What every replay report shares: figures rounded so that report.json is stable text,
-// percentiles, and writing report.json and timings.json into the output directory.
+// What every replay's output shares: figures rounded so that report.json is stable text,
+// percentiles, writing report.json and timings.json, and each policy's scratch store.
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "store/database.hpp"
 
 namespace loom::replay {
 
@@ -17,6 +21,9 @@ double percentile(std::vector<double> values, double q);
 
 /// Creates `dir`; an error names it.
 caf::error make_output_dir(const std::string& dir);
+
+/// A policy's RocksDB store (DIR/store/POLICY), emptied of any earlier run first.
+caf::expected<std::unique_ptr<database>> open_scratch_store(const std::string& dir);
 
 /// Writes DIR/report.json and DIR/timings.json.
 caf::error write_report_files(const std::string& dir, const std::string& report_json,

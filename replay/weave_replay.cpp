@@ -161,10 +161,7 @@ placement_chooser chooser_for(const std::string& policy, uint64_t seed) {
 /// One policy through the real scheduler and executors on the virtual clock.
 caf::expected<policy_log> run_policy(const weave_scenario& sc, const std::string& policy,
                                      const std::string& store_dir) {
-  std::error_code ec;
-  std::filesystem::remove_all(store_dir, ec);
-  std::filesystem::create_directories(store_dir, ec);
-  auto db = database::open(store_dir);
+  auto db = open_scratch_store(store_dir);
   if (!db)
     return db.error();
   auto log = std::make_shared<policy_log>();

@@ -86,21 +86,9 @@ void read_workload(table_reader& w, weave_scenario& sc, const std::string& dir,
   sc.workload_source = fmt::format("WEAVE Table 6 generator: {} jobs over {} h", g.jobs, g.span_h);
 }
 
-} // namespace
-
-weave_scenario_result load_weave_scenario(const std::string& path) {
-  weave_scenario_result result;
-  auto text = read_text_file(path, result.errors);
-  if (!text)
-    return result;
-  auto doc = parse_toml(*text, path, result.errors);
-  if (!doc)
-    return result;
-  const std::string dir = std::filesystem::path{path}.parent_path().string();
-  config_diagnostics diag{path};
-  table_reader root{*doc, "", diag};
-  weave_scenario sc;
-  sc.source = path;
+/// Every table of the scenario file; top-level unknown keys are the caller's.
+void read_weave_scenario(table_reader& root, weave_scenario& sc, const std::string& dir,
+                         std::vector<config_error>& errors) {
   auto head = root.required_table("scenario");
   std::string cluster_path;
   if (head) {
@@ -131,7 +119,7 @@ weave_scenario_result load_weave_scenario(const std::string& path) {
                ? parse_config(embedded_config_text(), "<embedded conf/loom.toml>")
                : load_config_file((std::filesystem::path{dir} / cluster_path).string());
   for (auto& e : cfg.errors)
-    result.errors.push_back(e);
+    errors.push_back(e);
   if (cfg.value)
     sc.config = std::move(*cfg.value);
   auto& weave = sc.config.policy.weave;
@@ -150,13 +138,13 @@ weave_scenario_result load_weave_scenario(const std::string& path) {
     p->reject_unknown();
   }
   if (auto w = root.required_table("workload"))
-    read_workload(*w, sc, dir, result.errors);
-  root.reject_unknown();
-  for (auto& e : diag.take_errors())
-    result.errors.push_back(std::move(e));
-  if (result.errors.empty())
-    result.value = std::move(sc);
-  return result;
+    read_workload(*w, sc, dir, errors);
+}
+
+} // namespace
+
+scenario_result<weave_scenario> load_weave_scenario(const std::string& path) {
+  return load_scenario_file<weave_scenario>(path, read_weave_scenario);
 }
 
 } // namespace loom::replay

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "replay/scenario_file.hpp"
 #include "replay/weave_workload.hpp"
 
 namespace loom::replay {
@@ -36,11 +37,6 @@ struct weave_scenario {
   std::vector<job_arrival> jobs;
 };
 
-struct weave_scenario_result {
-  std::optional<weave_scenario> value;
-  std::vector<config_error> errors;
-};
-
-weave_scenario_result load_weave_scenario(const std::string& path);
+scenario_result<weave_scenario> load_weave_scenario(const std::string& path);
 
 } // namespace loom::replay

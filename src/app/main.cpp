@@ -14,7 +14,7 @@
 #include "core/error.hpp"
 #include "drivers/tl1_server.hpp"
 #include "replay/gen_replay.hpp"
-#include "replay/scenario_kind.hpp"
+#include "replay/scenario_file.hpp"
 #include "replay/weave_replay.hpp"
 
 namespace {

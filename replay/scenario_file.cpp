@@ -1,8 +1,4 @@
-#include "replay/scenario_kind.hpp"
-
-#include <vector>
-
-#include "core/toml_reader.hpp"
+#include "replay/scenario_file.hpp"
 
 namespace loom::replay {
 

@@ -1,0 +1,50 @@
+#pragma once
+// What every replay scenario file shares: it is TOML with a [scenario] table whose `kind` says
+// which replay it is for; loading reads and parses it, hands the root table to the kind's
+// reader, and reports every problem at once with file, line and key.
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config_error.hpp"
+#include "core/toml_reader.hpp"
+
+namespace loom::replay {
+
+template <class Scenario>
+struct scenario_result {
+  std::optional<Scenario> value; // only when there are no errors
+  std::vector<config_error> errors;
+};
+
+/// The `kind` of the file's [scenario] table; empty if the file cannot be read or parsed or
+/// has none (the scenario loader then reports why).
+std::string scenario_kind(const std::string& path);
+
+/// Loads `path` with `read(root, scenario, directory of the file, errors)`; unknown top-level
+/// tables are errors.
+template <class Scenario, class Read>
+scenario_result<Scenario> load_scenario_file(const std::string& path, Read read) {
+  scenario_result<Scenario> result;
+  auto text = read_text_file(path, result.errors);
+  if (!text)
+    return result;
+  auto doc = parse_toml(*text, path, result.errors);
+  if (!doc)
+    return result;
+  config_diagnostics diag{path};
+  table_reader root{*doc, "", diag};
+  Scenario sc;
+  sc.source = path;
+  read(root, sc, std::filesystem::path{path}.parent_path().string(), result.errors);
+  root.reject_unknown();
+  for (auto& e : diag.take_errors())
+    result.errors.push_back(std::move(e));
+  if (result.errors.empty())
+    result.value = std::move(sc);
+  return result;
+}
+
+} // namespace loom::replay
