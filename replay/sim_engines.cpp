@@ -322,6 +322,13 @@ simulated_engines(simulated_engines_actor::stateful_pointer<sim_engines_state> s
       auto& st = self->state;
       const double t = now_s(self);
       advance(st, t);
+      for (auto& inst : st.instances)
+        if (!inst.feasible()) { // a sequence longer than the instance's whole KV cache
+          st.log->error = fmt::format("step {}: a request does not fit the KV cache of a {} "
+                                      "instance", st.step, st.deployment.parallel.name());
+          self->quit();
+          return;
+        }
       bool in_flight = std::any_of(st.requests.begin(), st.requests.end(),
                                    [](auto& r) { return r.in_flight; });
       if (st.pending == 0 && !in_flight) {

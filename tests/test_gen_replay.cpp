@@ -232,6 +232,15 @@ BOOST_AUTO_TEST_CASE(balancer_moves_work_off_the_straggler) {
   BOOST_CHECK_LT(balanced.log.makespans[0], alone.log.makespans[0]);
 }
 
+BOOST_AUTO_TEST_CASE(a_request_no_instance_can_hold_stops_the_run_with_the_reason) {
+  replay::sim_engines_config cfg;
+  cfg.initial = {1, 8};
+  cfg.steps = {{{300, 100}, {50'000'000, 100}}}; // a prompt beyond any TP=1 KV cache
+  auto run = run_engines(cfg, false, false);
+  BOOST_CHECK(!run.log.done);
+  BOOST_CHECK(run.log.error.find("does not fit the KV cache") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(the_balancer_actor_answers_what_the_core_plans) {
   replay::driver d;
   auto bal = d.system().spawn(balancer, balancer_params{});
