@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
-#include <cmath>
 #include <filesystem>
 #include <map>
 #include <numeric>
