@@ -163,4 +163,37 @@ ocs_driver_actor::behavior_type tl1_ocs_driver(ocs_driver_actor::stateful_pointe
   };
 }
 
+std::optional<ocs_driver_actor> spawn_ocs_driver(caf::actor_system& sys, const ocs_device& device,
+                                                 uint64_t seed) {
+  const auto ports = uint32_t(device.ports);
+  std::set<uint32_t> masked;
+  for (int p : device.masked_ports) {
+    masked.insert(uint32_t(p));
+    masked.insert(ports + uint32_t(p));
+  }
+  switch (device.driver) {
+    case driver_kind::emulated: {
+      emulated_ocs_config c;
+      c.device = device.id;
+      c.size = {ports, ports};
+      c.masked = std::move(masked);
+      c.latency = {device.reconfig_ms, device.reconfig_ms * 1.5};
+      c.seed = seed;
+      return caf::actor_cast<ocs_driver_actor>(sys.spawn(emulated_ocs, c));
+    }
+    case driver_kind::tl1: {
+      tl1_ocs_config c;
+      c.device = device.id;
+      auto colon = device.address.rfind(':');
+      c.endpoint.host = device.address.substr(0, colon);
+      c.endpoint.port = uint16_t(std::stoi(device.address.substr(colon + 1)));
+      c.masked = std::move(masked);
+      return sys.spawn<caf::detached>(tl1_ocs_driver, c);
+    }
+    case driver_kind::zmq:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 } // namespace loom

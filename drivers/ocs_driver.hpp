@@ -13,6 +13,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "core/actors.hpp"
+#include "core/fabric_topology.hpp"
 #include "drivers/latency_model.hpp"
 #include "drivers/tl1_client.hpp"
 #include "drivers/xc_table.hpp"
@@ -68,5 +69,11 @@ struct tl1_ocs_state {
 /// Blocks on the device: spawn it with caf::detached so it has a thread of its own.
 ocs_driver_actor::behavior_type tl1_ocs_driver(ocs_driver_actor::stateful_pointer<tl1_ocs_state> self,
                                                tl1_ocs_config config);
+
+/// The live driver of a configured device: the emulation (latency of its technology, OrchestrRL
+/// Table 2) or TL1 over TCP on its own thread, as a P x P switch whose duplex port p is input p
+/// and output P + p. Nothing for ZeroMQ agents, which attach through the gateway.
+std::optional<ocs_driver_actor> spawn_ocs_driver(caf::actor_system& sys, const ocs_device& device,
+                                                 uint64_t seed = 1);
 
 } // namespace loom

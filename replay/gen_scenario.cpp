@@ -18,12 +18,6 @@ const std::vector<std::string>& gen_policy_names() {
 
 namespace {
 
-/// Reads `key` into `field` when present and positive.
-void positive_into(table_reader& r, const char* key, double& field) {
-  if (auto v = positive(r, key, r.optional<double>(key, field)))
-    field = *v;
-}
-
 void read_head(table_reader& head, gen_scenario& sc) {
   if (auto v = head.required<std::string>("name"))
     sc.name = *v;

@@ -13,6 +13,7 @@
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "drivers/tl1_server.hpp"
+#include "replay/fabric_replay.hpp"
 #include "replay/gen_replay.hpp"
 #include "replay/scenario_file.hpp"
 #include "replay/weave_replay.hpp"
@@ -123,8 +124,9 @@ int main(int argc, char** argv) {
   std::string replay_level = "warn";
   auto* replay_cmd = app.add_subcommand(
     "replay", "Run a scenario on the virtual clock, once per policy it lists: the same\n"
-              "actors as `serve` (WEAVE scheduler and executors, or the generation\n"
-              "planner and balancer) against simulated frameworks or engines. Writes\n"
+              "actors as `serve` (WEAVE scheduler and executors, the generation planner\n"
+              "and balancer, or the fabric controller) against simulated frameworks,\n"
+              "engines or OCS devices. Writes\n"
               "DIR/report.json (byte-identical for the same scenario and seed),\n"
               "DIR/timings.json (wall-clock figures) and DIR/store/POLICY (RocksDB).");
   replay_cmd->add_option("scenario", replay_path, "Scenario file (TOML)")
@@ -139,6 +141,15 @@ int main(int argc, char** argv) {
 
   if (*replay_cmd) {
     loom::setup_logging(*parse_level(replay_level));
+    if (loom::replay::scenario_kind(replay_path) == "fabric") {
+      auto scenario = loom::replay::load_fabric_scenario(replay_path);
+      if (!scenario.value) {
+        print_errors(scenario.errors, "scenario");
+        return exit_config_error;
+      }
+      return run_scenario(*scenario.value, scenario.value->policies.size(), "sections",
+                          loom::replay::run_fabric_replay, replay_out);
+    }
     if (loom::replay::scenario_kind(replay_path) == "generation") {
       auto scenario = loom::replay::load_gen_scenario(replay_path);
       if (!scenario.value) {

@@ -10,9 +10,60 @@
 #include "app/signals.hpp"
 #include "core/error.hpp"
 #include "core/type_registry.hpp"
+#include "drivers/ocs_driver.hpp"
+#include "fabric/fabric_controller.hpp"
 #include "store/store_actor.hpp"
 
 namespace loom {
+
+namespace {
+
+/// The fabric controller over the configured fabric, its OCS drivers, and the plans the store
+/// kept from before; the actors to stop at shutdown.
+caf::expected<std::vector<caf::actor>> start_fabric(caf::actor_system& sys, const config& cfg,
+                                                    const store_actor& store_handle) {
+  std::vector<caf::actor> actors;
+  if (cfg.fabric.kind == fabric_kind::none)
+    return actors;
+  std::vector<node> nodes = cfg.cluster.rollout;
+  nodes.insert(nodes.end(), cfg.cluster.training.begin(), cfg.cluster.training.end());
+  auto model = fabric_model::build(cfg.fabric, nodes);
+  if (!model)
+    return model.error();
+  std::map<std::string, ocs_driver_actor> drivers;
+  for (auto& d : cfg.fabric.ocs) {
+    auto driver = spawn_ocs_driver(sys, d);
+    if (!driver) {
+      spdlog::warn("event=ocs_driver_missing device={} driver={} reason=\"ZeroMQ OCS agents "
+                   "attach through the gateway\"", d.id, to_string(d.driver));
+      continue;
+    }
+    drivers[d.id] = *driver;
+    actors.push_back(caf::actor_cast<caf::actor>(*driver));
+  }
+  std::vector<stored_record> restored;
+  caf::error failed;
+  {
+    caf::scoped_actor self{sys};
+    self->request(store_handle, caf::infinite, scan_atom::value, record_kind::circuit_plans,
+                  std::string{})
+      .receive([&](std::vector<stored_record>& r) { restored = std::move(r); },
+               [&](caf::error& err) { failed = std::move(err); });
+  }
+  if (failed)
+    return failed;
+  fabric_controller_config fc;
+  fc.safe_window_margin_s = cfg.policy.fabric.safe_window_margin_ms / 1e3;
+  fc.sync_writes = cfg.storage.sync_writes;
+  auto ctl = sys.spawn(fabric_controller, *model, drivers, store_handle, fc, restored);
+  actors.push_back(caf::actor_cast<caf::actor>(ctl));
+  spdlog::info("event=fabric_controller_ready kind={} devices={} drivers={} restored_devices={}",
+               to_string(cfg.fabric.kind), cfg.fabric.ocs.size(), drivers.size(),
+               restored.size());
+  return actors;
+}
+
+} // namespace
 
 int serve(const config& cfg) {
   // Before any thread exists: only the main thread will ever receive SIGINT/SIGTERM.
@@ -60,10 +111,18 @@ int serve(const config& cfg) {
       caf::anon_send_exit(store_handle, caf::exit_reason::user_shutdown);
       return 1;
     }
+    auto fabric = start_fabric(sys, cfg, store_handle);
+    if (!fabric) {
+      spdlog::error("event=fabric_failed error=\"{}\"", render(fabric.error()));
+      caf::anon_send_exit(store_handle, caf::exit_reason::user_shutdown);
+      return 1;
+    }
     spdlog::info("event=serve_ready pid={}", static_cast<long>(getpid()));
 
     int sig = await_shutdown_signal();
     spdlog::info("event=shutdown_requested signal={}", sigabbrev_np(sig));
+    for (auto& a : *fabric)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(store_handle, caf::exit_reason::user_shutdown);
     store_handle = nullptr;
     sys.await_all_actors_done();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cross_connect.hpp"
+#include "fabric/messages.hpp"
 #include "generation/messages.hpp"
 #include "scheduler/messages.hpp"
 #include "scheduler/rl_job.hpp"
@@ -52,6 +53,12 @@ using balance_atom = caf::atom_constant<caf::atom("balance")>;
 using step_atom = caf::atom_constant<caf::atom("step")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using deliver_atom = caf::atom_constant<caf::atom("deliver")>;
+using intent_atom = caf::atom_constant<caf::atom("intent")>;
+using window_atom = caf::atom_constant<caf::atom("window")>;
+using mask_atom = caf::atom_constant<caf::atom("mask")>;
+using plans_atom = caf::atom_constant<caf::atom("plans")>;
+using opus_atom = caf::atom_constant<caf::atom("opus")>;
+using topo_write_atom = caf::atom_constant<caf::atom("topowrite")>;
 using caf::flush_atom;
 using caf::get_atom;
 using caf::ok_atom;
@@ -155,6 +162,26 @@ using ocs_driver_actor = caf::typed_actor<
   // Reads back the device's cross-connects.
   caf::replies_to<get_atom>::with<std::vector<cross_connect>>,
   caf::replies_to<health_atom>::with<driver_health>>;
+
+// -- RFabric / mFabric / Opus: the fabric controller --------------------------------------
+
+/// One per fabric: materialises a circuit plan per owner's intent (RFabric Alg. 2: template,
+/// aggregated demand, App. D allocation, validation), commits it through the OCS drivers only
+/// inside a safe window, and persists every committed plan before it answers. A plan that does
+/// not validate leaves the previous one in force and is retried at the owner's next window.
+using fabric_controller_actor = caf::typed_actor<
+  caf::replies_to<intent_atom, fabric_intent, commit_window>::with<fabric_decision>,
+  // The owner's next safe window: commit what is deferred or was kept back.
+  caf::replies_to<window_atom, std::string, commit_window>::with<fabric_decision>,
+  // An OCS port failed (device, port): masked; answers the owners whose plans must move.
+  caf::replies_to<mask_atom, std::string, uint32_t>::with<std::vector<std::string>>,
+  caf::replies_to<plans_atom>::with<std::vector<fabric_plan_status>>,
+  // The circuits an owner's committed plan provides (empty when it has none).
+  caf::replies_to<get_atom, std::string>::with<circuit_layout>,
+  // Opus: a job on photonic rails, then its ranks' topo_writes (answered after the rails
+  // confirm the transition).
+  caf::replies_to<opus_atom, opus_job>::with<ok_atom>,
+  caf::replies_to<topo_write_atom, std::string, topo_write>::with<topo_ack>>;
 
 /// Faults the emulated driver injects (replay and tests).
 struct ocs_fault {

@@ -347,17 +347,30 @@ void read_fabric(table_reader& root, config& cfg, const id_registry& node_ids) {
       rail.reset();
     }
     auto nports = at_least<int64_t>(t, "ports", t.required<int64_t>("ports"), 1);
+    // A rack: the ToR serves these servers of its PoD only (several ToRs per rail per PoD).
+    std::vector<std::string> rack;
+    bool rack_ok = true;
+    if (auto listed = t.optional<std::vector<std::string>>("servers", {}); listed && pod_id)
+      for (auto& pattern : *listed)
+        for (auto& s : expand(t, "servers", pattern)) {
+          auto it = server_pod.find(s);
+          if (it == server_pod.end() || it->second != *pod_id) {
+            t.error("servers", fmt::format("server '{}' is not in PoD '{}'", s, *pod_id));
+            rack_ok = false;
+          }
+          rack.push_back(s);
+        }
     t.reject_unknown();
     if (!id)
       continue;
     for (auto& one : expand(t, "id", *id)) {
       if (!device_ids.add(t, "id", one))
         continue;
-      bool valid = pod_id && rail && nports;
+      bool valid = pod_id && rail && nports && rack_ok;
       ports.devices[one] = {valid, static_cast<int>(nports.value_or(0)), {}};
       if (valid)
         out.tors.push_back(
-          tor{one, *pod_id, static_cast<int>(*rail), static_cast<int>(*nports)});
+          tor{one, *pod_id, static_cast<int>(*rail), static_cast<int>(*nports), rack});
     }
   }
 
@@ -442,6 +455,24 @@ void read_fabric(table_reader& root, config& cfg, const id_registry& node_ids) {
           ok = false;
         }
         dev.masked_ports.push_back(static_cast<int>(p));
+      }
+    }
+    if (auto nics = o.optional<std::vector<int64_t>>("nics", {})) {
+      if (tier && *tier == ocs_tier::regional && nics->empty()) {
+        o.error("nics", "a regional OCS needs the NICs each server gives it (mFabric §4.2)");
+        ok = false;
+      } else if (tier && *tier != ocs_tier::regional && !nics->empty()) {
+        o.error("nics", fmt::format("only regional devices take server NICs, not '{}'",
+                                    to_string(*tier)));
+        ok = false;
+      }
+      for (auto n : *nics) {
+        if (n < 0 || (out.nics_per_server > 0 && n >= out.nics_per_server)) {
+          o.error("nics", fmt::format("NIC {} does not exist (NICs 0..{})", n,
+                                      out.nics_per_server - 1));
+          ok = false;
+        }
+        dev.nics.push_back(static_cast<int>(n));
       }
     }
     o.reject_unknown();

@@ -2,7 +2,8 @@
 // The fabric as configured: PoDs of rail-aligned servers under static EPS ToRs, and OCS
 // devices at the aggregation/core tier (RFabric §5.1), per EP region (mFabric §4.2) or per
 // rail (Opus §4). Explicit links join device ports; server NIC r of a PoD attaches to that
-// PoD's rail-r ToR.
+// PoD's rail-r ToR (the one whose rack holds the server). NICs reach regional and rail OCS
+// directly: server i of the PoD (or of the fabric, for a rail) on ports i * nics + k + 1.
 
 #include <string>
 #include <string_view>
@@ -30,6 +31,7 @@ struct tor {
   std::string pod;
   int rail = 0;
   int ports = 0;
+  std::vector<std::string> servers; // the rack it serves; empty = every server of the PoD
 };
 
 struct ocs_device {
@@ -43,6 +45,7 @@ struct ocs_device {
   driver_kind driver = driver_kind::emulated;
   std::string address;           // host:port for tl1, ZeroMQ identity for zmq
   std::vector<int> masked_ports; // failed ports, never used for circuits
+  std::vector<int> nics;         // regional: the NICs each server of the PoD gives the OCS
 };
 
 struct port_ref {

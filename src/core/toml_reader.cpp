@@ -84,6 +84,8 @@ constexpr std::string_view expected_name() {
     return "a boolean";
   else if constexpr (std::is_same_v<T, std::vector<std::string>>)
     return "an array of strings";
+  else if constexpr (std::is_same_v<T, std::vector<double>>)
+    return "an array of numbers";
   else
     return "an array of integers";
 }
@@ -97,13 +99,14 @@ std::optional<T> convert(const toml::node& node) {
       return static_cast<double>(*v);
     return std::nullopt;
   } else if constexpr (std::is_same_v<T, std::vector<std::string>>
-                       || std::is_same_v<T, std::vector<int64_t>>) {
+                       || std::is_same_v<T, std::vector<int64_t>>
+                       || std::is_same_v<T, std::vector<double>>) {
     auto* arr = node.as_array();
     if (!arr)
       return std::nullopt;
     T out;
     for (auto& elem : *arr) {
-      auto s = elem.value_exact<typename T::value_type>();
+      auto s = convert<typename T::value_type>(elem);
       if (!s)
         return std::nullopt;
       out.push_back(*s);
@@ -233,6 +236,8 @@ template std::optional<std::vector<std::string>>
 table_reader::optional(std::string_view, std::vector<std::string>);
 template std::optional<std::vector<int64_t>>
 table_reader::optional(std::string_view, std::vector<int64_t>);
+template std::optional<std::vector<double>>
+table_reader::optional(std::string_view, std::vector<double>);
 
 std::optional<toml::table> parse_toml(std::string_view text, const std::string& source,
                                       std::vector<config_error>& errors) {
@@ -265,6 +270,11 @@ std::optional<double> positive(table_reader& r, std::string_view key, std::optio
     return std::nullopt;
   }
   return v;
+}
+
+void positive_into(table_reader& r, std::string_view key, double& field) {
+  if (auto v = positive(r, key, r.optional<double>(key, field)))
+    field = *v;
 }
 
 std::optional<double> non_negative(table_reader& r, std::string_view key,

@@ -95,6 +95,8 @@ extern template std::optional<std::vector<std::string>>
 table_reader::optional(std::string_view, std::vector<std::string>);
 extern template std::optional<std::vector<int64_t>>
 table_reader::optional(std::string_view, std::vector<int64_t>);
+extern template std::optional<std::vector<double>>
+table_reader::optional(std::string_view, std::vector<double>);
 
 /// Parses TOML text; a syntax error is appended to `errors` (located) and gives nothing.
 std::optional<toml::table> parse_toml(std::string_view text, const std::string& source,
@@ -118,6 +120,8 @@ std::optional<T> at_least(table_reader& r, std::string_view key, std::optional<T
 std::optional<double> positive(table_reader& r, std::string_view key, std::optional<double> v);
 std::optional<double> non_negative(table_reader& r, std::string_view key,
                                    std::optional<double> v);
+/// Reads `key` into `field` when present and positive; `field` is also the default.
+void positive_into(table_reader& r, std::string_view key, double& field);
 /// In (0, 1].
 std::optional<double> fraction(table_reader& r, std::string_view key, std::optional<double> v);
 

@@ -40,6 +40,19 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<migration>("loom.migration");
   cfg.add_message_type<std::vector<migration>>("loom.migrations");
   cfg.add_message_type<std::vector<int64_t>>("loom.int64s");
+  cfg.add_message_type<fabric_stage>("loom.fabric_stage");
+  cfg.add_message_type<primitive>("loom.primitive");
+  cfg.add_message_type<window_kind>("loom.window_kind");
+  cfg.add_message_type<fabric_intent>("loom.fabric_intent");
+  cfg.add_message_type<commit_window>("loom.commit_window");
+  cfg.add_message_type<fabric_decision>("loom.fabric_decision");
+  cfg.add_message_type<fabric_plan_status>("loom.fabric_plan_status");
+  cfg.add_message_type<std::vector<fabric_plan_status>>("loom.fabric_plan_statuses");
+  cfg.add_message_type<std::vector<std::string>>("loom.strings");
+  cfg.add_message_type<circuit_layout>("loom.circuit_layout");
+  cfg.add_message_type<opus_job>("loom.opus_job");
+  cfg.add_message_type<topo_write>("loom.topo_write");
+  cfg.add_message_type<topo_ack>("loom.topo_ack");
   cfg.add_error_category(error_category(), [](uint8_t code, caf::atom_value, const caf::message& ctx) {
     return render_loom_error(code, ctx);
   });

@@ -132,4 +132,38 @@ allocation allocate_circuits(const std::vector<uint32_t>& ports,
   return out;
 }
 
+allocation allocate_uniform(const std::vector<uint32_t>& ports, const std::vector<demand>& demands,
+                            const std::function<bool(uint32_t, uint32_t)>& eligible) {
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  for (auto& d : demands) {
+    if (d.from == d.to || d.bytes <= 0 || d.from >= ports.size() || d.to >= ports.size())
+      continue;
+    auto key = std::minmax(d.from, d.to);
+    if (!eligible || eligible(key.first, key.second))
+      pairs.emplace_back(key.first, key.second);
+  }
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  allocation out;
+  out.free_ports = ports;
+  std::vector<uint32_t> circuits(pairs.size(), 0);
+  for (bool added = true; added;) {
+    added = false;
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      auto [a, b] = pairs[i];
+      if (out.free_ports[a] == 0 || out.free_ports[b] == 0)
+        continue;
+      --out.free_ports[a];
+      --out.free_ports[b];
+      ++circuits[i];
+      ++out.steps;
+      added = true;
+    }
+  }
+  for (size_t i = 0; i < pairs.size(); ++i)
+    if (circuits[i] > 0)
+      out.circuits.push_back({pairs[i].first, pairs[i].second, circuits[i]});
+  return out;
+}
+
 } // namespace loom

@@ -42,6 +42,12 @@ allocation allocate_circuits(const std::vector<uint32_t>& ports,
                              const std::vector<demand>& demands, double link_bytes_per_s,
                              const std::function<bool(uint32_t, uint32_t)>& eligible = {});
 
+/// The traffic-oblivious baseline of OrchestrRL App. I (Fig. 23): every demanded eligible pair
+/// gets the same number of circuits, one round at a time in pair order, until no demanded
+/// pair has a free port at both ends. Demand volumes only decide which pairs take part.
+allocation allocate_uniform(const std::vector<uint32_t>& ports, const std::vector<demand>& demands,
+                            const std::function<bool(uint32_t, uint32_t)>& eligible = {});
+
 /// Eq. 7 for one pair: the time its slower direction needs on `circuits` circuits.
 double pair_time(double bytes_uv, double bytes_vu, uint32_t circuits, double link_bytes_per_s);
 

@@ -165,4 +165,30 @@ double one_copy_then_broadcast_s(size_t receivers, double cross_link_bytes_per_s
   return p.shard_bytes / cross_link_bytes_per_s + fanout_s(1, receivers > 0 ? receivers - 1 : 0, p);
 }
 
+std::vector<rank_flow> forest_flows(const fabric_model& model, const fabric_intent& intent) {
+  std::vector<rank_flow> out;
+  if (intent.members.size() < 2)
+    return out;
+  auto ref = [&](uint32_t i) { return endpoint_ref{i, model.pod_of(intent.members[i])}; };
+  std::vector<endpoint_ref> receivers;
+  for (uint32_t i = 1; i < intent.members.size(); ++i)
+    receivers.push_back(ref(i));
+  broadcast_params p;
+  p.shard_bytes = intent.bytes;
+  p.core_link_bytes_per_s = p.intra_link_bytes_per_s = model.link_bytes_per_s;
+  p.pod_budget.assign(model.pods.size(), 0);
+  for (auto& l : model.boundaries)
+    ++p.pod_budget[l.pod];
+  auto plan = plan_broadcast({ref(0)}, receivers, p);
+  for (auto& [child, parent] : plan.parent)
+    out.push_back({intent.members[parent], intent.members[child], intent.bytes});
+  return out;
+}
+
+std::vector<rank_flow> planned_flows(const fabric_model& model, const fabric_intent& intent) {
+  bool forest = intent.stage == fabric_stage::weight_sync && intent.mix.size() == 1
+                && intent.mix[0].kind == primitive::broadcast;
+  return forest ? forest_flows(model, intent) : intent_flows(intent);
+}
+
 } // namespace loom

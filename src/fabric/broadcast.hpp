@@ -11,6 +11,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "fabric/demand.hpp"
+#include "fabric/topology.hpp"
+
 namespace loom {
 
 struct endpoint_ref {
@@ -60,5 +63,14 @@ double one_copy_then_broadcast_s(size_t receivers, double cross_link_bytes_per_s
 
 /// Phase B cost: `receivers` endpoints fed from `roots` along pipelined k-ary trees.
 double fanout_s(size_t roots, size_t receivers, const broadcast_params& params);
+
+/// A weight-sync intent's flows along the two-level forest: members[0] holds the shard, the
+/// rest receive it; Phase A seeds cross the core, Phase B fans out inside each PoD. d_p is
+/// each PoD's boundary port count.
+std::vector<rank_flow> forest_flows(const fabric_model& model, const fabric_intent& intent);
+
+/// The flows the fabric is planned for: a weight-sync broadcast rides the forest, anything
+/// else its intent's collectives.
+std::vector<rank_flow> planned_flows(const fabric_model& model, const fabric_intent& intent);
 
 } // namespace loom

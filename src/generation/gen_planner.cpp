@@ -6,7 +6,6 @@
 #include <chrono>
 #include <limits>
 
-#include "loom.pb.h"
 
 namespace loom {
 
@@ -51,13 +50,9 @@ gen_planner_actor::behavior_type gen_planner(planner_ptr self, engine_model engi
                                 snap.step, snap.deployment.name(), d.deployment.name(),
                                 d.current_s, d.objective_s, d.switch_s, d.migrate_s,
                                 snap.pending.size());
-      v1::Event e;
-      e.set_time_ns(self->clock().now().time_since_epoch().count());
-      e.set_kind("gen_reconfigured");
-      e.set_subject(st.config.deployment);
-      e.set_detail(detail);
       write_batch batch;
-      batch.events.push_back(e.SerializeAsString());
+      batch.events.push_back(encode_event(self->clock().now().time_since_epoch().count(),
+                                          "gen_reconfigured", st.config.deployment, detail));
       batch.sync = st.config.sync_writes;
       auto promise = self->make_response_promise<gen_decision>();
       self->request(st.store, caf::infinite, write_atom::value, std::move(batch))

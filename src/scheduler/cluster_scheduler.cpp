@@ -26,12 +26,7 @@ std::string group_name(uint64_t id) {
 
 std::string event_record(scheduler_ptr self, std::string kind, const std::string& subject,
                          std::string detail) {
-  v1::Event e;
-  e.set_time_ns(now_ns(self));
-  e.set_kind(std::move(kind));
-  e.set_subject(subject);
-  e.set_detail(std::move(detail));
-  return e.SerializeAsString();
+  return encode_event(now_ns(self), std::move(kind), subject, std::move(detail));
 }
 
 std::vector<std::string> node_names(const std::vector<pool_node>& pool,

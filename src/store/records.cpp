@@ -1,5 +1,7 @@
 #include "store/records.hpp"
 
+#include "loom.pb.h"
+
 namespace loom {
 
 std::string_view column_family_name(record_kind kind) {
@@ -16,6 +18,16 @@ std::string_view column_family_name(record_kind kind) {
 
 std::string to_string(record_kind kind) {
   return std::string{column_family_name(kind)};
+}
+
+std::string encode_event(int64_t time_ns, std::string kind, std::string subject,
+                         std::string detail) {
+  v1::Event e;
+  e.set_time_ns(time_ns);
+  e.set_kind(std::move(kind));
+  e.set_subject(std::move(subject));
+  e.set_detail(std::move(detail));
+  return e.SerializeAsString();
 }
 
 std::string event_key(uint64_t seq) {

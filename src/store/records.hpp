@@ -29,6 +29,10 @@ std::string to_string(record_kind kind);
 std::string event_key(uint64_t seq);
 uint64_t event_seq(std::string_view key);
 
+/// A serialized loom.v1.Event for the log.
+std::string encode_event(int64_t time_ns, std::string kind, std::string subject,
+                         std::string detail);
+
 /// One put (or delete) of a keyed record.
 struct record_write {
   record_kind kind = record_kind::jobs;

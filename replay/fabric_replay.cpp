@@ -1,0 +1,365 @@
+#include "replay/fabric_replay.hpp"
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "core/error.hpp"
+#include "core/metrics.hpp"
+#include "drivers/ocs_driver.hpp"
+#include "fabric/broadcast.hpp"
+#include "fabric/circuit_plan.hpp"
+#include "fabric/fabric_controller.hpp"
+#include "fabric/flow_model.hpp"
+#include "replay/driver.hpp"
+#include "replay/report.hpp"
+#include "replay/request.hpp"
+#include "store/store_actor.hpp"
+
+namespace loom::replay {
+
+namespace {
+
+using json = nlohmann::json;
+using wall = std::chrono::steady_clock;
+
+double seconds_since(wall::time_point t) {
+  return std::chrono::duration<double>(wall::now() - t).count();
+}
+
+/// A time, or null when it is infinite (traffic with no circuit path).
+json time_json(double s) {
+  return std::isfinite(s) ? json(round4(s)) : json(nullptr);
+}
+
+json collectives_json(const fabric_scenario& sc, std::string& summary) {
+  json out = json::array();
+  summary += "Fig. 23: traffic-aware vs uniform OCS-Agg allocation\n";
+  summary += fmt::format("  {:<18} {:<10} {:>10} {:>10} {:>9} {:>9}\n", "setup", "kind",
+                         "aware s", "uniform s", "change", "paper");
+  for (auto& c : sc.collectives) {
+    auto r = evaluate_collective(sc.shape, c, sc.seed);
+    double change = std::isfinite(r.traffic_aware_s) && std::isfinite(r.uniform_s)
+                      ? r.reduction()
+                      : std::numeric_limits<double>::quiet_NaN();
+    out.push_back({{"name", c.name},
+                   {"kind", std::string{to_string(c.kind)}},
+                   {"domain", c.domain},
+                   {"gb_per_rank", round4(c.bytes_per_rank / 1e9)},
+                   {"expert_skew", c.expert_skew},
+                   {"traffic_aware_s", time_json(r.traffic_aware_s)},
+                   {"uniform_s", time_json(r.uniform_s)},
+                   {"traffic_aware_circuits", r.aware_circuits},
+                   {"uniform_circuits", r.uniform_circuits},
+                   {"reduction", std::isfinite(change) ? json(round4(change)) : json(nullptr)},
+                   {"paper_reduction", c.paper_reduction}});
+    summary += fmt::format("  {:<18} {:<10} {:>10.4f} {:>10.4f} {:>+8.1f}% {:>+8.1f}%\n", c.name,
+                           to_string(c.kind), r.traffic_aware_s, r.uniform_s, change * 100,
+                           c.paper_reduction * 100);
+  }
+  return out;
+}
+
+json cost_json(const cost_section& c, std::string& summary) {
+  json out;
+  out["endpoints"] = c.design.endpoints;
+  out["switch_radix"] = c.design.switch_radix;
+  out["tor_uplink_ratio"] = c.design.tor_uplink_ratio;
+  out["boundary_ratio"] = c.design.boundary_ratio;
+  out["paper_rfabric_ratio"] = c.paper_rfabric_ratio;
+  summary += fmt::format("Fig. 15: network cost for {} endpoints (radix {}), relative to "
+                         "fat-tree\n", c.design.endpoints, c.design.switch_radix);
+  json speeds = json::array();
+  for (double gbps : c.link_gbps) {
+    auto* prices = table4_prices(gbps);
+    auto design = c.design;
+    json row{{"link_gbps", gbps}};
+    design.kind = network_kind::fat_tree;
+    auto ft = price_network(design, *prices);
+    row["fat_tree_tiers"] = ft.tiers;
+    std::string line = fmt::format("  {} Gbps:", gbps);
+    for (auto kind : {network_kind::fat_tree, network_kind::fat_tree_oversubscribed,
+                      network_kind::rail_optimized, network_kind::rfabric}) {
+      design.kind = kind;
+      auto cost = price_network(design, *prices);
+      row[std::string{to_string(kind)}] = {{"dollars", std::round(cost.dollars)},
+                                           {"ratio", round4(cost.dollars / ft.dollars)}};
+      line += fmt::format(" {} {:.3f}", to_string(kind), cost.dollars / ft.dollars);
+    }
+    // Sensitivity to the two sizing choices the paper does not publish.
+    json sweep = json::array();
+    design.kind = network_kind::rfabric;
+    for (double up : {0.5, 0.75, 1.0})
+      for (double boundary : {0.25, 0.5, 1.0}) {
+        design.tor_uplink_ratio = up;
+        design.boundary_ratio = boundary;
+        sweep.push_back({{"tor_uplink_ratio", up},
+                         {"boundary_ratio", boundary},
+                         {"ratio", round4(price_network(design, *prices).dollars / ft.dollars)}});
+      }
+    row["rfabric_sensitivity"] = sweep;
+    speeds.push_back(row);
+    summary += line + "\n";
+  }
+  out["by_link_speed"] = speeds;
+  return out;
+}
+
+json opus_json(const opus_section& o, std::string& summary) {
+  json out;
+  out["ocs_latency_ms"] = round4(o.env.ocs_latency_s * 1e3);
+  out["control_ms"] = round4(o.env.control_s * 1e3);
+  json configs = json::array();
+  summary += fmt::format("Opus Table 2 at {} ms OCS latency: step time vs native EPS\n",
+                         o.env.ocs_latency_s * 1e3);
+  summary += fmt::format("  {:<10} {:>9} {:>10} {:>13} {:>9} {:>8}\n", "config", "native s",
+                         "on-demand", "provisioning", "reconfig", "paper");
+  for (auto& c : o.configs) {
+    auto native = simulate_opus(c.workload, o.env, opus_mode::native, o.steps);
+    auto demand = simulate_opus(c.workload, o.env, opus_mode::on_demand, o.steps);
+    auto prov = simulate_opus(c.workload, o.env, opus_mode::provisioning, o.steps);
+    auto zero_env = o.env;
+    zero_env.ocs_latency_s = 0;
+    auto prov_zero = simulate_opus(c.workload, zero_env, opus_mode::provisioning, o.steps);
+    auto& w = c.workload;
+    configs.push_back({{"name", w.name},
+                       {"model", w.model.name},
+                       {"tp", w.tp},
+                       {"fsdp", w.fsdp},
+                       {"pp", w.pp},
+                       {"global_batch", w.global_batch},
+                       {"seq_len", w.seq_len},
+                       {"native_step_s", round4(native.step_s)},
+                       {"on_demand_step_s", round4(demand.step_s)},
+                       {"provisioning_step_s", round4(prov.step_s)},
+                       {"provisioning_0ms_step_s", round4(prov_zero.step_s)},
+                       {"on_demand_ratio", round4(demand.step_s / native.step_s)},
+                       {"provisioning_ratio", round4(prov.step_s / native.step_s)},
+                       {"provisioning_vs_0ms", round4(prov.step_s / prov_zero.step_s)},
+                       {"reconfigs_per_step", prov.reconfigs},
+                       {"submappings_per_step", prov.submappings},
+                       {"suppressed_per_step", prov.suppressed},
+                       {"topo_writes_per_step", prov.topo_writes},
+                       {"phase_boundaries_per_stage", prov.phase_boundaries},
+                       {"paper_on_demand_ratio", c.paper_on_demand},
+                       {"paper_provisioning_ratio", c.paper_provisioning},
+                       {"paper_reconfigs_per_step", c.paper_reconfigs}});
+    summary += fmt::format("  {:<10} {:>9.3f} {:>9.3f}x {:>12.3f}x {:>9} {:>8}\n", w.name,
+                           native.step_s, demand.step_s / native.step_s,
+                           prov.step_s / native.step_s, prov.reconfigs,
+                           fmt::format("{}x/{}", c.paper_provisioning, c.paper_reconfigs));
+  }
+  out["configs"] = configs;
+  return out;
+}
+
+json weight_sync_json(const weight_sync_section& w, std::string& summary) {
+  broadcast_params p;
+  p.shard_bytes = w.shard_gb * 1e9;
+  p.core_link_bytes_per_s = w.link_gbps * 1e9 / 8;
+  p.intra_link_bytes_per_s = p.core_link_bytes_per_s;
+  p.pod_budget.assign(w.gen_pods + 1, w.pod_budget);
+  p.seeds_per_pod = w.seeds_per_pod;
+  p.fanout = w.fanout;
+  std::vector<endpoint_ref> holders;
+  std::vector<endpoint_ref> receivers;
+  uint32_t id = 0;
+  for (uint32_t h = 0; h < w.holders; ++h)
+    holders.push_back({id++, 0});
+  for (uint32_t pod = 1; pod <= w.gen_pods; ++pod)
+    for (uint32_t r = 0; r < w.receivers_per_pod; ++r)
+      receivers.push_back({id++, pod});
+  auto forest = plan_broadcast(holders, receivers, p);
+  auto flat = plan_flat_broadcast(holders, receivers, p);
+  double one_copy = one_copy_then_broadcast_s(receivers.size(), w.cross_link_gbps * 1e9 / 8, p);
+  // Every wave must keep every PoD within d_p.
+  bool within = true;
+  for (auto* plan : {&forest, &flat})
+    for (auto& wave : plan->waves) {
+      std::map<uint32_t, uint32_t> incident;
+      for (auto& e : wave) {
+        incident[e.from.pod] += e.circuits;
+        incident[e.to.pod] += e.circuits;
+      }
+      for (auto& [pod, n] : incident)
+        within &= n <= p.pod_budget[pod];
+    }
+  summary += fmt::format("App. E weight sync ({} GB shard, {} receivers in {} PoDs, d_p {}): "
+                         "forest {:.3f} s ({} waves), flat {:.3f} s, one copy + broadcast "
+                         "{:.3f} s\n", w.shard_gb, receivers.size(), w.gen_pods, w.pod_budget,
+                         forest.total_s(), forest.waves.size(), flat.total_s(), one_copy);
+  return {{"shard_gb", w.shard_gb},
+          {"receivers", receivers.size()},
+          {"pod_budget", w.pod_budget},
+          {"forest_s", round4(forest.total_s())},
+          {"forest_phase_a_s", round4(forest.phase_a_s)},
+          {"forest_phase_b_s", round4(forest.phase_b_s)},
+          {"forest_waves", forest.waves.size()},
+          {"flat_s", round4(flat.total_s())},
+          {"flat_waves", flat.waves.size()},
+          {"one_copy_then_broadcast_s", round4(one_copy)},
+          {"budgets_respected", within}};
+}
+
+caf::expected<json> rl_json(const fabric_scenario& sc, const rl_section& rl,
+                            const std::string& dir, std::string& summary) {
+  auto shaped = make_rfabric(sc.shape);
+  auto model = fabric_model::build(shaped.topology, shaped.nodes);
+  if (!model)
+    return model.error();
+  auto db = open_scratch_store(dir + "/store/rl");
+  if (!db)
+    return db.error();
+  const int gpus = sc.shape.gpus_per_server;
+  auto rank = [&](int r) { return rank_ref{uint32_t(r / gpus), r % gpus}; };
+  std::vector<parallel_dim> layout{{"EP", rl.ep}, {"DP", rl.dp}};
+  std::vector<rank_ref> ep_groups;
+  for (auto& g : domain_groups(layout, "EP", gpus))
+    ep_groups.insert(ep_groups.end(), g.begin(), g.end());
+  std::vector<rank_ref> dp_groups;
+  for (auto& g : domain_groups(layout, "DP", gpus))
+    dp_groups.insert(dp_groups.end(), g.begin(), g.end());
+  std::vector<rank_ref> gen;
+  for (int r = 0; r < rl.gen_ranks; ++r)
+    gen.push_back(rank(rl.ep * rl.dp + r));
+  std::vector<rank_ref> sync{rank(0)};
+  sync.insert(sync.end(), gen.begin(), gen.end());
+  struct period {
+    std::string name;
+    fabric_intent intent;
+    window_kind window;
+  };
+  // One owner: the job's stages take turns on the fabric (§5.2), each period's plan replacing
+  // the last one's where they differ.
+  std::vector<period> periods{
+    {"train fwd/bwd", {"rl-job", fabric_stage::train_compute, {{primitive::all_to_all, 1}},
+                       ep_groups, rl.gb_a2a * 1e9, uint32_t(rl.ep)},
+     window_kind::stage_boundary},
+    {"grad-sync", {"rl-job", fabric_stage::train_grad_sync, {{primitive::all_reduce, 1}},
+                   dp_groups, rl.gb_grad * 1e9, uint32_t(rl.dp)},
+     window_kind::stage_boundary},
+    {"weight-sync", {"rl-job", fabric_stage::weight_sync, {{primitive::broadcast, 1}}, sync,
+                     rl.gb_weights * 1e9, 0},
+     window_kind::before_broadcast},
+    {"gen", {"rl-job", fabric_stage::gen, {{primitive::all_to_all, 1}}, gen, rl.gb_a2a * 1e9, 0},
+     window_kind::deployment_boundary},
+  };
+
+  json out = json::array();
+  std::map<std::string, int> outcomes;
+  size_t persisted = 0;
+  {
+    driver drv;
+    auto& sys = drv.system();
+    auto store_handle = sys.spawn(store, std::shared_ptr<database>{std::move(*db)},
+                                  std::make_shared<service_metrics>());
+    std::map<std::string, ocs_driver_actor> drivers;
+    std::vector<caf::actor> devices;
+    for (auto& d : model->devices) {
+      emulated_ocs_config c;
+      c.device = d.id;
+      c.size = {d.ports, d.ports};
+      c.latency = {d.reconfig_s * 1e3, d.reconfig_s * 1e3};
+      c.seed = sc.seed;
+      auto a = sys.spawn(emulated_ocs, c);
+      drivers[d.id] = caf::actor_cast<ocs_driver_actor>(a);
+      devices.push_back(caf::actor_cast<caf::actor>(a));
+    }
+    auto ctl = sys.spawn(fabric_controller, *model, drivers, store_handle,
+                         fabric_controller_config{}, std::vector<stored_record>{});
+    for (int it = 0; it < rl.iterations; ++it)
+      for (auto& p : periods) {
+        auto d = request_now<fabric_decision>(drv, ctl, intent_atom::value, p.intent,
+                                              commit_window{p.window, rl.compute_s});
+        if (!d.value)
+          return d.error;
+        auto layout_now = request_now<circuit_layout>(drv, ctl, get_atom::value, p.intent.owner);
+        double comm = fabric_network(*model, *layout_now.value).completion_s(planned_flows(*model, p.intent));
+        ++outcomes[d.value->outcome];
+        out.push_back({{"iteration", it},
+                       {"period", p.name},
+                       {"owner", p.intent.owner},
+                       {"outcome", d.value->outcome},
+                       {"reason", d.value->reason},
+                       {"version", d.value->version},
+                       {"circuits", d.value->circuits},
+                       {"changed", d.value->changed},
+                       {"reconfig_ms", round4(d.value->reconfig_s * 1e3)},
+                       {"exposed_ms", round4(d.value->exposed_s * 1e3)},
+                       {"comm_s", time_json(comm + d.value->exposed_s)}});
+      }
+    auto records = request_now<std::vector<stored_record>>(drv, store_handle, scan_atom::value,
+                                                           record_kind::circuit_plans,
+                                                           std::string{});
+    persisted = records.value ? records.value->size() : 0;
+    for (auto& a : devices)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(ctl, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(store_handle, caf::exit_reason::user_shutdown);
+  }
+  summary += fmt::format("RL iterations through the fabric controller: {} committed, {} "
+                         "unchanged, {} deferred, {} kept; {} devices' plans persisted\n",
+                         outcomes["committed"], outcomes["unchanged"], outcomes["deferred"],
+                         outcomes["kept"], persisted);
+  return json{{"periods", out},
+              {"committed", outcomes["committed"]},
+              {"unchanged", outcomes["unchanged"]},
+              {"deferred", outcomes["deferred"]},
+              {"kept", outcomes["kept"]},
+              {"persisted_devices", persisted}};
+}
+
+} // namespace
+
+caf::expected<fabric_replay_output> run_fabric_replay(const fabric_scenario& sc,
+                                                      const std::string& out_dir) {
+  if (auto err = make_output_dir(out_dir))
+    return err;
+  fabric_replay_output out;
+  json report{{"scenario", sc.name}, {"kind", "fabric"}, {"seed", sc.seed}};
+  report["fabric"] = {{"pods", sc.shape.pods},
+                      {"racks_per_pod", sc.shape.racks_per_pod},
+                      {"servers_per_rack", sc.shape.servers_per_rack},
+                      {"gpus_per_server", sc.shape.gpus_per_server},
+                      {"tor_uplinks", sc.shape.tor_uplinks},
+                      {"boundary_ports", sc.shape.boundary_ports},
+                      {"link_gbps", sc.shape.link_gbps}};
+  json timings;
+  auto timed = [&](const char* name, auto fn) {
+    auto start = wall::now();
+    fn();
+    timings[std::string{name} + "_s"] = seconds_since(start);
+  };
+  if (!sc.collectives.empty())
+    timed("collectives", [&] { report["collectives"] = collectives_json(sc, out.summary); });
+  if (sc.cost)
+    timed("cost", [&] { report["cost"] = cost_json(*sc.cost, out.summary); });
+  if (sc.opus)
+    timed("opus", [&] { report["opus"] = opus_json(*sc.opus, out.summary); });
+  if (sc.weight_sync)
+    timed("weight_sync",
+          [&] { report["weight_sync"] = weight_sync_json(*sc.weight_sync, out.summary); });
+  if (sc.rl) {
+    caf::error failed;
+    timed("rl", [&] {
+      auto r = rl_json(sc, *sc.rl, out_dir, out.summary);
+      if (r)
+        report["rl"] = *r;
+      else
+        failed = r.error();
+    });
+    if (failed)
+      return failed;
+  }
+  out.report_json = report.dump(2) + "\n";
+  out.timings_json = timings.dump(2) + "\n";
+  if (auto err = write_report_files(out_dir, out.report_json, out.timings_json))
+    return err;
+  return out;
+}
+
+} // namespace loom::replay

@@ -1,0 +1,92 @@
+#pragma once
+// A fabric replay scenario (TOML, kind = "fabric"): any of these sections, each reported:
+//
+//   [scenario]        name, kind = "fabric", seed
+//   [fabric]          a regular RFabric shape (pods, racks_per_pod, servers_per_rack,
+//                     gpus_per_server, tor_uplinks, boundary_ports, core_devices, link_gbps,
+//                     agg_reconfig_ms, core_reconfig_ms) for [[collectives]] and [rl]
+//   [[collectives]]   OrchestrRL Fig. 23: name, kind (all-to-all | all-reduce | all-gather |
+//                     reduce-scatter), layout ("EP64_DP2"), domain ("EP"), gb_per_rank,
+//                     expert_skew, paper_reduction
+//   [cost]            OrchestrRL Fig. 15: endpoints, switch_radix, link_gbps = [..],
+//                     oversubscription, tor_uplink_ratio, boundary_ratio, paper_rfabric_ratio
+//   [opus]            Opus Table 2: ocs_latency_ms, control_ms, gpu_tflops, mfu, link_gbps,
+//                     steps, and [[opus.configs]] name, model, global_batch, seq_len, tp,
+//                     fsdp, pp, paper_on_demand, paper_provisioning, paper_reconfigs
+//   [weight_sync]     OrchestrRL App. E: shard_gb, holders, gen_pods, receivers_per_pod,
+//                     pod_budget, seeds_per_pod, fanout, cross_link_gbps
+//   [rl]              the fabric controller actor over RL iterations on [fabric]: iterations,
+//                     ep, dp (ranks = ep x dp), gb_a2a, gb_grad, gb_weights, compute_s,
+//                     gen_ranks
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fabric/cost_model.hpp"
+#include "fabric/shape.hpp"
+#include "replay/fabric_collectives.hpp"
+#include "replay/opus_step.hpp"
+#include "replay/scenario_file.hpp"
+
+namespace loom::replay {
+
+struct cost_section {
+  network_design design;
+  std::vector<double> link_gbps{200, 400};
+  std::vector<double> paper_rfabric_ratio;
+};
+
+struct opus_config_entry {
+  opus_workload workload;
+  double paper_on_demand = 0;
+  double paper_provisioning = 0;
+  int paper_reconfigs = 0;
+};
+
+struct opus_section {
+  opus_env env;
+  int steps = 3;
+  std::vector<opus_config_entry> configs;
+};
+
+struct weight_sync_section {
+  double shard_gb = 10;
+  uint32_t holders = 8;
+  uint32_t gen_pods = 3;
+  uint32_t receivers_per_pod = 64;
+  uint32_t pod_budget = 4;
+  uint32_t seeds_per_pod = 2;
+  uint32_t fanout = 2;
+  double link_gbps = 200;
+  double cross_link_gbps = 20; // WEAVE's testbed link, for one-copy-then-broadcast
+};
+
+struct rl_section {
+  int iterations = 3;
+  int ep = 8;
+  int dp = 2;
+  double gb_a2a = 1;
+  double gb_grad = 10;
+  double gb_weights = 10;
+  double compute_s = 1;     // the collective-free window before each period
+  int gen_ranks = 16;       // the Gen deployment, ranks after the Train ranks
+};
+
+struct fabric_scenario {
+  std::string name;
+  std::string source;
+  uint64_t seed = 1;
+  rfabric_shape shape;
+  std::vector<collective_setup> collectives;
+  std::optional<cost_section> cost;
+  std::optional<opus_section> opus;
+  std::optional<weight_sync_section> weight_sync;
+  std::optional<rl_section> rl;
+  std::vector<std::string> policies; // the sections present, in report order
+};
+
+scenario_result<fabric_scenario> load_fabric_scenario(const std::string& path);
+
+} // namespace loom::replay

@@ -1,0 +1,454 @@
+#include "replay/opus_step.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <map>
+#include <queue>
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "fabric/opus_controller.hpp"
+
+namespace loom::replay {
+
+const opus_model* find_opus_model(const std::string& name) {
+  // Llama-3-8B (Meta); DeepSeek-v3-16B is TorchTitan's small DeepSeek-V3 configuration:
+  // 15.7B parameters, 2.4B active per token.
+  static const std::vector<opus_model> models{
+    {"Llama-3-8B", 8.03e9, 8.03e9, 32, 4096},
+    {"DeepSeek-v3-16B", 15.7e9, 2.4e9, 27, 2048},
+  };
+  for (auto& m : models)
+    if (m.name == name)
+      return &m;
+  return nullptr;
+}
+
+namespace {
+
+struct item {
+  bool comm = false;
+  double seconds = 0; // compute
+  int dim = 0;        // comm: 0 = PP, 1 = DP (FSDP)
+  double bytes = 0;
+  int op = -1;        // PP: rendezvous id shared by sender and receiver
+  int peer = -1;
+  int step = 0;
+  uint64_t index = 0; // operation index within its communication group
+};
+
+/// One step of TorchTitan FSDP + PP per stage (reshard-after-forward off under PP, its
+/// default): all-gather, the pipeline, reduce-scatter. The pipeline runs in GPipe order
+/// (ScheduleGPipe): its blocking Send/Recv pairs meet in the same order on both sides, where
+/// 1F1B needs batched P2P to avoid send-send cycles.
+std::vector<std::vector<item>> build_schedule(const opus_workload& w, const opus_env& env,
+                                              int steps) {
+  const int m = w.pp; // Opus Table 2: as many microbatches as stages
+  const double tokens = double(w.global_batch) / w.fsdp / m * w.seq_len;
+  const double flops_per_s = env.gpu_tflops * 1e12 * env.mfu;
+  const auto& md = w.model;
+  // Dense matmuls over the stage's share of active parameters plus causal attention scores.
+  double fwd_flops = 2 * md.active_params * tokens
+                     + 2.0 * md.layers * double(w.seq_len) * md.hidden * tokens;
+  double fwd = fwd_flops / (w.tp * w.pp) / flops_per_s;
+  double bwd = 2 * fwd;
+  double shard = 2 * md.params / (w.tp * w.pp); // bf16 parameters of a stage, per TP rank
+  double activation = tokens * md.hidden * 2 / w.tp;
+  std::vector<std::vector<item>> out(size_t(w.pp));
+  int next_op = 0;
+  std::map<std::tuple<int, int, int>, int> op_id; // (step, kind*m + mb, boundary) -> id
+  auto pp_op = [&](int step, int kind, int mb, int lower) {
+    auto [it, fresh] = op_id.try_emplace({step, kind * m + mb, lower}, next_op);
+    if (fresh)
+      ++next_op;
+    return it->second;
+  };
+  for (int step = 0; step < steps; ++step)
+    for (int s = 0; s < w.pp; ++s) {
+      auto& v = out[size_t(s)];
+      auto comm = [&](int dim, double bytes, int op, int peer) {
+        item it;
+        it.comm = true;
+        it.dim = dim;
+        it.bytes = bytes;
+        it.op = op;
+        it.peer = peer;
+        it.step = step;
+        v.push_back(it);
+      };
+      auto compute = [&](double sec) {
+        item it;
+        it.seconds = sec;
+        it.step = step;
+        v.push_back(it);
+      };
+      if (w.fsdp > 1)
+        comm(1, shard, -1, -1);
+      auto forward = [&](int mb) {
+        if (s > 0)
+          comm(0, activation, pp_op(step, 0, mb, s - 1), s - 1);
+        compute(fwd);
+        if (s + 1 < w.pp)
+          comm(0, activation, pp_op(step, 0, mb, s), s + 1);
+      };
+      auto backward = [&](int mb) {
+        if (s + 1 < w.pp)
+          comm(0, activation, pp_op(step, 1, mb, s), s + 1);
+        compute(bwd);
+        if (s > 0)
+          comm(0, activation, pp_op(step, 1, mb, s - 1), s - 1);
+      };
+      for (int i = 0; i < m; ++i)
+        forward(i);
+      for (int i = 0; i < m; ++i)
+        backward(i);
+      if (w.fsdp > 1)
+        comm(1, shard, -1, -1);
+    }
+  // Operation indices per communication group: a stage's FSDP group, or a PP stage pair.
+  std::map<std::pair<int, int>, uint64_t> counter;
+  for (int s = 0; s < w.pp; ++s)
+    for (auto& it : out[size_t(s)])
+      if (it.comm)
+        it.index = it.dim == 0 ? uint64_t(it.op) : counter[{s, -1}]++;
+  return out;
+}
+
+class simulation {
+public:
+  simulation(const opus_workload& w, const opus_env& env, opus_mode mode, int steps,
+             uint64_t seed)
+      : w_(w), env_(env), mode_(mode), steps_(steps), rng_(seed),
+        items_(build_schedule(w, env, steps)), ctl_(topo_id::uniform(w.pp, 0)) {
+    bw_ = env.link_gbps * 1e9 / 8;
+    stage_.resize(size_t(w.pp));
+    // Profiling (Opus §4.2): one step's trace per stage gives the phase table.
+    for (int s = 0; s < w.pp; ++s) {
+      std::vector<traced_op> trace;
+      for (auto& it : items_[size_t(s)])
+        if (it.comm && it.step == 0)
+          trace.push_back({it.dim, it.bytes});
+      auto phases = learn_phases(trace);
+      // Cyclic: a step's last phase runs into the next step's first.
+      int boundaries = int(phases.size());
+      if (phases.size() > 1 && phases.front().dim == phases.back().dim)
+        --boundaries;
+      run_.phase_boundaries.push_back(phases.size() > 1 ? boundaries : 0);
+      for (auto& op : trace)
+        stage_[size_t(s)].dims.push_back(op.dim);
+    }
+    // The rail starts in the topology its stages' first operations need.
+    topo_id initial = topo_id::uniform(w.pp, 0);
+    for (int s = 0; s < w.pp; ++s)
+      for (auto& it : items_[size_t(s)])
+        if (it.comm) {
+          initial.set(s, uint8_t(it.dim));
+          break;
+        }
+    ctl_ = opus_controller(initial);
+    if (env.compute_jitter > 0) {
+      std::uniform_real_distribution<double> j{1 - env.compute_jitter, 1 + env.compute_jitter};
+      for (auto& v : items_)
+        for (auto& it : v)
+          if (!it.comm)
+            it.seconds *= j(rng_);
+    }
+  }
+
+  opus_run run() {
+    for (int s = 0; s < w_.pp; ++s)
+      at(0, [this, s] { advance(s); });
+    while (!events_.empty()) {
+      auto [t, seq] = events_.top().first;
+      (void)seq;
+      auto fn = std::move(actions_.at(events_.top().second));
+      actions_.erase(events_.top().second);
+      events_.pop();
+      now_ = t;
+      fn();
+    }
+    // Step k ends when every stage has finished its items of step k.
+    std::vector<double> finish(size_t(steps_), 0);
+    for (auto& st : stage_)
+      for (size_t k = 0; k < st.step_end.size(); ++k)
+        finish[k] = std::max(finish[k], st.step_end[k]);
+    run_.step_s = steps_ > 1 ? finish.back() - finish[finish.size() - 2] : finish.back();
+    return run_;
+  }
+
+private:
+  struct stage_state {
+    size_t pc = 0;
+    bool busy = false;   // computing or communicating
+    bool locked = false; // a topo_write awaits its ACK
+    std::set<size_t> written; // items a write was issued for
+    std::vector<int> dims; // of one step's operations: the phase table
+    std::vector<double> step_end;
+  };
+  struct pending_transition {
+    topo_transition t;
+    std::vector<int> writers;
+    int step = 0;
+    int attempts = 0;
+  };
+
+  void at(double t, std::function<void()> fn) {
+    uint64_t id = next_++;
+    actions_.emplace(id, std::move(fn));
+    events_.push({{t, id}, id});
+  }
+
+  /// Does operation k (0-based within a step) of stage s follow / precede an operation of
+  /// another dimension (cyclically: steps repeat)? This is the phase table's boundaries.
+  bool phase_change_before(int s, size_t k) const {
+    auto& d = stage_[size_t(s)].dims;
+    return d[k] != d[(k + d.size() - 1) % d.size()];
+  }
+  bool phase_change_after(int s, size_t k) const {
+    auto& d = stage_[size_t(s)].dims;
+    return d[k] != d[(k + 1) % d.size()];
+  }
+  size_t op_in_step(int s, size_t pc) const {
+    size_t k = 0;
+    for (size_t i = 0; i < pc; ++i)
+      if (items_[size_t(s)][i].comm && items_[size_t(s)][i].step == items_[size_t(s)][pc].step)
+        ++k;
+    return k;
+  }
+
+  bool reprogramming(int s) const { return reprogramming_.count(s) > 0; }
+
+  /// G1: the rail's confirmed topology serves the operation and no stage it uses is being
+  /// reprogrammed.
+  bool served(int s, const item& it) const {
+    if (reprogramming(s) || (it.peer >= 0 && reprogramming(it.peer)))
+      return false;
+    if (fallen_back_)
+      return true;
+    auto& cur = ctl_.current();
+    if (it.dim != 0)
+      return cur.digit(s) == it.dim;
+    return cur.digit(s) == 0 && cur.digit(it.peer) == 0
+           && (pp_peer(cur, s) == it.peer || pp_peer(cur, it.peer) == s);
+  }
+
+  void write_for(int s, size_t pc) {
+    auto& it = items_[size_t(s)][pc];
+    auto& st = stage_[size_t(s)];
+    st.written.insert(pc);
+    st.locked = true;
+    if (it.step == steps_ - 1)
+      ++run_.topo_writes;
+    std::string group = it.dim == 0 ? fmt::format("pp{}-{}", std::min(s, it.peer),
+                                                  std::max(s, it.peer))
+                                    : fmt::format("dp{}", s);
+    auto key = std::make_pair(group, it.index);
+    writers_[key].push_back(s);
+    auto t = ctl_.write({group, it.index, it.dim == 0 ? 2 : 1, s, uint8_t(it.dim)});
+    if (!t)
+      return;
+    pending_transition p{*t, writers_[key], it.step, 0};
+    writers_.erase(key);
+    if (fallen_back_ || t->reprogram.empty()) {
+      if (p.step == steps_ - 1)
+        ++run_.suppressed;
+      ctl_.confirm(p.t);
+      ack(p.writers);
+      return;
+    }
+    queue_.push_back(std::move(p));
+    start_reprogram();
+  }
+
+  void ack(const std::vector<int>& stages) {
+    at(now_ + env_.control_s, [this, stages] {
+      for (int s : stages)
+        stage_[size_t(s)].locked = false;
+      advance_all();
+    });
+  }
+
+  /// The orchestrator: one transition at a time, once G2 allows it.
+  void start_reprogram() {
+    if (reprogram_active_ || queue_.empty())
+      return;
+    auto& p = queue_.front();
+    for (int s : p.t.reprogram)
+      if (in_flight_[s] > 0)
+        return; // G2: an operation still uses a sub-mapping this changes
+    reprogram_active_ = true;
+    for (int s : p.t.reprogram)
+      reprogramming_.insert(s);
+    bool fails = env_.failing_applies > applies_failed_;
+    double until = now_ + (fails ? env_.ack_timeout_s : env_.ocs_latency_s);
+    for (int s : p.t.reprogram)
+      run_.reprograms.push_back({s, now_, until});
+    at(until, [this, fails] { finish_reprogram(fails); });
+  }
+
+  void finish_reprogram(bool failed) {
+    auto p = std::move(queue_.front());
+    queue_.pop_front();
+    reprogram_active_ = false;
+    reprogramming_.clear();
+    if (failed) {
+      ++applies_failed_;
+      if (++p.attempts <= env_.max_retries) {
+        queue_.push_front(std::move(p)); // retry
+        start_reprogram();
+        return;
+      }
+      // Persistent failure: a static giant ring serves every operation from now on.
+      fallen_back_ = true;
+      run_.fell_back = true;
+      bw_ *= env_.fallback_bandwidth;
+      for (auto& q : queue_)
+        ack(q.writers);
+      queue_.clear();
+    } else {
+      if (p.step == steps_ - 1) {
+        ++run_.reconfigs;
+        run_.submappings += int(p.t.reprogram.size());
+      }
+      ctl_.confirm(p.t);
+    }
+    ack(p.writers);
+    start_reprogram();
+    advance_all();
+  }
+
+  void advance_all() {
+    for (int s = 0; s < w_.pp; ++s)
+      advance(s);
+  }
+
+  void finish_item(int s) {
+    auto& st = stage_[size_t(s)];
+    auto& v = items_[size_t(s)];
+    if (st.pc + 1 == v.size() || v[st.pc + 1].step != v[st.pc].step)
+      st.step_end.push_back(now_);
+    ++st.pc;
+    st.busy = false;
+  }
+
+  void advance(int s) {
+    auto& st = stage_[size_t(s)];
+    if (st.busy || st.pc >= items_[size_t(s)].size())
+      return;
+    auto& it = items_[size_t(s)][st.pc];
+    if (!it.comm) {
+      st.busy = true;
+      at(now_ + it.seconds, [this, s] {
+        finish_item(s);
+        advance(s);
+      });
+      return;
+    }
+    if (mode_ != opus_mode::native) {
+      // pre_comm (Opus Alg. 1): wait while the topology is locked by an unacknowledged write.
+      if (st.locked)
+        return;
+      size_t k = op_in_step(s, st.pc);
+      bool shift = phase_change_before(s, k);
+      bool asym = it.dim == 0;
+      bool written = st.written.count(st.pc) > 0;
+      // PP operations always write, from both ends (Opus §4.2), whether or not provisioning
+      // already did for this one; anything the topology does not serve writes too.
+      if (!written && (asym || (mode_ == opus_mode::on_demand && shift) || !served(s, it))) {
+        write_for(s, st.pc);
+        return;
+      }
+      if (!served(s, it))
+        return;
+    }
+    if (it.dim == 0) {
+      // PP Send/Recv: both ends must be there; the later one starts it.
+      auto found = arrived_.find(it.op);
+      if (found == arrived_.end()) {
+        arrived_.emplace(it.op, s);
+        return;
+      }
+      if (found->second == s || (mode_ != opus_mode::native && !served(s, it)))
+        return;
+      int other = found->second;
+      arrived_.erase(found);
+      start_comm({s, other}, it.bytes / bw_);
+      return;
+    }
+    start_comm({s}, (w_.fsdp - 1.0) / w_.fsdp * it.bytes / bw_);
+  }
+
+  void start_comm(std::vector<int> stages, double seconds) {
+    for (int s : stages) {
+      stage_[size_t(s)].busy = true;
+      ++in_flight_[s];
+    }
+    double start = now_;
+    at(now_ + seconds, [this, stages, start] {
+      for (int s : stages) {
+        --in_flight_[s];
+        run_.comms.push_back({s, start, now_});
+        post_comm(s);
+      }
+      start_reprogram();
+      advance_all();
+    });
+  }
+
+  /// Opus Alg. 2: with provisioning, after a phase's last operation (or any PP operation)
+  /// write for the next operation now, so the OCS turns while the stage computes.
+  void post_comm(int s) {
+    auto& st = stage_[size_t(s)];
+    auto& it = items_[size_t(s)][st.pc];
+    size_t k = op_in_step(s, st.pc);
+    bool shift = phase_change_after(s, k);
+    bool asym = it.dim == 0;
+    finish_item(s);
+    if (mode_ != opus_mode::provisioning || !(shift || asym))
+      return;
+    for (size_t n = st.pc; n < items_[size_t(s)].size(); ++n)
+      if (items_[size_t(s)][n].comm) {
+        if (!st.written.count(n))
+          write_for(s, n);
+        break;
+      }
+  }
+
+  const opus_workload& w_;
+  opus_env env_;
+  opus_mode mode_;
+  int steps_;
+  std::mt19937_64 rng_;
+  std::vector<std::vector<item>> items_;
+  opus_controller ctl_;
+  double bw_ = 0;
+  double now_ = 0;
+  uint64_t next_ = 0;
+  std::priority_queue<std::pair<std::pair<double, uint64_t>, uint64_t>,
+                      std::vector<std::pair<std::pair<double, uint64_t>, uint64_t>>,
+                      std::greater<>>
+    events_;
+  std::map<uint64_t, std::function<void()>> actions_;
+  std::vector<stage_state> stage_;
+  std::map<int, int> in_flight_;
+  std::map<int, int> arrived_; // PP op -> the stage waiting at it
+  std::map<std::pair<std::string, uint64_t>, std::vector<int>> writers_;
+  std::deque<pending_transition> queue_;
+  std::set<int> reprogramming_;
+  bool reprogram_active_ = false;
+  bool fallen_back_ = false;
+  int applies_failed_ = 0;
+  opus_run run_;
+};
+
+} // namespace
+
+opus_run simulate_opus(const opus_workload& w, const opus_env& env, opus_mode mode, int steps,
+                       uint64_t seed) {
+  return simulation(w, env, mode, steps, seed).run();
+}
+
+} // namespace loom::replay

@@ -1,0 +1,78 @@
+#pragma once
+// The fabric_controller actor (RFabric §5.3 Alg. 2, §5.4, App. H; Opus §4.1-4.2): a thin shell
+// around the pure cores. Per owner it keeps the committed plan and the intent it serves; an
+// intent is materialised (template cache, AggregateDemand, App. D allocation, validation)
+// and committed through the OCS driver actors only inside a safe window. A commit applies
+// the per-device diffs (untouched circuits stay up), writes every touched device's circuits
+// to the store, and only then answers. A failed apply is rolled back on the devices that took
+// it; the previous plan stays. Opus jobs get the topo_write barrier and their rails'
+// sub-mapping reprogramming, with retries and the giant-ring fallback.
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/typed_response_promise.hpp>
+
+#include "core/actors.hpp"
+#include "fabric/circuit_plan.hpp"
+#include "fabric/opus_controller.hpp"
+#include "fabric/topo_id.hpp"
+#include "fabric/topology.hpp"
+#include "fabric/topology_template.hpp"
+
+namespace loom {
+
+struct fabric_controller_config {
+  double safe_window_margin_s = 0.005; // RFabric §5.3
+  template_options templates;
+  caf::timespan apply_timeout{std::chrono::seconds{5}};
+  int max_retries = 2;                 // Opus: then the giant ring
+  bool sync_writes = true;
+};
+
+struct fabric_controller_state {
+  static inline const char* name = "fabric_controller";
+
+  struct owner_state {
+    std::optional<circuit_plan> committed;
+    std::optional<fabric_intent> intent; // the one the next window serves, if not committed
+    std::optional<fabric_intent> serving;
+    bool busy = false;                   // a commit is in flight
+  };
+  struct opus_state {
+    opus_layout layout;
+    std::vector<std::string> rails;
+    std::optional<opus_controller> controller;
+    std::map<std::pair<std::string, uint64_t>, std::vector<caf::typed_response_promise<topo_ack>>>
+      waiting;
+    std::deque<std::pair<topo_transition, std::vector<caf::typed_response_promise<topo_ack>>>>
+      queue;
+    bool busy = false;
+    bool fallback = false;
+  };
+
+  std::optional<fabric_model> model;
+  std::optional<template_cache> templates;
+  std::optional<port_usage> usage;
+  std::map<std::string, owner_state> owners;
+  std::map<std::string, opus_state> opus;
+  std::map<uint32_t, ocs_driver_actor> drivers; // by device index
+  store_actor store;
+  fabric_controller_config config;
+  uint64_t next_version = 1;
+};
+
+/// `drivers` maps device ids to their driver actors; devices without one cannot be committed.
+/// `restored` are the device records read back from the store (circuit_plans), so a restart
+/// resumes with the plans it had committed.
+fabric_controller_actor::behavior_type
+fabric_controller(fabric_controller_actor::stateful_pointer<fabric_controller_state> self,
+                  fabric_model model, std::map<std::string, ocs_driver_actor> drivers,
+                  store_actor store, fabric_controller_config config,
+                  std::vector<stored_record> restored);
+
+} // namespace loom

@@ -1,0 +1,135 @@
+#pragma once
+// The fabric as the controller computes on it, pure: indices instead of names, and every OCS
+// port typed by what it attaches to. RFabric §5.1: servers under static rail-aligned EPS ToRs,
+// ToR uplinks into a PoD's OCS-Agg, PoD-boundary ports of the OCS-Agg patched to OCS-Core.
+// mFabric §4.2: servers give some NICs to a regional OCS. Opus §4: one photonic OCS per rail.
+//
+// OCS ports are duplex: duplex port p of a P-port device is input p and output P + p of the
+// P x P switch the drivers see, so a full-duplex circuit between ports a and b is the two
+// cross-connects a -> P + b and b -> P + a.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "core/cluster.hpp"
+#include "core/fabric_topology.hpp"
+
+namespace loom {
+
+struct ocs_port {
+  uint32_t device = 0; // index into fabric_model::devices
+  uint32_t port = 0;   // duplex port, 1-based
+  friend auto operator<=>(const ocs_port&, const ocs_port&) = default;
+};
+
+struct fabric_server {
+  std::string id;
+  uint32_t pod = 0;
+  int gpus = 8;
+  int numa_nodes = 1; // NICs are split evenly over them, in order (mFabric §5.2)
+};
+
+struct fabric_tor {
+  std::string id;
+  uint32_t pod = 0;
+  int rail = 0;
+  std::vector<ocs_port> uplinks; // ToR ports patched into OCS-Agg ports
+};
+
+struct fabric_device {
+  std::string id;
+  ocs_tier tier = ocs_tier::agg;
+  int pod = -1;  // agg and regional
+  int rail = -1; // rail
+  uint32_t ports = 0;
+  double reconfig_s = 0;
+  driver_kind driver = driver_kind::emulated;
+  std::string address;
+};
+
+/// An OCS-Agg port patched to an OCS-Core port: where a PoD's traffic lifts to the core.
+struct boundary_link {
+  uint32_t pod = 0;
+  ocs_port agg;
+  ocs_port core;
+};
+
+/// A server NIC wired straight into a regional or rail OCS.
+struct nic_link {
+  uint32_t server = 0;
+  int nic = 0;
+  ocs_port port;
+};
+
+/// What an OCS port is wired to.
+struct port_role {
+  enum kind_t : uint8_t { none, tor_uplink, boundary_agg, boundary_core, nic } kind = none;
+  uint32_t index = 0; // the ToR, boundary link or NIC link
+};
+
+/// A GPU rank: a server and a GPU on it; its NIC is the rail it sits on.
+struct rank_ref {
+  uint32_t server = 0;
+  int gpu = 0;
+  friend auto operator<=>(const rank_ref&, const rank_ref&) = default;
+};
+
+class fabric_model {
+public:
+  /// Indexes a validated configuration; `nodes` give each server's GPU count. Fails when the
+  /// wiring is not the shape `topology.kind` describes (e.g. a ToR uplink into a core device).
+  static caf::expected<fabric_model> build(const fabric_topology& topology,
+                                           const std::vector<node>& nodes);
+
+  fabric_kind kind = fabric_kind::none;
+  double link_bytes_per_s = 0;
+  int rails = 0;
+  std::vector<std::string> pods;
+  std::vector<fabric_server> servers;
+  std::vector<fabric_tor> tors;
+  std::vector<fabric_device> devices;
+  std::vector<boundary_link> boundaries;
+  std::vector<nic_link> nic_links;
+
+  /// The NIC (and rail) a GPU sends on.
+  int nic_of(const rank_ref& r) const;
+  /// The ToR a rank's NIC attaches to, or -1.
+  int tor_of(const rank_ref& r) const;
+  uint32_t pod_of(const rank_ref& r) const { return servers[r.server].pod; }
+  int numa_of_nic(uint32_t server, int nic) const;
+  std::optional<uint32_t> server_index(std::string_view id) const;
+  std::optional<uint32_t> device_index(std::string_view id) const;
+  const std::vector<uint32_t>& tors_of_pod(uint32_t pod) const { return pod_tors_[pod]; }
+  /// A ToR's position among its PoD's ToRs (its OCS-Agg endpoint, App. D).
+  uint32_t local_index(uint32_t tor) const { return tor_local_[tor]; }
+  /// A server's position among its PoD's servers (its regional OCS endpoint, mFabric §5.2).
+  uint32_t local_server(uint32_t server) const { return server_local_[server]; }
+  const port_role& role(const ocs_port& p) const { return roles_[slot(p)]; }
+  /// A dense index over every device's duplex ports, for per-port tables.
+  size_t slot(const ocs_port& p) const { return port_offset_[p.device] + p.port; }
+  size_t slots() const { return port_offset_.empty() ? 0 : port_offset_.back(); }
+
+  /// Failed OCS ports (App. H): never used for circuits.
+  bool masked(const ocs_port& p) const;
+  void mask(const ocs_port& p);
+  /// A failed server: its NIC links stop counting (§5.4 (i)).
+  void fail_server(uint32_t server);
+  bool failed(uint32_t server) const { return failed_[server]; }
+
+private:
+  std::vector<int> tor_index_;              // server * rails + rail -> ToR, or -1
+  std::vector<std::vector<uint32_t>> pod_tors_;
+  std::vector<uint32_t> tor_local_;
+  std::vector<uint32_t> server_local_;
+  std::vector<size_t> port_offset_;         // per device, then the total (index 0 unused)
+  std::vector<port_role> roles_;
+  std::vector<bool> masked_;
+  std::vector<bool> failed_;
+};
+
+} // namespace loom

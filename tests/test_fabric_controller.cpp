@@ -1,0 +1,307 @@
+#define BOOST_TEST_MODULE fabric_controller
+#include <boost/test/unit_test.hpp>
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <set>
+
+#include "core/error.hpp"
+#include "core/metrics.hpp"
+#include "core/type_registry.hpp"
+#include "drivers/ocs_driver.hpp"
+#include "fabric/fabric_controller.hpp"
+#include "fabric/shape.hpp"
+#include "loom.pb.h"
+#include "replay/driver.hpp"
+#include "replay/request.hpp"
+#include "store/database.hpp"
+#include "store/store_actor.hpp"
+#include "support/fabric_fixtures.hpp"
+#include "support/process.hpp"
+
+using namespace loom;
+using namespace std::chrono_literals;
+
+namespace {
+
+template <class T, class Handle, class... Ts>
+replay::answer<T> ask(replay::driver& drv, const Handle& h, Ts... xs) {
+  return replay::request_now<T>(drv, h, xs...);
+}
+
+/// A controller over a shaped fabric with an emulated OCS per device and a RocksDB store.
+struct bench_fabric {
+  test::temp_dir dir;
+  replay::driver drv;
+  fabric_model model;
+  std::map<std::string, emulated_ocs_actor> ocs;
+  store_actor store;
+  fabric_controller_actor ctl;
+
+  explicit bench_fabric(fabric_model m, std::vector<stored_record> restored = {})
+      : model(std::move(m)) {
+    auto db = database::open(dir / "store");
+    BOOST_REQUIRE(db);
+    store = drv.system().spawn(loom::store, std::shared_ptr<database>{std::move(*db)},
+                               std::make_shared<service_metrics>());
+    spawn_controller(std::move(restored));
+  }
+
+  void spawn_controller(std::vector<stored_record> restored) {
+    std::map<std::string, ocs_driver_actor> drivers;
+    for (auto& d : model.devices) {
+      if (!ocs.count(d.id)) {
+        emulated_ocs_config c;
+        c.device = d.id;
+        c.size = {d.ports, d.ports};
+        c.latency = {25, 25}; // constant: OrchestrRL §7.2's 25 ms
+        c.command_timeout = 1s;
+        ocs[d.id] = drv.system().spawn(emulated_ocs, c);
+      }
+      drivers[d.id] = caf::actor_cast<ocs_driver_actor>(ocs[d.id]);
+    }
+    ctl = drv.system().spawn(fabric_controller, model, drivers, store,
+                             fabric_controller_config{}, std::move(restored));
+    drv.run_to_quiescence();
+  }
+
+  std::vector<cross_connect> on_device(const std::string& id) {
+    return *ask<std::vector<cross_connect>>(drv, ocs.at(id), get_atom::value).value;
+  }
+
+  std::vector<stored_record> stored_plans() {
+    return *ask<std::vector<stored_record>>(drv, store, scan_atom::value,
+                                            record_kind::circuit_plans, std::string{})
+              .value;
+  }
+
+  ~bench_fabric() {
+    for (auto& [id, a] : ocs)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(ctl, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
+  }
+};
+
+using test::two_pods;
+
+/// An all-reduce over ranks; ToR 0 <-> ToR 1 of PoD 0 for {0:0, 1:1}.
+fabric_intent all_reduce(std::string owner, fabric_stage stage, std::vector<rank_ref> ranks,
+                         double gb = 1) {
+  return {std::move(owner), stage, {{primitive::all_reduce, 1.0}}, std::move(ranks), gb * 1e9};
+}
+
+const commit_window stage_boundary{window_kind::stage_boundary, 0.2};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(commits_in_a_safe_window_and_persists_before_answering) {
+  bench_fabric f{two_pods(4)};
+  auto d = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value,
+                                all_reduce("job-a", fabric_stage::train_compute,
+                                           {{0, 0}, {1, 1}}),
+                                stage_boundary);
+  BOOST_REQUIRE(d.value);
+  BOOST_CHECK_EQUAL(d.value->outcome, "committed");
+  BOOST_CHECK_EQUAL(d.value->version, 1u);
+  BOOST_CHECK_EQUAL(d.value->circuits, 4u); // all four uplinks of ToR 0 and ToR 1
+  // Answered only after the OCS applied the change (25 ms) and the store took the write.
+  BOOST_CHECK(d.after >= 25ms);
+  auto xcs = f.on_device("agg0");
+  BOOST_CHECK_EQUAL(xcs.size(), 8u);
+  auto records = f.stored_plans();
+  BOOST_REQUIRE_EQUAL(records.size(), 1u);
+  v1::CircuitPlan rec;
+  BOOST_REQUIRE(rec.ParseFromString(records[0].value));
+  BOOST_CHECK_EQUAL(rec.device(), "agg0");
+  BOOST_CHECK_EQUAL(rec.circuits_size(), 4);
+  BOOST_CHECK_EQUAL(rec.circuits(0).owner(), "job-a");
+  BOOST_CHECK_EQUAL(rec.cross_connects_size(), 8);
+  // The same intent again changes nothing.
+  auto again = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value,
+                                    all_reduce("job-a", fabric_stage::train_compute,
+                                               {{0, 0}, {1, 1}}),
+                                    stage_boundary);
+  BOOST_CHECK_EQUAL(again.value->outcome, "unchanged");
+}
+
+BOOST_AUTO_TEST_CASE(granularity_and_window_length_decide_when_a_plan_commits) {
+  bench_fabric f{two_pods(4)};
+  auto gen = all_reduce("gen-0", fabric_stage::gen, {{0, 0}, {1, 1}});
+  // Gen reconfigures only at deployment boundaries.
+  auto in_step = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value, gen, stage_boundary);
+  BOOST_CHECK_EQUAL(in_step.value->outcome, "deferred");
+  BOOST_CHECK(f.on_device("agg0").empty());
+  // A deployment boundary too short for 25 ms plus the 5 ms margin: still deferred.
+  auto tight = ask<fabric_decision>(f.drv, f.ctl, window_atom::value, std::string{"gen-0"},
+                                    commit_window{window_kind::deployment_boundary, 0.02});
+  BOOST_CHECK_EQUAL(tight.value->outcome, "deferred");
+  BOOST_CHECK_NE(tight.value->reason.find("window 20.0 ms"), std::string::npos);
+  auto wide = ask<fabric_decision>(f.drv, f.ctl, window_atom::value, std::string{"gen-0"},
+                                   commit_window{window_kind::deployment_boundary, 2.0});
+  BOOST_CHECK_EQUAL(wide.value->outcome, "committed");
+  auto plans = ask<std::vector<fabric_plan_status>>(f.drv, f.ctl, plans_atom::value);
+  BOOST_CHECK_EQUAL(plans.value->size(), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(weight_sync_commits_on_demand_and_reports_what_its_slack_misses) {
+  bench_fabric f{two_pods(4)};
+  auto sync = ask<fabric_decision>(
+    f.drv, f.ctl, intent_atom::value,
+    fabric_intent{"sync", fabric_stage::weight_sync, {{primitive::broadcast, 1.0}},
+                  {{0, 0}, {2, 1}, {3, 0}}, 1e9},
+    commit_window{window_kind::before_broadcast, 0.01});
+  BOOST_CHECK_EQUAL(sync.value->outcome, "committed");
+  BOOST_CHECK_CLOSE(sync.value->exposed_s, 0.015, 1e-6);
+  BOOST_CHECK(!f.on_device("core0").empty()); // the forest crosses the core
+}
+
+BOOST_AUTO_TEST_CASE(a_plan_failing_core_agg_coupling_keeps_the_previous_one) {
+  // PoD p0 cannot lift to the core (test::split_agg_pods): the job's intra-PoD plan commits,
+  // its next period's inter-PoD plan does not validate and the first plan stays.
+  bench_fabric f{test::split_agg_pods()};
+  // Rail 0 of server b to rail 1 of server c: ToR b0 <-> b1.
+  auto intra = all_reduce("job-a", fabric_stage::train_compute, {{1, 0}, {2, 1}});
+  auto committed = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value, intra, stage_boundary);
+  BOOST_REQUIRE_EQUAL(committed.value->outcome, "committed");
+  auto before = f.on_device("agg-c");
+  BOOST_CHECK(!before.empty());
+  auto wide = all_reduce("job-a", fabric_stage::train_grad_sync, {{0, 0}, {1, 0}}, 8);
+  auto second = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value, wide, stage_boundary);
+  BOOST_REQUIRE(second.value);
+  BOOST_CHECK_EQUAL(second.value->outcome, "kept");
+  BOOST_CHECK_NE(second.value->reason.find("Core-Agg coupling"), std::string::npos);
+  BOOST_CHECK_EQUAL(second.value->version, committed.value->version);
+  BOOST_CHECK(f.on_device("agg-c") == before);
+  BOOST_CHECK(f.on_device("core").empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_port_is_masked_and_only_its_circuit_moves) {
+  bench_fabric f{two_pods(4)};
+  auto intent = all_reduce("job-a", fabric_stage::train_compute, {{0, 0}, {1, 1}});
+  ask<fabric_decision>(f.drv, f.ctl, intent_atom::value, intent, stage_boundary);
+  auto before = f.on_device("agg0");
+  auto& failed = f.model.tors[0].uplinks[1];
+  auto owners = ask<std::vector<std::string>>(f.drv, f.ctl, mask_atom::value,
+                                              std::string{"agg0"}, failed.port);
+  BOOST_REQUIRE(owners.value);
+  BOOST_CHECK(*owners.value == std::vector<std::string>{"job-a"});
+  auto moved = ask<fabric_decision>(f.drv, f.ctl, window_atom::value, std::string{"job-a"},
+                                    stage_boundary);
+  BOOST_CHECK_EQUAL(moved.value->outcome, "committed");
+  BOOST_CHECK_EQUAL(moved.value->circuits, 3u);
+  BOOST_CHECK_EQUAL(moved.value->changed, 2u); // one circuit: two cross-connects removed
+  auto after = f.on_device("agg0");
+  for (auto& x : after)
+    BOOST_CHECK(x.in != failed.port && x.out != failed.port + f.model.devices[0].ports);
+  BOOST_CHECK_EQUAL(after.size(), before.size() - 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_controller_resumes_its_committed_plans_from_the_store) {
+  bench_fabric f{two_pods(4)};
+  ask<fabric_decision>(f.drv, f.ctl, intent_atom::value,
+                       all_reduce("job-a", fabric_stage::train_compute, {{0, 0}, {1, 1}}),
+                       stage_boundary);
+  caf::anon_send_exit(f.ctl, caf::exit_reason::user_shutdown);
+  f.drv.run_to_quiescence();
+  f.spawn_controller(f.stored_plans());
+  auto plans = ask<std::vector<fabric_plan_status>>(f.drv, f.ctl, plans_atom::value);
+  BOOST_REQUIRE_EQUAL(plans.value->size(), 1u);
+  BOOST_CHECK_EQUAL((*plans.value)[0].owner, "job-a");
+  BOOST_CHECK_EQUAL((*plans.value)[0].circuits, 4u);
+  BOOST_CHECK_EQUAL((*plans.value)[0].version, 1u);
+  // Its ports are still held: another owner cannot take them.
+  auto other = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value,
+                                    all_reduce("job-b", fabric_stage::train_compute,
+                                               {{0, 0}, {1, 1}}),
+                                    stage_boundary);
+  BOOST_CHECK_EQUAL(other.value->outcome, "kept");
+  // A malformed intent is refused with the reason.
+  auto bad = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value,
+                                  all_reduce("job-c", fabric_stage::gen, {{99, 0}}),
+                                  stage_boundary);
+  BOOST_CHECK(bad.error);
+  BOOST_CHECK_NE(render(bad.error).find("server 99"), std::string::npos);
+}
+
+namespace {
+
+/// Opus Fig. 8's job (PP = 3, DP = 2, CP = 2) on one 12-port photonic rail.
+fabric_model one_rail(int ports = 12) {
+  fabric_topology t;
+  t.kind = fabric_kind::opus;
+  t.link_gbps = 200;
+  t.nics_per_server = 1;
+  t.pods = {{"p0", {"s0"}}};
+  ocs_device rail;
+  rail.id = "rail0";
+  rail.tier = ocs_tier::rail;
+  rail.rail = 0;
+  rail.ports = ports;
+  t.ocs = {rail};
+  return *fabric_model::build(t, {});
+}
+
+std::set<cross_connect> mapping(const topo_id& id) {
+  opus_layout fig8{3, {2, 2}};
+  std::set<cross_connect> out;
+  for (int s = 0; s < 3; ++s)
+    for (auto& x : submapping(fig8, id, s))
+      out.insert(x);
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(opus_topo_write_barrier_acks_after_the_rail_confirms) {
+  bench_fabric f{one_rail()};
+  opus_job job{"llm", 3, {2, 2}, {"rail0"}, "111"};
+  BOOST_REQUIRE(ask<ok_atom>(f.drv, f.ctl, opus_atom::value, job).value);
+  auto xs = f.on_device("rail0");
+  BOOST_CHECK(std::set<cross_connect>(xs.begin(), xs.end()) == mapping(topo_id::parse("111")));
+  // Stages 0 and 1 start PP Send/Recv: the barrier waits for both writers.
+  replay::answer<topo_ack> first, second;
+  f.drv.system().spawn([&](caf::event_based_actor* self) {
+    auto start = self->clock().now();
+    self->request(f.ctl, caf::infinite, topo_write_atom::value, std::string{"llm"},
+                  topo_write{"pp0-1", 7, 2, 0, 0})
+      .then([&, self, start](topo_ack a) {
+        first.value = a;
+        first.after = self->clock().now() - start;
+      });
+  });
+  f.drv.run_to_quiescence();
+  BOOST_CHECK(!first.value); // one of two writers: no ACK yet
+  second = ask<topo_ack>(f.drv, f.ctl, topo_write_atom::value, std::string{"llm"},
+                         topo_write{"pp0-1", 7, 2, 1, 0});
+  BOOST_REQUIRE(first.value);
+  BOOST_REQUIRE(second.value);
+  BOOST_CHECK_EQUAL(second.value->topo, "001");
+  BOOST_CHECK(second.after >= 25ms); // after the rail applied it
+  xs = f.on_device("rail0");
+  BOOST_CHECK(std::set<cross_connect>(xs.begin(), xs.end()) == mapping(topo_id::parse("001")));
+  // O1: a write that changes no digit is acknowledged without touching the rail.
+  auto same = ask<topo_ack>(f.drv, f.ctl, topo_write_atom::value, std::string{"llm"},
+                            topo_write{"dp2", 3, 1, 2, 1});
+  BOOST_CHECK_EQUAL(same.value->topo, "001");
+  BOOST_CHECK(same.after == caf::timespan{0});
+}
+
+BOOST_AUTO_TEST_CASE(opus_falls_back_to_a_giant_ring_when_the_rail_keeps_timing_out) {
+  bench_fabric f{one_rail()};
+  BOOST_REQUIRE(ask<ok_atom>(f.drv, f.ctl, opus_atom::value,
+                             opus_job{"llm", 3, {2, 2}, {"rail0"}, "111"})
+                  .value);
+  ocs_fault fault;
+  fault.timeout_next = 3; // the first try and both retries
+  BOOST_REQUIRE(ask<ok_atom>(f.drv, f.ocs.at("rail0"), fault_atom::value, fault).value);
+  auto ack = ask<topo_ack>(f.drv, f.ctl, topo_write_atom::value, std::string{"llm"},
+                           topo_write{"dp1", 0, 1, 1, 2});
+  BOOST_REQUIRE(ack.value);
+  BOOST_CHECK(ack.value->fallback);
+  auto xs = f.on_device("rail0");
+  BOOST_REQUIRE_EQUAL(xs.size(), 12u);
+  for (auto& x : xs)
+    BOOST_CHECK_EQUAL(x.out - 12, x.in % 12 + 1); // rank r -> r + 1
+}

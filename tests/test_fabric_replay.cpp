@@ -1,0 +1,261 @@
+#define BOOST_TEST_MODULE fabric_replay
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "fabric/cost_model.hpp"
+#include "fabric/opus_controller.hpp"
+#include "replay/fabric_scenario.hpp"
+#include "replay/opus_step.hpp"
+#include "support/process.hpp"
+
+using namespace loom;
+
+BOOST_AUTO_TEST_SUITE(opus_control)
+
+BOOST_AUTO_TEST_CASE(phase_table_from_a_profiled_trace) {
+  // AG (DP), three PP ops, RS (DP): three phases.
+  auto phases = learn_phases({{1, 2e9}, {0, 6e7}, {0, 6e7}, {0, 6e7}, {1, 2e9}});
+  BOOST_REQUIRE_EQUAL(phases.size(), 3u);
+  BOOST_CHECK_EQUAL(phases[1].dim, 0);
+  BOOST_CHECK_EQUAL(phases[1].first, 1u);
+  BOOST_CHECK_EQUAL(phases[1].last, 3u);
+}
+
+BOOST_AUTO_TEST_CASE(the_barrier_waits_for_the_whole_group_and_transitions_chain) {
+  opus_controller ctl{topo_id::parse("111")};
+  // Opus Fig. 8: stages 0 and 1 switch to PP Send/Recv; both must write.
+  BOOST_CHECK(!ctl.write({"pp0-1", 4, 2, 0, 0}));
+  BOOST_CHECK_EQUAL(ctl.pending(), 1u);
+  auto t = ctl.write({"pp0-1", 4, 2, 1, 0});
+  BOOST_REQUIRE(t);
+  BOOST_CHECK_EQUAL(t->to.str(), "001");
+  BOOST_CHECK((t->reprogram == std::vector<int>{0, 1}));
+  BOOST_CHECK_EQUAL(ctl.current().str(), "111"); // until the orchestrator confirms
+  // A second transition planned before the first is confirmed starts from it.
+  auto u = ctl.write({"dp2", 9, 1, 2, 2});
+  BOOST_REQUIRE(u);
+  BOOST_CHECK_EQUAL(u->from.str(), "001");
+  BOOST_CHECK_EQUAL(u->to.str(), "002");
+  ctl.confirm(*t);
+  ctl.confirm(*u);
+  BOOST_CHECK_EQUAL(ctl.current().str(), "002");
+  // O1: nothing changes, nothing to reprogram.
+  auto same = ctl.write({"dp2", 10, 1, 2, 2});
+  BOOST_REQUIRE(same);
+  BOOST_CHECK(same->reprogram.empty());
+}
+
+namespace {
+
+replay::opus_workload table2(int config) {
+  replay::opus_workload w;
+  w.model = *replay::find_opus_model(config == 3 ? "DeepSeek-v3-16B" : "Llama-3-8B");
+  w.tp = 4;
+  w.fsdp = config == 1 ? 2 : config == 2 ? 8 : 1;
+  w.pp = config == 3 ? 4 : 2;
+  w.global_batch = config == 1 ? 16 : config == 2 ? 64 : 8;
+  w.seq_len = config == 3 ? 2048 : 8192;
+  return w;
+}
+
+/// G1 and G2 as observed: no operation on a stage overlaps a reprogramming of that stage's
+/// sub-mapping, in either order of arrival.
+void check_g1_g2(const replay::opus_run& r) {
+  for (auto& re : r.reprograms)
+    for (auto& c : r.comms)
+      if (c.stage == re.stage)
+        BOOST_CHECK_MESSAGE(c.end <= re.start + 1e-12 || c.start >= re.end - 1e-12,
+                            "stage " << c.stage << ": operation [" << c.start << ", " << c.end
+                                     << "] overlaps reprogramming [" << re.start << ", "
+                                     << re.end << "]");
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(g1_and_g2_hold_under_jittered_concurrent_stages) {
+  replay::opus_env env;
+  env.compute_jitter = 0.3; // stages drift apart: writes and operations interleave
+  for (int config : {1, 2, 3})
+    for (auto mode : {replay::opus_mode::on_demand, replay::opus_mode::provisioning})
+      for (uint64_t seed = 1; seed <= 5; ++seed) {
+        auto r = replay::simulate_opus(table2(config), env, mode, 3, seed);
+        BOOST_CHECK_GT(r.step_s, 0);
+        check_g1_g2(r);
+        if (config != 3)
+          BOOST_CHECK(!r.reprograms.empty());
+      }
+}
+
+BOOST_AUTO_TEST_CASE(reconfigurations_follow_the_phase_structure) {
+  replay::opus_env env;
+  for (int config : {1, 2}) {
+    auto r = replay::simulate_opus(table2(config), env, replay::opus_mode::provisioning);
+    // Each stage: FSDP all-gather, pipeline, reduce-scatter: two boundaries per stage, and
+    // the pipeline's entry is one transition for both stages: 3 reconfigurations per step.
+    BOOST_CHECK((r.phase_boundaries == std::vector<int>{2, 2}));
+    BOOST_CHECK_EQUAL(r.reconfigs, 3);
+    // 11 -> 00 (stages 0, 1), 00 -> 01 (stage 1 and its former ring peer 0), 01 -> 11 (0).
+    BOOST_CHECK_EQUAL(r.submappings, 5);
+  }
+  // Config 3 has only PP on the rail: every write is suppressed (O1).
+  auto pp_only = replay::simulate_opus(table2(3), env, replay::opus_mode::on_demand);
+  BOOST_CHECK_EQUAL(pp_only.reconfigs, 0);
+  BOOST_CHECK_GT(pp_only.suppressed, 0);
+  BOOST_CHECK_EQUAL(pp_only.suppressed * 2, pp_only.topo_writes); // two writers per op
+}
+
+BOOST_AUTO_TEST_CASE(provisioning_hides_the_ocs_latency_that_on_demand_pays) {
+  replay::opus_env env; // 50 ms
+  for (int config : {1, 2}) {
+    auto w = table2(config);
+    auto native = replay::simulate_opus(w, env, replay::opus_mode::native);
+    auto demand = replay::simulate_opus(w, env, replay::opus_mode::on_demand);
+    auto prov = replay::simulate_opus(w, env, replay::opus_mode::provisioning);
+    BOOST_TEST_MESSAGE("config " << config << ": native " << native.step_s << " s, on demand "
+                                 << demand.step_s / native.step_s << "x, provisioning "
+                                 << prov.step_s / native.step_s << "x");
+    // On demand, the writing stage waits out each 50 ms update; at least the pipeline entry,
+    // where both stages wait, lies on the critical path.
+    BOOST_CHECK_GE(demand.step_s, native.step_s + 0.05);
+    BOOST_CHECK_LE(prov.step_s, 1.02 * native.step_s); // the Opus §5.2 target
+    BOOST_CHECK_LT(prov.step_s, demand.step_s);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(persistent_apply_failures_fall_back_to_the_giant_ring) {
+  replay::opus_env env;
+  env.failing_applies = 3; // the first try and both retries time out
+  auto r = replay::simulate_opus(table2(1), env, replay::opus_mode::on_demand);
+  BOOST_CHECK(r.fell_back);
+  BOOST_CHECK_GT(r.step_s, 0); // training goes on at the ring's bandwidth
+  env.failing_applies = 2; // a retry succeeds
+  auto retried = replay::simulate_opus(table2(1), env, replay::opus_mode::on_demand);
+  BOOST_CHECK(!retried.fell_back);
+  BOOST_CHECK_EQUAL(retried.reconfigs, 3);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(network_cost)
+
+BOOST_AUTO_TEST_CASE(table4_prices_by_the_counting_rules) {
+  auto* p = table4_prices(200);
+  BOOST_REQUIRE(p);
+  BOOST_CHECK(!table4_prices(300));
+  network_design d;
+  d.endpoints = 8192;
+  d.switch_radix = 64;
+  // Three tiers: per endpoint a NIC, 6 transceivers, 5 switch ports, 3 fibres.
+  d.kind = network_kind::fat_tree;
+  auto ft = price_network(d, *p);
+  BOOST_CHECK_EQUAL(ft.tiers, 3);
+  BOOST_CHECK_CLOSE(ft.dollars / d.endpoints, 1291 + 6 * 499 + 5 * 876 + 3 * 45, 1e-9);
+  // RFabric, half uplinks and half boundary: access (NIC, 2 transceivers, fibre, port),
+  // 0.5 x (port, transceiver, fibre, OCS port), 0.5 x (2 OCS ports, fibre).
+  d.kind = network_kind::rfabric;
+  auto rf = price_network(d, *p);
+  double per = 1291 + 2 * 499 + 45 + 876 + 0.5 * (876 + 499 + 45 + 350) + 0.5 * (700 + 45);
+  BOOST_CHECK_CLOSE(rf.dollars / d.endpoints, per, 1e-9);
+  BOOST_TEST_MESSAGE("RFabric / fat-tree at 200 Gbps: " << rf.dollars / ft.dollars);
+  // A 3:1 fat-tree divides the links above the ToRs by three.
+  d.kind = network_kind::fat_tree_oversubscribed;
+  auto os = price_network(d, *p);
+  BOOST_CHECK_LT(os.dollars, ft.dollars);
+  BOOST_CHECK_GT(os.dollars, rf.dollars);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(fabric_replay)
+
+BOOST_AUTO_TEST_CASE(fig23_report_is_computed_and_byte_identical) {
+  test::temp_dir dir;
+  auto scenario = test::source_path("replay/scenarios/fabric-fig23.toml");
+  auto a = test::run({test::loom_binary(), "replay", scenario, "--out", dir / "a"});
+  auto b = test::run({test::loom_binary(), "replay", scenario, "--out", dir / "b"});
+  BOOST_REQUIRE_EQUAL(a.exit_code, 0);
+  BOOST_REQUIRE_EQUAL(b.exit_code, 0);
+  auto text = test::read_file(dir / "a/report.json");
+  BOOST_CHECK(text == test::read_file(dir / "b/report.json"));
+  auto report = nlohmann::json::parse(text);
+  auto& c = report["collectives"];
+  BOOST_REQUIRE_EQUAL(c.size(), 4u);
+  std::vector<std::string> names;
+  for (auto& x : c) {
+    names.push_back(x["name"]);
+    for (auto key : {"kind", "traffic_aware_s", "uniform_s", "reduction", "paper_reduction"})
+      BOOST_REQUIRE_MESSAGE(x.contains(key), x["name"] << " lacks " << key);
+    double aware = x["traffic_aware_s"];
+    double uniform = x["uniform_s"];
+    BOOST_CHECK_GT(aware, 0);
+    BOOST_CHECK_LE(aware, uniform * (1 + 1e-3)); // never worse than uniform splitting
+    BOOST_CHECK_CLOSE(x["reduction"].get<double>() + 1, aware / uniform, 0.1);
+  }
+  BOOST_CHECK((names == std::vector<std::string>{"EP64_DP2_1GB", "TP4_CP8_DP4_1GB",
+                                                  "TP4_DP16_25GB", "TP4_DP32_50GB"}));
+  BOOST_CHECK_EQUAL(c[0]["kind"], "all-to-all");
+  BOOST_CHECK_EQUAL(c[2]["kind"], "all-reduce");
+}
+
+BOOST_AUTO_TEST_CASE(rl_replay_runs_the_controller_and_persists_its_plans) {
+  test::temp_dir dir;
+  auto r = test::run({test::loom_binary(), "replay",
+                      test::source_path("replay/scenarios/fabric-rl.toml"), "--out", dir / "o"});
+  BOOST_REQUIRE_EQUAL(r.exit_code, 0);
+  auto report = nlohmann::json::parse(test::read_file(dir / "o/report.json"));
+  auto& rl = report["rl"];
+  BOOST_CHECK_GT(rl["committed"].get<int>(), 0);
+  BOOST_CHECK_GT(rl["persisted_devices"].get<int>(), 0);
+  BOOST_CHECK(std::filesystem::exists(dir / "o/store/rl"));
+  // Every period of an iteration hands the fabric to the next stage: committed plans change
+  // circuits and their versions grow.
+  uint64_t last = 0;
+  for (auto& p : rl["periods"]) {
+    if (p["outcome"] != "committed")
+      continue;
+    BOOST_CHECK_GT(p["version"].get<uint64_t>(), last);
+    last = p["version"];
+    BOOST_CHECK(!p["comm_s"].is_null());
+  }
+  auto& ws = report["weight_sync"];
+  BOOST_CHECK(ws["budgets_respected"].get<bool>());
+  BOOST_CHECK_LT(ws["forest_s"].get<double>(), ws["flat_s"].get<double>());
+  BOOST_CHECK_LT(ws["forest_s"].get<double>(), ws["one_copy_then_broadcast_s"].get<double>());
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_fabric_scenario_is_refused_with_file_line_and_key) {
+  test::temp_dir dir;
+  test::write_file(dir / "bad.toml", R"([scenario]
+name = "bad"
+kind = "fabric"
+
+[[collectives]]
+name = "x"
+kind = "all-to-all"
+layout = "EP4096"
+domain = "EP"
+gb_per_rank = 1
+)");
+  auto r = test::run({test::loom_binary(), "replay", dir / "bad.toml", "--out", dir / "o"});
+  BOOST_CHECK_EQUAL(r.exit_code, 2);
+  BOOST_CHECK(r.err.find("bad.toml:8") != std::string::npos);
+  BOOST_CHECK(r.err.find("collectives") != std::string::npos);
+  BOOST_CHECK(r.err.find("4096 ranks do not fit") != std::string::npos);
+  BOOST_CHECK(!std::filesystem::exists(dir / "o/report.json"));
+}
+
+BOOST_AUTO_TEST_CASE(every_bundled_fabric_scenario_loads) {
+  for (auto name : {"fabric-fig23", "fabric-cost", "opus-table2", "fabric-rl"}) {
+    auto sc = replay::load_fabric_scenario(
+      test::source_path(fmt::format("replay/scenarios/{}.toml", name)));
+    for (auto& e : sc.errors)
+      BOOST_TEST_MESSAGE(e.to_string());
+    BOOST_CHECK_MESSAGE(sc.value, name);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
