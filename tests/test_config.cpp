@@ -186,6 +186,30 @@ BOOST_AUTO_TEST_CASE(link_to_unknown_device) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(link_that_is_not_rfabric_wiring) {
+  // A ToR straight into another ToR: RFabric ToRs go up into their PoD's OCS-Agg only.
+  auto text = mutate("to = \"agg-pod0:{5..8}\"", "to = \"tor-pod0-r0:{1..4}\"");
+  auto result = parse_config(text, "test.toml");
+  BOOST_REQUIRE(!result.value);
+  BOOST_REQUIRE_EQUAL(result.errors.size(), 4u);
+  for (auto& e : result.errors) {
+    BOOST_CHECK_EQUAL(e.line, line_of(text, "tor-pod0-r0:{1..4}"));
+    BOOST_CHECK_EQUAL(e.key, "fabric.links[1].to");
+    BOOST_CHECK(e.message.find("not ToR 'tor-pod0-r1' to ToR 'tor-pod0-r0'") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(two_tors_for_one_nic) {
+  auto text = mutate("id = \"tor-pod0-r1\"\npod = \"pod0\"\nrail = 1",
+                     "id = \"tor-pod0-r1\"\npod = \"pod0\"\nrail = 0");
+  auto result = parse_config(text, "test.toml");
+  BOOST_REQUIRE(!result.value);
+  BOOST_CHECK(std::any_of(result.errors.begin(), result.errors.end(), [](auto& e) {
+    return e.message.find("NIC 0 of server 'h20-0' already hangs off ToR 'tor-pod0-r0'")
+           != std::string::npos;
+  }));
+}
+
 BOOST_AUTO_TEST_CASE(unknown_gpu_type) {
   auto text = mutate("gpu = \"H800\"", "gpu = \"A100\"");
   expect_one_error(text, line_of(text, "\"A100\""), "cluster.training[0].gpu",
@@ -256,7 +280,8 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(cli)
 
 BOOST_AUTO_TEST_CASE(check_config_accepts_examples) {
-  for (auto file : {"conf/loom.toml", "conf/weave-testbed.toml"}) {
+  for (auto file : {"conf/loom.toml", "conf/weave-testbed.toml", "conf/mfabric-region.toml",
+                    "conf/opus-rails.toml"}) {
     auto r = loom::test::run({loom::test::loom_binary(), "check-config",
                               loom::test::source_path(file)});
     BOOST_CHECK_MESSAGE(r.exit_code == 0, file << ": " << r.err);

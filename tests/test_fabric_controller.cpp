@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/metrics.hpp"
 #include "core/type_registry.hpp"
@@ -304,4 +305,69 @@ BOOST_AUTO_TEST_CASE(opus_falls_back_to_a_giant_ring_when_the_rail_keeps_timing_
   BOOST_REQUIRE_EQUAL(xs.size(), 12u);
   for (auto& x : xs)
     BOOST_CHECK_EQUAL(x.out - 12, x.in % 12 + 1); // rank r -> r + 1
+}
+
+namespace {
+
+fabric_model from_config(const std::string& file) {
+  auto cfg = load_config_file(test::source_path(file));
+  BOOST_REQUIRE(cfg.value);
+  std::vector<node> nodes = cfg.value->cluster.rollout;
+  nodes.insert(nodes.end(), cfg.value->cluster.training.begin(),
+               cfg.value->cluster.training.end());
+  auto m = fabric_model::build(cfg.value->fabric, nodes);
+  BOOST_REQUIRE(m);
+  return std::move(*m);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(mfabric_region_from_config_gets_numa_balanced_circuits) {
+  bench_fabric f{from_config("conf/mfabric-region.toml")};
+  // EP all-to-all among three servers of the region: 12 OCS NICs, two circuits per pair.
+  fabric_intent ep{"moe", fabric_stage::train_compute, {{primitive::all_to_all, 1.0}}, {}, 4e9};
+  for (uint32_t s = 0; s < 3; ++s)
+    for (int g = 0; g < 8; ++g)
+      ep.members.push_back({s, g});
+  auto d = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value, ep, stage_boundary);
+  BOOST_REQUIRE(d.value);
+  BOOST_CHECK_EQUAL(d.value->outcome, "committed");
+  BOOST_CHECK_EQUAL(d.value->circuits, 6u);
+  auto xcs = f.on_device("region-ocs");
+  BOOST_CHECK_EQUAL(xcs.size(), 12u);
+  // Port 4i+k+1 is server i's NIC {2, 3, 6, 7}[k]: k < 2 on NUMA node 0, else node 1. Each
+  // pair's two circuits leave every server from both NUMA nodes.
+  std::map<std::pair<uint32_t, uint32_t>, std::set<std::pair<uint32_t, uint32_t>>> ends;
+  for (auto& x : xcs) {
+    uint32_t a = x.in - 1;
+    uint32_t b = x.out - 32 - 1;
+    std::pair key{std::min(a / 4, b / 4), std::max(a / 4, b / 4)};
+    ends[key].insert({a / 4, (a % 4) / 2});
+    ends[key].insert({b / 4, (b % 4) / 2});
+  }
+  BOOST_CHECK_EQUAL(ends.size(), 3u);
+  for (auto& [pair, e] : ends)
+    BOOST_CHECK_EQUAL(e.size(), 4u);
+}
+
+BOOST_AUTO_TEST_CASE(opus_rails_from_config_are_programmed_per_rail) {
+  bench_fabric f{from_config("conf/opus-rails.toml")};
+  // PP = 2 stages of DP = 2 on each of the four rails.
+  opus_job job{"llama", 2, {2}, {"rail0", "rail1", "rail2", "rail3"}, "11"};
+  BOOST_REQUIRE(ask<ok_atom>(f.drv, f.ctl, opus_atom::value, job).value);
+  ask<topo_ack>(f.drv, f.ctl, topo_write_atom::value, std::string{"llama"},
+                topo_write{"pp0-1", 0, 2, 0, 0});
+  auto ack = ask<topo_ack>(f.drv, f.ctl, topo_write_atom::value, std::string{"llama"},
+                           topo_write{"pp0-1", 0, 2, 1, 0});
+  BOOST_REQUIRE(ack.value);
+  BOOST_CHECK_EQUAL(ack.value->topo, "00");
+  opus_layout layout{2, {2}};
+  std::set<cross_connect> want;
+  for (int s = 0; s < 2; ++s)
+    for (auto& x : submapping(layout, topo_id::parse("00"), s))
+      want.insert(x);
+  for (auto rail : {"rail0", "rail1", "rail2", "rail3"}) {
+    auto xs = f.on_device(rail);
+    BOOST_CHECK(std::set<cross_connect>(xs.begin(), xs.end()) == want);
+  }
 }

@@ -398,4 +398,46 @@ BOOST_AUTO_TEST_CASE(mfabric_regional_plan_spreads_pairs_over_numa_nodes) {
     BOOST_CHECK_EQUAL(ends.size(), 4u);
 }
 
+BOOST_AUTO_TEST_CASE(a_failed_server_is_replaced_and_only_its_circuits_move) {
+  // mFabric region of four 2-NIC servers, both NICs on the regional OCS. The job runs on
+  // a, b, c; c fails and the job replaces its ranks on d (RFabric §5.4 (i)).
+  fabric_topology t;
+  t.kind = fabric_kind::mfabric;
+  t.link_gbps = 200;
+  t.nics_per_server = 2;
+  t.pods = {{"p0", {"a", "b", "c", "d"}}};
+  ocs_device reg;
+  reg.id = "reg0";
+  reg.tier = ocs_tier::regional;
+  reg.pod = "p0";
+  reg.ports = 8;
+  reg.nics = {0, 1};
+  t.ocs = {reg};
+  auto m = *fabric_model::build(t, {});
+  auto ring = [&](std::vector<uint32_t> servers) {
+    std::vector<rank_ref> ranks;
+    for (auto sv : servers)
+      ranks.push_back({sv, 0});
+    return server_demand(m, 0, collective_flows({primitive::all_reduce, ranks, 1e9, {}}));
+  };
+  port_usage usage(m);
+  auto before = materialize_regional(m, 0, ring({0, 1, 2}), usage, "job");
+  BOOST_REQUIRE(before.plan);
+  m.fail_server(2);
+  auto after = materialize_regional(m, 0, ring({0, 1, 3}), usage, "job", &*before.plan);
+  BOOST_REQUIRE_MESSAGE(after.plan, after.rejection);
+  std::set<uint32_t> used_servers;
+  for (auto& p : plan_ports(*after.plan))
+    used_servers.insert(m.nic_links[m.role(p).index].server);
+  BOOST_CHECK((used_servers == std::set<uint32_t>{0, 1, 3}));
+  // The a-b circuit stays on its ports; only c's circuits go and d's come.
+  auto diff = plan_diff(m, before.plan->circuits, after.plan->circuits);
+  BOOST_REQUIRE_EQUAL(diff.size(), 1u);
+  auto& d = diff.begin()->second;
+  BOOST_CHECK_EQUAL(d.removes.size(), d.adds.size());
+  BOOST_CHECK_LT(d.removes.size(), 2 * before.plan->circuits.size());
+  for (auto& x : d.removes) // each removed circuit had an end on c (ports 5, 6)
+    BOOST_CHECK(x.in == 5 || x.in == 6 || x.out - 8 == 5 || x.out - 8 == 6);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

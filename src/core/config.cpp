@@ -1,6 +1,7 @@
 #include "core/config.hpp"
 
 #include <charconv>
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -249,6 +250,8 @@ struct port_table {
     bool valid = false; // false: the device's entry had errors, already reported
     int ports = 0;
     std::map<int, int> linked_at; // port -> line of the link using it
+    std::string role;             // "ToR" or the OCS tier
+    std::string pod;
   };
   std::map<std::string, device_ports> devices;
 };
@@ -333,6 +336,7 @@ void read_fabric(table_reader& root, config& cfg, const id_registry& node_ids) {
 
   id_registry device_ids{"device"};
   port_table ports;
+  std::map<std::pair<std::string, int64_t>, std::string> nic_tor; // (server, rail) -> ToR
   for (auto& t : fb->table_array("tors")) {
     auto id = t.required<std::string>("id");
     auto pod_id = t.required<std::string>("pod");
@@ -367,7 +371,19 @@ void read_fabric(table_reader& root, config& cfg, const id_registry& node_ids) {
       if (!device_ids.add(t, "id", one))
         continue;
       bool valid = pod_id && rail && nports && rack_ok;
-      ports.devices[one] = {valid, static_cast<int>(nports.value_or(0)), {}};
+      ports.devices[one] = {valid, static_cast<int>(nports.value_or(0)), {}, "ToR",
+                            pod_id.value_or("")};
+      // Each server NIC hangs off one ToR.
+      if (valid)
+        for (auto& sv : out.pods)
+          if (sv.id == *pod_id)
+            for (auto& server : sv.servers)
+              if (rack.empty() || std::find(rack.begin(), rack.end(), server) != rack.end()) {
+                auto [it, fresh] = nic_tor.emplace(std::pair{server, *rail}, one);
+                if (!fresh)
+                  t.error("servers", fmt::format("NIC {} of server '{}' already hangs off ToR "
+                                                 "'{}'", *rail, server, it->second));
+              }
       if (valid)
         out.tors.push_back(
           tor{one, *pod_id, static_cast<int>(*rail), static_cast<int>(*nports), rack});
@@ -481,7 +497,7 @@ void read_fabric(table_reader& root, config& cfg, const id_registry& node_ids) {
     for (auto& one : expand(o, "id", *id)) {
       if (!device_ids.add(o, "id", one))
         continue;
-      ports.devices[one] = {ok, dev.ports, {}};
+      ports.devices[one] = {ok, dev.ports, {}, std::string{to_string(dev.tier)}, dev.pod};
       if (!ok)
         continue;
       dev.id = one;
@@ -509,8 +525,24 @@ void read_fabric(table_reader& root, config& cfg, const id_registry& node_ids) {
       bool ok = true;
       read_link_endpoint(l, "from", as[i], ports, link.a, ok);
       read_link_endpoint(l, "to", bs[i], ports, link.b, ok);
-      if (ok)
-        out.links.push_back(std::move(link));
+      if (!ok)
+        continue;
+      // RFabric §5.1 wiring: ToR uplinks into their PoD's OCS-Agg, Agg boundary ports into
+      // the OCS-Core.
+      auto& a = ports.devices[link.a.device];
+      auto& b = ports.devices[link.b.device];
+      auto joins = [&](std::string_view x, std::string_view y) {
+        return (a.role == x && b.role == y) || (a.role == y && b.role == x);
+      };
+      bool uplink = joins("ToR", "agg") && a.pod == b.pod;
+      bool boundary = joins("agg", "core");
+      if (!uplink && !boundary) {
+        l.error("to", fmt::format("a link joins a ToR to its PoD's OCS-Agg or an OCS-Agg to an "
+                                  "OCS-Core, not {} '{}' to {} '{}'", a.role, link.a.device,
+                                  b.role, link.b.device));
+        continue;
+      }
+      out.links.push_back(std::move(link));
     }
   }
   fb->reject_unknown();
