@@ -139,6 +139,28 @@ std::string unserved_demand(const fabric_model& model, const circuit_layout& lay
   return {};
 }
 
+/// The end of every materialisation: a shortfall, a failed validation or stranded demand is
+/// the rejection; otherwise the plan, sorted, with its layout.
+materialized conclude(const fabric_model& model, circuit_plan plan, const port_usage& usage,
+                      size_t shortfall, std::string_view ends, uint64_t steps,
+                      const aggregated_demand* demand) {
+  materialized out;
+  out.allocator_steps = steps;
+  if (shortfall > 0) {
+    out.rejection = fmt::format("{} allocated circuits have no pair of free {} on one device",
+                                shortfall, ends);
+    return out;
+  }
+  std::sort(plan.circuits.begin(), plan.circuits.end());
+  plan.layout = layout_of(model, plan.circuits);
+  out.rejection = validate_plan(model, plan, usage);
+  if (out.rejection.empty() && demand)
+    out.rejection = unserved_demand(model, plan.layout, *demand);
+  if (out.rejection.empty())
+    out.plan = std::move(plan);
+  return out;
+}
+
 } // namespace
 
 circuit_layout layout_of(const fabric_model& model, const std::vector<physical_circuit>& circuits) {
@@ -429,24 +451,8 @@ materialized materialize_plan(const fabric_model& model, const topology_template
       shortfall += n;
     }
   }
-  if (shortfall > 0) {
-    out.rejection = fmt::format("{} allocated circuits have no pair of free ports on one device",
-                                shortfall);
-    return out;
-  }
-  std::sort(plan.circuits.begin(), plan.circuits.end());
-
-  plan.layout = layout_of(model, plan.circuits);
-  if (auto why = validate_plan(model, plan, usage); !why.empty()) {
-    out.rejection = why;
-    return out;
-  }
-  if (auto why = unserved_demand(model, plan.layout, demand); !why.empty()) {
-    out.rejection = why;
-    return out;
-  }
-  out.plan = std::move(plan);
-  return out;
+  return conclude(model, std::move(plan), usage, shortfall, "ports", out.allocator_steps,
+                  &demand);
 }
 
 materialized materialize_regional(const fabric_model& model, uint32_t pod,
@@ -563,19 +569,7 @@ materialized materialize_regional(const fabric_model& model, uint32_t pod,
     }
     shortfall += n;
   }
-  if (shortfall > 0) {
-    out.rejection = fmt::format("{} allocated circuits have no pair of free NICs on one device",
-                                shortfall);
-    return out;
-  }
-  std::sort(plan.circuits.begin(), plan.circuits.end());
-  plan.layout = layout_of(model, plan.circuits);
-  if (auto why = validate_plan(model, plan, usage); !why.empty()) {
-    out.rejection = why;
-    return out;
-  }
-  out.plan = std::move(plan);
-  return out;
+  return conclude(model, std::move(plan), usage, shortfall, "NICs", out.allocator_steps, nullptr);
 }
 
 std::string validate_plan(const fabric_model& model, const circuit_plan& plan,
