@@ -210,6 +210,11 @@ BOOST_AUTO_TEST_CASE(two_tors_for_one_nic) {
   }));
 }
 
+BOOST_AUTO_TEST_CASE(unknown_client_role) {
+  auto text = mutate("rollout = []\ntrain = []", "rollout = []\npilot = []");
+  expect_one_error(text, line_of(text, "pilot = []"), "security.clients.pilot", "unknown key");
+}
+
 BOOST_AUTO_TEST_CASE(unknown_gpu_type) {
   auto text = mutate("gpu = \"H800\"", "gpu = \"A100\"");
   expect_one_error(text, line_of(text, "\"A100\""), "cluster.training[0].gpu",

@@ -27,6 +27,8 @@ std::string test_config(const lt::temp_dir& dir) {
     text.replace(pos, from.size(), to);
   };
   replace("metrics = \"127.0.0.1:9464\"", "metrics = \"127.0.0.1:0\"");
+  replace("gateway = \"tcp://127.0.0.1:5555\"",
+          "gateway = \"tcp://127.0.0.1:" + std::to_string(lt::free_tcp_port()) + "\"");
   replace("path = \"var/loom\"", "path = \"" + (dir / "db") + "\"");
   auto path = dir / "loom.toml";
   lt::write_file(path, text);

@@ -13,6 +13,7 @@
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "drivers/tl1_server.hpp"
+#include "app/admin.hpp"
 #include "replay/fabric_replay.hpp"
 #include "replay/gen_replay.hpp"
 #include "replay/scenario_file.hpp"
@@ -83,6 +84,39 @@ int main(int argc, char** argv) {
     ->check(CLI::ExistingFile);
   serve_cmd->add_option("--log-level", serve_level, "Override the config's log level")
     ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+
+  std::string keygen_name;
+  std::string keygen_dir = "keys";
+  auto* keygen_cmd = app.add_subcommand(
+    "keygen", "Write a CURVE key pair NAME.pub / NAME.secret (Z85) for the gateway's clients or\n"
+              "the service; list the .pub in the config's [security.clients] for its role.");
+  keygen_cmd->add_option("name", keygen_name, "Key name")->required();
+  keygen_cmd->add_option("--out", keygen_dir, "Directory")->capture_default_str();
+
+  // Admin commands against a running serve (same config, for the endpoint and keys).
+  loom::admin_request admin;
+  std::string admin_config;
+  std::vector<CLI::App*> admin_cmds;
+  auto add_admin = [&](const char* name, const char* help, const char* arg) {
+    auto* cmd = app.add_subcommand(name, help);
+    if (arg)
+      cmd->add_option(arg, admin.argument, arg)->required();
+    cmd->add_option("-c,--config", admin_config,
+                    "The service's config (endpoint, keys); default: embedded conf/loom.toml")
+      ->check(CLI::ExistingFile);
+    cmd->add_flag("--json", admin.json, "JSON for scripts");
+    cmd->add_option("--key", admin.key,
+                    "Admin key pair prefix (PREFIX.pub, PREFIX.secret); default: the "
+                    "service's local admin key");
+    cmd->add_option("--timeout-ms", admin.timeout_ms, "How long to wait")->capture_default_str();
+    admin_cmds.push_back(cmd);
+  };
+  add_admin("submit", "Submit an RL job (a job TOML file) to a running serve.", "file");
+  add_admin("jobs", "List jobs and their states.", nullptr);
+  add_admin("groups", "List co-execution groups.", nullptr);
+  add_admin("job", "Show one job.", "id");
+  add_admin("cancel", "Cancel a job: it leaves its group, the others go on.", "id");
+  add_admin("fabric", "List committed circuit plans.", nullptr);
 
   std::string check_path;
   auto* check_cmd = app.add_subcommand(
@@ -189,6 +223,21 @@ int main(int argc, char** argv) {
     loom::setup_logging(*parse_level(emu_level));
     return loom::run_ocs_emulator(emu);
   }
+
+  if (*keygen_cmd)
+    return loom::run_keygen(keygen_name, keygen_dir);
+
+  for (auto* cmd : admin_cmds)
+    if (*cmd) {
+      auto result = load(admin_config);
+      if (!result.value) {
+        print_errors(result.errors, "config");
+        return exit_config_error;
+      }
+      loom::setup_logging(loom::log_level::warn);
+      admin.command = cmd->get_name();
+      return loom::run_admin(*result.value, admin);
+    }
 
   if (*check_cmd) {
     auto result = load(check_path);

@@ -59,6 +59,9 @@ using mask_atom = caf::atom_constant<caf::atom("mask")>;
 using plans_atom = caf::atom_constant<caf::atom("plans")>;
 using opus_atom = caf::atom_constant<caf::atom("opus")>;
 using topo_write_atom = caf::atom_constant<caf::atom("topowrite")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using frame_atom = caf::atom_constant<caf::atom("frame")>;
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 using caf::flush_atom;
 using caf::get_atom;
 using caf::ok_atom;
@@ -95,6 +98,12 @@ using worker_actor = caf::typed_actor<
   // The job left its group: drop whatever it runs.
   caf::reacts_to<leave_atom, std::string>>;
 
+/// The gateway (live): the worker edge for real RL frameworks over ZeroMQ, and every peer's
+/// entry point. Frames arrive from its I/O thread: (identity, payload, authenticated role).
+using gateway_actor = worker_actor::extend<
+  caf::reacts_to<frame_atom, std::string, std::string, std::string>,
+  caf::reacts_to<sweep_atom>>; // heartbeat check
+
 /// Replay's simulated RL frameworks: they submit jobs at their arrival times, run the phases
 /// they are permitted on simulated GPUs, crash and resubmit jobs as the scenario says.
 using simulated_frameworks_actor = worker_actor::extend<
@@ -122,6 +131,12 @@ using cluster_scheduler_actor = caf::typed_actor<
   caf::replies_to<finish_atom, std::string>::with<ok_atom>,
   // The job crashed (reason); it leaves its group, whose other jobs keep running (§5.3).
   caf::replies_to<fail_atom, std::string, std::string>::with<ok_atom>,
+  // An operator cancels the job: it leaves its group like a finished one.
+  caf::replies_to<cancel_atom, std::string>::with<ok_atom>,
+  // A live worker's phase is done, or its rollout reached the tail threshold: forwarded to
+  // the executor of the job's group.
+  caf::reacts_to<done_atom, std::string, phase_kind, double>,
+  caf::reacts_to<tail_atom, std::string>,
   // The job's measured phases outgrew its profile and saturate its group: stop and re-place
   // it with the measured rollout and training times; the count is iterations it has done.
   caf::reacts_to<drift_atom, std::string, double, double, int64_t>,

@@ -1,6 +1,7 @@
 #include "core/config.hpp"
 
 #include <charconv>
+#include <filesystem>
 #include <algorithm>
 #include <map>
 #include <set>
@@ -143,6 +144,37 @@ void read_endpoints(table_reader& root, config& cfg) {
       ep->error("metrics", fmt::format("'{}' is not HOST:PORT with a port in 0..65535", *m));
   }
   ep->reject_unknown();
+}
+
+void read_security(table_reader& root, config& cfg, const std::string& config_dir) {
+  auto sec = root.table("security");
+  if (!sec)
+    return;
+  auto& out = cfg.security;
+  if (auto v = sec->optional<bool>("insecure", false))
+    out.insecure = *v;
+  auto resolve = [&](const std::string& path) {
+    return path.empty() || path.front() == '/' || config_dir.empty()
+             ? path
+             : (std::filesystem::path{config_dir} / path).string();
+  };
+  if (auto v = sec->optional<std::string>("keys_dir", ""))
+    out.keys_dir = resolve(*v);
+  if (auto v = at_least<int64_t>(*sec, "heartbeat_ms",
+                                 sec->optional<int64_t>("heartbeat_ms", out.heartbeat_ms), 10))
+    out.heartbeat_ms = uint32_t(*v);
+  if (auto v = at_least<int64_t>(*sec, "heartbeat_misses",
+                                 sec->optional<int64_t>("heartbeat_misses", out.heartbeat_misses),
+                                 1))
+    out.heartbeat_misses = uint32_t(*v);
+  if (auto clients = sec->table("clients")) {
+    for (auto role : {"rollout", "train", "gen-instance", "collective-shim", "ocs-agent", "admin"})
+      if (auto files = clients->optional<std::vector<std::string>>(role, {}))
+        for (auto& f : *files)
+          out.clients[role].push_back(resolve(f));
+    clients->reject_unknown();
+  }
+  sec->reject_unknown();
 }
 
 void read_storage(table_reader& root, config& cfg) {
@@ -626,6 +658,9 @@ config_result parse_config(std::string_view text, std::string source_name) {
   id_registry node_ids{"node"};
   read_cluster(root, cfg, node_ids);
   read_fabric(root, cfg, node_ids);
+  read_security(root, cfg,
+                source_name.empty() || source_name.front() == '<' ? std::string{}
+                                           : std::filesystem::path{source_name}.parent_path().string());
   read_policy(root, cfg);
   root.reject_unknown();
   result.errors = diag.take_errors();

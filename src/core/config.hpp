@@ -1,6 +1,7 @@
 #pragma once
 // The whole configuration of one `loom serve`, loaded from TOML and validated strictly.
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,17 @@ struct endpoints {
   std::string metrics; // host:port of the Prometheus exposer; port 0 picks a free port
 };
 
+/// ZeroMQ CURVE security of the gateway (on unless `insecure`). Key files hold Z85 keys as
+/// `loom keygen` writes them; relative paths are from the config file's directory.
+struct security_config {
+  bool insecure = false;
+  std::string keys_dir;        // server.pub/.secret (and a local admin.pub/.secret) live here;
+                               // made on first start when absent; empty: STORAGE/keys
+  std::map<std::string, std::vector<std::string>> clients; // role -> public key files
+  uint32_t heartbeat_ms = 2000;
+  uint32_t heartbeat_misses = 3; // a worker silent this many intervals is declared dead
+};
+
 struct storage_config {
   std::string path;        // RocksDB directory; relative paths are from the working directory
   bool sync_writes = true; // fsync acknowledged decisions
@@ -33,6 +45,7 @@ struct config {
   log_level level = log_level::info;
   loom::endpoints endpoints;
   storage_config storage;
+  security_config security;
   loom::cluster cluster;
   fabric_topology fabric;
   loom::policy policy;

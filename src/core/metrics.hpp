@@ -8,6 +8,7 @@
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
 namespace loom {
@@ -26,8 +27,38 @@ public:
   prometheus::Counter& store_errors() { return *store_errors_; }
   /// Incremented each time a validated config is put in force.
   prometheus::Gauge& config_generation() { return *config_generation_; }
+  /// Gateway frames by direction ("in" | "out") and body type.
+  prometheus::Counter& gateway_messages(const std::string& direction, const std::string& type);
+  /// Connections whose CURVE key the ZAP handler refused.
+  prometheus::Counter& refused_connections() { return *refused_connections_; }
+  /// Live worker sessions, by role.
+  prometheus::Gauge& workers_alive(const std::string& role);
+  /// Workers declared dead after missing their heartbeats.
+  prometheus::Counter& workers_dead() { return *workers_dead_; }
+  /// PhaseAcquire to PhaseGrant, seconds (WEAVE §5.1 run permits).
+  prometheus::Histogram& grant_latency() { return *grant_latency_; }
+
+  /// Jobs by state and co-execution groups, as the scheduler last reported them.
+  prometheus::Gauge& jobs(const std::string& state);
+  prometheus::Gauge& groups() { return *groups_; }
+  /// Iterations finished, and those within their job's SLO (WEAVE's attainment).
+  prometheus::Counter& iterations(bool within_slo);
+  /// Placement decision time (WEAVE Alg. 1), seconds.
+  prometheus::Histogram& decision_latency() { return *decision_latency_; }
+  /// Fabric plan outcomes (committed, deferred, kept, unchanged).
+  prometheus::Counter& ocs_plans(const std::string& outcome);
 
 private:
+  prometheus::Family<prometheus::Gauge>* jobs_;
+  prometheus::Gauge* groups_;
+  prometheus::Family<prometheus::Counter>* iterations_;
+  prometheus::Histogram* decision_latency_;
+  prometheus::Family<prometheus::Counter>* ocs_plans_;
+  prometheus::Family<prometheus::Counter>* gateway_messages_;
+  prometheus::Counter* refused_connections_;
+  prometheus::Family<prometheus::Gauge>* workers_alive_;
+  prometheus::Counter* workers_dead_;
+  prometheus::Histogram* grant_latency_;
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Gauge>* actors_up_;
   prometheus::Family<prometheus::Counter>* store_writes_;

@@ -200,9 +200,11 @@ caf::result<fabric_decision> try_commit(self_ptr self, const std::string& owner,
     write_batch batch;
     batch.events.push_back(
       encode_event(now_ns(self), kind, owner, d.reason.empty() ? d.outcome : d.reason));
-    persist(self, std::move(batch), promise, [promise, d, kind, owner]() mutable {
+    persist(self, std::move(batch), promise, [self, promise, d, kind, owner]() mutable {
       spdlog::info("event={} owner={} version={} reason=\"{}\"", kind, owner, d.version,
                    d.reason);
+      if (auto& m = self->state.config.metrics)
+        m->ocs_plans(d.outcome).Increment();
       promise.deliver(d);
     });
   };
@@ -274,7 +276,9 @@ caf::result<fabric_decision> try_commit(self_ptr self, const std::string& owner,
       now_ns(self), "fabric_committed", owner,
       fmt::format("v{} {} circuits on {} devices, {} cross-connects changed ({})", plan.version,
                   plan.circuits.size(), touched.size(), d.changed, to_string(plan.stage))));
-    persist(self, std::move(batch), promise, [promise, d, owner]() mutable {
+    persist(self, std::move(batch), promise, [self, promise, d, owner]() mutable {
+      if (auto& m = self->state.config.metrics)
+        m->ocs_plans("committed").Increment();
       spdlog::info("event=fabric_committed owner={} version={} circuits={} changed={} "
                    "reconfig_ms={:.1f}",
                    owner, d.version, d.circuits, d.changed, d.reconfig_s * 1e3);

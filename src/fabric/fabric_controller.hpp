@@ -18,6 +18,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "core/actors.hpp"
+#include "core/metrics.hpp"
 #include "fabric/circuit_plan.hpp"
 #include "fabric/opus_controller.hpp"
 #include "fabric/topo_id.hpp"
@@ -32,6 +33,7 @@ struct fabric_controller_config {
   caf::timespan apply_timeout{std::chrono::seconds{5}};
   int max_retries = 2;                 // Opus: then the giant ring
   bool sync_writes = true;
+  std::shared_ptr<service_metrics> metrics; // live mode: plan outcomes
 };
 
 struct fabric_controller_state {

@@ -214,6 +214,55 @@ void depart(scheduler_ptr self, const std::string& id, const std::string& state,
     .then([done](uint64_t) { done(caf::error{}); }, [done](caf::error& err) { done(err); });
 }
 
+/// After a restart: the jobs the store kept. Placed ones go through admission again (their
+/// groups and executors are rebuilt, the same decisions for the same jobs in the same order);
+/// finished, failed, rejected and cancelled ones are listed as they ended.
+void restore(scheduler_ptr self) {
+  auto& st = self->state;
+  size_t readmitted = 0;
+  for (auto& r : st.config.restore) {
+    v1::Job rec;
+    auto job = job_from_record(r.value);
+    if (!job || !rec.ParseFromString(r.value)) {
+      spdlog::warn("event=job_restore_skipped job={}", r.key);
+      continue;
+    }
+    switch (rec.state()) {
+      case v1::JOB_STATE_PLACED:
+      case v1::JOB_STATE_RUNNING:
+      case v1::JOB_STATE_PENDING:
+        ++readmitted;
+        admit(self, *job, [id = job->id](caf::expected<placement_reply> p) {
+          if (!p)
+            spdlog::error("event=job_restore_failed job={} error=\"{}\"", id, render(p.error()));
+        });
+        break;
+      default: {
+        auto state = rec.state() == v1::JOB_STATE_FINISHED   ? "finished"
+                     : rec.state() == v1::JOB_STATE_FAILED   ? "failed"
+                     : rec.state() == v1::JOB_STATE_REJECTED ? "rejected"
+                                                             : "cancelled";
+        st.jobs[job->id] = {*job, state, 0, rec.reason()};
+      }
+    }
+  }
+  if (!st.config.restore.empty())
+    spdlog::info("event=scheduler_restored jobs={} readmitted={}", st.config.restore.size(),
+                 readmitted);
+}
+
+/// The executor running a placed job, if any.
+std::optional<group_executor_actor> executor_of(scheduler_ptr self, const std::string& id) {
+  auto& st = self->state;
+  auto it = st.jobs.find(id);
+  if (it == st.jobs.end() || it->second.state != "placed")
+    return std::nullopt;
+  auto ex = st.executors.find(it->second.group);
+  if (ex == st.executors.end())
+    return std::nullopt;
+  return ex->second;
+}
+
 caf::result<ok_atom> depart_and_answer(scheduler_ptr self, const std::string& id,
                                        const std::string& state, const std::string& reason) {
   auto rp = self->make_response_promise<ok_atom>();
@@ -254,6 +303,7 @@ cluster_scheduler(cluster_scheduler_actor::stateful_pointer<cluster_scheduler_st
   st.store = std::move(store);
   st.worker = std::move(worker);
   st.observer = std::move(observer);
+  restore(self);
   return {
     [self](submit_atom, rl_job job) -> caf::result<placement_reply> {
       if (job.id.empty())
@@ -272,6 +322,17 @@ cluster_scheduler(cluster_scheduler_actor::stateful_pointer<cluster_scheduler_st
     },
     [self](fail_atom, const std::string& id, const std::string& reason) -> caf::result<ok_atom> {
       return depart_and_answer(self, id, "failed", reason);
+    },
+    [self](cancel_atom, const std::string& id) -> caf::result<ok_atom> {
+      return depart_and_answer(self, id, "cancelled", "cancelled by an operator");
+    },
+    [self](done_atom, const std::string& id, phase_kind phase, double solo_s) {
+      if (auto ex = executor_of(self, id))
+        self->send(*ex, done_atom::value, id, phase, solo_s);
+    },
+    [self](tail_atom, const std::string& id) {
+      if (auto ex = executor_of(self, id))
+        self->send(*ex, tail_atom::value, id);
     },
     [self](drift_atom, const std::string& id, double rollout_s, double training_s,
            int64_t done_iterations) {

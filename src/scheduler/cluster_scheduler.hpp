@@ -26,6 +26,9 @@ struct cluster_scheduler_config {
   bool migrate_tails = true;
   bool sync_writes = true;
   placement_chooser choose;
+  // Job records read back from the store after a restart (column family "jobs"): placed jobs
+  // are admitted again, in key order, the others are listed as they ended.
+  std::vector<stored_record> restore;
 };
 
 struct cluster_scheduler_state {

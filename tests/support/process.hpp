@@ -87,6 +87,10 @@ std::string source_path(const std::string& relative);
 void write_file(const std::string& path, const std::string& text);
 std::string read_file(const std::string& path);
 
+/// A TCP port on 127.0.0.1 that was free a moment ago (for services that need one fixed in a
+/// config file).
+int free_tcp_port();
+
 /// GET http://127.0.0.1:port/path; returns the whole response (status line, headers, body).
 std::string http_get(int port, const std::string& path);
 

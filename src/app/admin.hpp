@@ -1,0 +1,32 @@
+#pragma once
+// The operator's side of `loom`: `keygen` writes CURVE key pairs, and `submit`, `jobs`,
+// `groups`, `job`, `cancel`, `fabric` talk to a running `serve` over the gateway with the
+// admin key (human tables by default, JSON with --json).
+
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+
+namespace loom {
+
+struct admin_request {
+  std::string command;     // submit | jobs | groups | job | cancel | fabric
+  std::string argument;    // the job file or job id
+  bool json = false;
+  std::string key;         // key pair path prefix (PREFIX.pub, PREFIX.secret); default: the
+                           // service's local admin key in its keys_dir
+  int timeout_ms = 10000;
+};
+
+/// The process exit code: 0, 1 when the service answers with an error or not at all, 2 for
+/// bad input (a job file with errors).
+int run_admin(const config& cfg, const admin_request& request);
+
+/// `loom keygen NAME --out DIR`.
+int run_keygen(const std::string& name, const std::string& dir);
+
+/// Where the service keeps its keys: security.keys_dir, or STORAGE/keys.
+std::string keys_dir(const config& cfg);
+
+} // namespace loom

@@ -1,0 +1,55 @@
+#include "app/metrics_observer.hpp"
+
+#include <caf/all.hpp>
+
+#include <map>
+
+namespace loom {
+
+observer_actor::behavior_type
+metrics_observer(observer_actor::stateful_pointer<metrics_observer_state> self,
+                 std::shared_ptr<service_metrics> metrics) {
+  self->state.metrics = std::move(metrics);
+  return {
+    [self](cluster_atom, const cluster_record& r) {
+      if (r.decision_us > 0)
+        self->state.metrics->decision_latency().Observe(r.decision_us / 1e6);
+    },
+    [self](iteration_atom, const iteration_record& r) {
+      // WEAVE's SLO: an iteration within `slo` times its solo time.
+      bool within = r.solo_s <= 0 || r.duration_s <= r.slo * r.solo_s;
+      self->state.metrics->iterations(within).Increment();
+    },
+  };
+}
+
+void poll_scheduler_metrics(caf::actor_system& sys, cluster_scheduler_actor scheduler,
+                            std::shared_ptr<service_metrics> metrics,
+                            std::chrono::milliseconds period) {
+  sys.spawn([scheduler, metrics, period](caf::event_based_actor* self) {
+    self->link_to(scheduler);
+    auto poll = [=] {
+      self->request(scheduler, caf::infinite, jobs_atom::value)
+        .then(
+          [metrics](const std::vector<job_status>& jobs) {
+            std::map<std::string, double> by;
+            for (auto& j : jobs)
+              by[j.state] += 1;
+            for (auto s : {"placed", "finished", "failed", "rejected", "cancelled", "drifted"})
+              metrics->jobs(s).Set(by[s]);
+          },
+          [](caf::error&) {});
+      self->request(scheduler, caf::infinite, groups_atom::value)
+        .then([metrics](const std::vector<group_status>& g) { metrics->groups().Set(double(g.size())); },
+              [](caf::error&) {});
+    };
+    poll();
+    self->become([=](tick_atom) {
+      poll();
+      self->delayed_send(self, period, tick_atom::value);
+    });
+    self->delayed_send(self, period, tick_atom::value);
+  });
+}
+
+} // namespace loom

@@ -1,0 +1,176 @@
+#include "gateway/zmq_server.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "core/error.hpp"
+
+namespace loom {
+
+struct zmq_server::impl {
+  zmq_server_config config;
+  inbound on_frame;
+  std::function<void()> on_refused;
+  zmq::context_t context{1};
+  zmq::socket_t zap{context, zmq::socket_type::rep};
+  zmq::socket_t router{context, zmq::socket_type::router};
+  int wake = -1;
+  std::mutex mutex;
+  std::deque<std::pair<std::string, std::string>> outbox;
+  std::atomic<bool> stop{false};
+
+  ~impl() {
+    if (wake >= 0)
+      ::close(wake);
+  }
+
+  /// ZAP (RFC 27): admit a CURVE client whose key is configured; its role becomes the User-Id.
+  void answer_zap() {
+    std::vector<zmq::message_t> parts;
+    while (true) {
+      zmq::message_t part;
+      if (!zap.recv(part, zmq::recv_flags::dontwait))
+        break;
+      bool more = part.more();
+      parts.push_back(std::move(part));
+      if (!more)
+        break;
+    }
+    if (parts.size() < 6)
+      return;
+    std::string role;
+    if (parts[5].to_string_view() == "CURVE" && parts.size() >= 7 && parts[6].size() == 32) {
+      char z85[41] = {};
+      zmq_z85_encode(z85, static_cast<const uint8_t*>(parts[6].data()), 32);
+      auto it = config.clients.find(z85);
+      if (it != config.clients.end())
+        role = it->second;
+    }
+    bool ok = !role.empty();
+    if (!ok && on_refused)
+      on_refused();
+    std::vector<std::string> reply{"1.0", parts[1].to_string(), ok ? "200" : "400",
+                                   ok ? "OK" : "unknown client key", role, ""};
+    for (size_t i = 0; i < reply.size(); ++i)
+      zap.send(zmq::buffer(reply[i]),
+               i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+
+  void flush_outbox() {
+    uint64_t n;
+    [[maybe_unused]] auto r = ::read(wake, &n, sizeof n);
+    std::deque<std::pair<std::string, std::string>> batch;
+    {
+      std::lock_guard<std::mutex> guard{mutex};
+      batch.swap(outbox);
+    }
+    for (auto& [id, payload] : batch) {
+      try {
+        router.send(zmq::buffer(id), zmq::send_flags::sndmore);
+        router.send(zmq::buffer(payload), zmq::send_flags::none);
+      } catch (const zmq::error_t& e) {
+        spdlog::warn("event=gateway_send_failed error=\"{}\"", e.what());
+      }
+    }
+  }
+
+  void receive() {
+    while (true) {
+      zmq::message_t id;
+      if (!router.recv(id, zmq::recv_flags::dontwait))
+        return;
+      std::vector<zmq::message_t> rest;
+      bool more = id.more();
+      while (more) {
+        zmq::message_t part;
+        (void)router.recv(part, zmq::recv_flags::none);
+        more = part.more();
+        rest.push_back(std::move(part));
+      }
+      std::string role;
+      if (!rest.empty() && !config.insecure)
+        if (auto* uid = rest.back().gets("User-Id"))
+          role = uid;
+      // One frame is the protocol; anything else is malformed and answered as such.
+      std::string payload = rest.size() == 1 ? rest[0].to_string() : std::string{};
+      on_frame(id.to_string(), rest.size() == 1 ? std::move(payload) : std::string{"\xff"},
+               std::move(role));
+    }
+  }
+};
+
+caf::expected<std::unique_ptr<zmq_server>> zmq_server::start(zmq_server_config config,
+                                                             inbound on_frame,
+                                                             std::function<void()> on_refused) {
+  std::unique_ptr<zmq_server> s{new zmq_server};
+  s->impl_ = std::make_unique<impl>();
+  auto& i = *s->impl_;
+  i.config = std::move(config);
+  i.on_frame = std::move(on_frame);
+  i.on_refused = std::move(on_refused);
+  try {
+    i.router.set(zmq::sockopt::router_mandatory, 0);
+    i.router.set(zmq::sockopt::linger, 0);
+    if (!i.config.insecure) {
+      i.zap.bind("inproc://zeromq.zap.01");
+      i.router.set(zmq::sockopt::curve_server, 1);
+      i.router.set(zmq::sockopt::curve_secretkey, i.config.server.secret_key);
+      i.router.set(zmq::sockopt::zap_domain, "loom");
+    }
+    i.router.bind(i.config.endpoint);
+    s->bound_ = i.router.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return make_error(errc::invalid_config,
+                      fmt::format("gateway cannot bind {}: {}", i.config.endpoint, e.what()));
+  }
+  i.wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  s->thread_ = std::thread([raw = s.get()] { raw->run(); });
+  return s;
+}
+
+void zmq_server::run() {
+  auto& i = *impl_;
+  while (!i.stop.load()) {
+    zmq::pollitem_t items[] = {{i.router.handle(), 0, ZMQ_POLLIN, 0},
+                               {nullptr, i.wake, ZMQ_POLLIN, 0},
+                               {i.zap.handle(), 0, ZMQ_POLLIN, 0}};
+    int n = i.config.insecure ? 2 : 3;
+    try {
+      zmq::poll(items, size_t(n), std::chrono::milliseconds{200});
+      if (items[1].revents & ZMQ_POLLIN)
+        i.flush_outbox();
+      if (n == 3 && (items[2].revents & ZMQ_POLLIN))
+        i.answer_zap();
+      if (items[0].revents & ZMQ_POLLIN)
+        i.receive();
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR)
+        spdlog::error("event=gateway_io_error error=\"{}\"", e.what());
+    }
+  }
+}
+
+void zmq_server::send(std::string identity, std::string payload) {
+  {
+    std::lock_guard<std::mutex> guard{impl_->mutex};
+    impl_->outbox.emplace_back(std::move(identity), std::move(payload));
+  }
+  uint64_t one = 1;
+  [[maybe_unused]] auto r = ::write(impl_->wake, &one, sizeof one);
+}
+
+zmq_server::~zmq_server() {
+  if (impl_) {
+    impl_->stop = true;
+    uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(impl_->wake, &one, sizeof one);
+  }
+  if (thread_.joinable())
+    thread_.join();
+}
+
+} // namespace loom

@@ -1,0 +1,57 @@
+#pragma once
+// The gateway's ZeroMQ edge: one ROUTER socket on the configured endpoint, served by a thread
+// of its own so that CAF's scheduler never blocks on I/O. With CURVE on, a ZAP handler admits
+// only the configured client public keys and stamps each connection with its role (the ZAP
+// User-Id); refused handshakes are counted. Frames go to `inbound` on the I/O thread; `send`
+// may be called from any thread (a queue and an eventfd wake the I/O thread).
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <caf/expected.hpp>
+
+#include "gateway/keys.hpp"
+
+namespace loom {
+
+struct zmq_server_config {
+  std::string endpoint;
+  bool insecure = false;
+  curve_keypair server;
+  std::map<std::string, std::string> clients; // Z85 public key -> role
+};
+
+class zmq_server {
+public:
+  /// identity, payload, role ("" when insecure)
+  using inbound = std::function<void(std::string, std::string, std::string)>;
+
+  static caf::expected<std::unique_ptr<zmq_server>> start(zmq_server_config config,
+                                                          inbound on_frame,
+                                                          std::function<void()> on_refused);
+  ~zmq_server();
+  zmq_server(const zmq_server&) = delete;
+  zmq_server& operator=(const zmq_server&) = delete;
+
+  void send(std::string identity, std::string payload);
+  /// The endpoint actually bound (a tcp port 0 resolved).
+  const std::string& endpoint() const { return bound_; }
+
+private:
+  zmq_server() = default;
+  void run();
+
+  struct impl;
+  std::unique_ptr<impl> impl_;
+  std::string bound_;
+  std::thread thread_;
+};
+
+} // namespace loom
