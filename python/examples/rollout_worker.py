@@ -6,21 +6,15 @@ in turn and reports back; the work itself is a sleep. Usage:
       --server-key KEYS/server.pub --key KEYS/worker --job math-7b --iterations 3
 """
 
-import argparse
 import time
 
-from loom_client import Client, Restarted
+from loom_client import Client, Restarted, worker_arguments
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--endpoint", default="tcp://127.0.0.1:5555")
-    p.add_argument("--server-key")
-    p.add_argument("--key")
-    p.add_argument("--job", required=True)
+    p = worker_arguments(__doc__)
     p.add_argument("--id")
     p.add_argument("--role", default="rollout")
-    p.add_argument("--iterations", type=int, default=3)
     p.add_argument("--phase-ms", type=int, default=50)
     a = p.parse_args()
     c = Client(a.endpoint, a.server_key, a.key, timeout_s=60)

@@ -6,19 +6,13 @@ each iteration when granted, watching for commands (the job leaving its group). 
       --server-key KEYS/server.pub --key KEYS/trainer --job math-7b --iterations 3
 """
 
-import argparse
 import time
 
-from loom_client import Client
+from loom_client import Client, worker_arguments
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--endpoint", default="tcp://127.0.0.1:5555")
-    p.add_argument("--server-key")
-    p.add_argument("--key")
-    p.add_argument("--job", required=True)
-    p.add_argument("--iterations", type=int, default=3)
+    p = worker_arguments(__doc__)
     p.add_argument("--step-ms", type=int, default=50)
     a = p.parse_args()
     c = Client(a.endpoint, a.server_key, a.key, timeout_s=60)

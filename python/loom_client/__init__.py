@@ -53,6 +53,20 @@ def read_key(path):
         return f.read().strip()
 
 
+def worker_arguments(description):
+    """An argparse parser with what every worker needs: the endpoint, the keys, the job and
+    how many iterations to run."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--endpoint", default="tcp://127.0.0.1:5555")
+    p.add_argument("--server-key", help="the service's public key file (omit if insecure)")
+    p.add_argument("--key", help="this worker's key pair prefix (KEY.pub, KEY.secret)")
+    p.add_argument("--job", required=True)
+    p.add_argument("--iterations", type=int, default=3)
+    return p
+
+
 class Client:
     """One DEALER connection, thread-safe: callers hold the socket only for short poll slices,
     so heartbeats (a thread of their own) interleave with a blocking acquire. ZeroMQ reconnects
