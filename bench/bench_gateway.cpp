@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <thread>
 #include <vector>
@@ -29,8 +30,8 @@
 using namespace loom;
 using clock_type = std::chrono::steady_clock;
 
-int main() {
-  constexpr int workers = 64;
+int main(int argc, char** argv) {
+  const int workers = argc > 1 ? std::max(1, std::atoi(argv[1])) : 64; // the goal's 64 by default
   constexpr int rounds = 200;
   constexpr int progress_senders = 4;
   constexpr int progress_each = 50000;
@@ -39,6 +40,7 @@ int main() {
   caf::actor_system_config cfg;
   register_loom_types(cfg);
   cfg.set("scheduler.max-threads", 1);
+  cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system sys{cfg};
   auto metrics = std::make_shared<service_metrics>();
   auto links = std::make_shared<gateway_links>();
@@ -50,7 +52,7 @@ int main() {
   zc.endpoint = "tcp://127.0.0.1:0";
   zc.server = *generate_keypair();
   std::vector<curve_keypair> keys;
-  for (int i = 0; i < workers; ++i) {
+  for (int i = 0; i < std::max(workers, progress_senders); ++i) {
     keys.push_back(*generate_keypair());
     zc.clients[keys.back().public_key] = "rollout";
   }
