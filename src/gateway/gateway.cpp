@@ -103,16 +103,7 @@ void update_alive(self_ptr self) {
 }
 
 /// A wire intent as the fabric controller takes it, or why it is not one.
-struct intent_result {
-  std::optional<std::pair<fabric_intent, commit_window>> value;
-  std::string why;
-  explicit operator bool() const { return value.has_value(); }
-  std::pair<fabric_intent, commit_window>* operator->() { return &*value; }
-  const std::string& error() const { return why; }
-};
-
-intent_result to_intent(const v1::FabricIntent& w) {
-  intent_result out;
+caf::expected<std::pair<fabric_intent, commit_window>> to_intent(const v1::FabricIntent& w) {
   std::optional<fabric_stage> stage;
   for (auto s : {fabric_stage::train_compute, fabric_stage::train_grad_sync, fabric_stage::gen,
                  fabric_stage::weight_sync})
@@ -129,18 +120,16 @@ intent_result to_intent(const v1::FabricIntent& w) {
                  window_kind::in_step})
     if (to_string(k) == w.window())
       window = k;
-  if (!stage || !prim || !window || w.owner().empty() || w.bytes() < 0 || w.window_s() < 0) {
-    out.why = fmt::format("FabricIntent needs an owner, a stage (train, grad-sync, gen, "
-                          "weight-sync), a primitive, a window and non-negative sizes; got "
-                          "stage '{}', primitive '{}', window '{}'",
-                          w.stage(), w.primitive(), w.window());
-    return out;
-  }
+  if (!stage || !prim || !window || w.owner().empty() || w.bytes() < 0 || w.window_s() < 0)
+    return make_error(errc::invalid_argument,
+                      fmt::format("FabricIntent needs an owner, a stage (train, grad-sync, gen, "
+                                  "weight-sync), a primitive, a window and non-negative sizes; "
+                                  "got stage '{}', primitive '{}', window '{}'",
+                                  w.stage(), w.primitive(), w.window()));
   fabric_intent intent{w.owner(), *stage, {{*prim, 1.0}}, {}, w.bytes(), w.group_size()};
   for (auto& r : w.members())
     intent.members.push_back({r.server(), int(r.gpu())});
-  out.value = std::pair{intent, commit_window{*window, w.window_s()}};
-  return out;
+  return std::pair{intent, commit_window{*window, w.window_s()}};
 }
 
 /// Admin requests (the loom CLI): submit, list, inspect, cancel, groups, fabric.
@@ -357,7 +346,7 @@ void handle_worker(self_ptr self, const std::string& identity, gateway_state::se
       }
       auto intent = to_intent(env.fabric_intent());
       if (!intent) {
-        send_error(self, identity, rid, v1::ERROR_INVALID, intent.error());
+        send_error(self, identity, rid, v1::ERROR_INVALID, render(intent.error()));
         return;
       }
       self->request(st.links->fabric, caf::infinite, intent_atom::value, intent->first,
