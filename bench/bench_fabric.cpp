@@ -47,11 +47,11 @@ BENCHMARK(BM_allocate_circuits)
 struct dense_fabric {
   loom::fabric_model model;
   loom::aggregated_demand demand;
-  loom::topology_template tpl;
+  loom::stage_template tpl;
 
   dense_fabric(const loom::rfabric_shape& shape, const std::vector<loom::rank_ref>& ranks) {
     auto f = loom::make_rfabric(shape);
-    model = *loom::fabric_model::build(f.topology, f.nodes);
+    model = *loom::fabric_model::build(f.topology, f.nodes).value;
     std::mt19937_64 rng{5};
     std::uniform_real_distribution<double> bytes{1e8, 1e10};
     std::vector<loom::rank_flow> flows;

@@ -43,31 +43,25 @@ int main(int argc, char** argv) {
   cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system sys{cfg};
   auto metrics = std::make_shared<service_metrics>();
-  auto links = std::make_shared<gateway_links>();
-  gateway_config gc;
-  gc.heartbeat_ms = 2000;
-  auto gw = sys.spawn(gateway, gc, links, metrics);
-
   zmq_server_config zc;
   zc.endpoint = "tcp://127.0.0.1:0";
   zc.server = *generate_keypair();
   std::vector<curve_keypair> keys;
   for (int i = 0; i < std::max(workers, progress_senders); ++i) {
     keys.push_back(*generate_keypair());
-    zc.clients[keys.back().public_key] = "rollout";
+    zc.clients[keys.back().public_key] = worker_role::rollout;
   }
-  auto server = zmq_server::start(
-    zc,
-    [gw](std::string id, std::string payload, std::string role) {
-      caf::anon_send(gw, frame_atom::value, std::move(id), std::move(payload), std::move(role));
-    },
-    [] {});
-  if (!server) {
-    std::fprintf(stderr, "bench_gateway: %s\n", caf::to_string(server.error()).c_str());
+  auto opened = zmq_server::open(zc, [] {});
+  if (!opened) {
+    std::fprintf(stderr, "bench_gateway: %s\n", caf::to_string(opened.error()).c_str());
     return 1;
   }
-  links->server = server->get();
-  auto endpoint = (*server)->endpoint();
+  std::shared_ptr<zmq_server> server = std::move(*opened);
+  gateway_config gc;
+  gc.heartbeat_ms = 2000;
+  auto gw = sys.spawn(gateway, gc, server, metrics);
+  server->run([gw](wire_frame f) { caf::anon_send(gw, frame_atom::value, std::move(f)); });
+  auto endpoint = server->endpoint();
 
   auto make_client = [&](int i) {
     client_options o;
@@ -148,8 +142,7 @@ int main(int argc, char** argv) {
               "handled by the gateway (goal: >= 100,000/s)\n",
               progress_senders, progress_senders * progress_each, secs,
               progress_senders * progress_each / secs);
-  links->server = nullptr;
-  server->reset();
+  server->stop();
   caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
   return failures ? 1 : 0;
 }

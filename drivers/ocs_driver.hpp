@@ -13,7 +13,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "core/actors.hpp"
-#include "core/fabric_topology.hpp"
+#include "core/fabric_config.hpp"
 #include "drivers/latency_model.hpp"
 #include "drivers/tl1_client.hpp"
 #include "drivers/xc_table.hpp"

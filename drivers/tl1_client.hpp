@@ -11,7 +11,7 @@
 
 #include <caf/expected.hpp>
 
-#include "core/cross_connect.hpp"
+#include "core/types.hpp"
 #include "drivers/xc_table.hpp"
 
 namespace loom {

@@ -8,20 +8,15 @@ namespace loom::replay {
 
 namespace {
 
-/// Rollout nodes of `g` whose host memory can take the job; empty if the group cannot host
-/// it at all (full, training memory).
+/// Rollout nodes of `g` whose host memory can take the job, by placement's own checks; empty
+/// if the group cannot host it at all (full, training memory).
 std::vector<int> hosting_nodes(const placement_engine& e, const co_execution_group& g,
                                const rl_job& job) {
-  if (int(g.jobs.size()) >= e.max_group_size())
+  if (!e.has_room(g, job))
     return {};
-  const double training_used = e.training_memory_used(g);
-  const double training_need = training_memory_per_node(job, g.training_gpus);
-  for (int n : g.training_nodes)
-    if (training_need >= e.training_pool()[size_t(n)].memory_gb - training_used)
-      return {};
   std::vector<int> out;
   for (int n : g.rollout_nodes)
-    if (job.rollout_memory_gb < e.rollout_pool()[size_t(n)].memory_gb - e.rollout_memory_used(g, n))
+    if (e.rollout_fits(g, job, n))
       out.push_back(n);
   if (out.size() < e.rollout_nodes_needed(job))
     return {};
@@ -74,7 +69,7 @@ placement_chooser greedy_chooser() {
       if (nodes.empty())
         continue;
       // Idle share of the bottleneck over the group's natural cycle.
-      double idle = 1 - load_time(g.members) / cycle_time(g.members);
+      double idle = 1 - load_time(g.plan) / cycle_time(g.plan);
       if (idle > best_idle) {
         best_idle = idle;
         best = &g;

@@ -7,7 +7,7 @@
 
 #include "fabric/circuit_plan.hpp"
 #include "fabric/flow_model.hpp"
-#include "fabric/topology_template.hpp"
+#include "fabric/stage_template.hpp"
 
 namespace loom::replay {
 
@@ -58,7 +58,7 @@ std::vector<std::vector<rank_ref>> domain_groups(const std::vector<parallel_dim>
 collective_result evaluate_collective(const rfabric_shape& shape, const collective_setup& setup,
                                       uint64_t seed) {
   auto shaped = make_rfabric(shape);
-  auto model = fabric_model::build(shaped.topology, shaped.nodes);
+  auto model = fabric_model::build(shaped.topology, shaped.nodes).value;
   std::mt19937_64 rng{seed};
   std::lognormal_distribution<double> load{0.0, setup.expert_skew};
   std::vector<rank_flow> flows;

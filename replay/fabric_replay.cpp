@@ -1,6 +1,5 @@
 #include "replay/fabric_replay.hpp"
 
-#include <caf/all.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -8,17 +7,9 @@
 #include <cmath>
 #include <limits>
 
-#include "core/error.hpp"
-#include "core/metrics.hpp"
-#include "drivers/ocs_driver.hpp"
 #include "fabric/broadcast.hpp"
-#include "fabric/circuit_plan.hpp"
-#include "fabric/fabric_controller.hpp"
-#include "fabric/flow_model.hpp"
-#include "replay/driver.hpp"
+#include "replay/fabric_rl.hpp"
 #include "replay/report.hpp"
-#include "replay/request.hpp"
-#include "store/store_actor.hpp"
 
 namespace loom::replay {
 
@@ -29,11 +20,6 @@ using wall = std::chrono::steady_clock;
 
 double seconds_since(wall::time_point t) {
   return std::chrono::duration<double>(wall::now() - t).count();
-}
-
-/// A time, or null when it is infinite (traffic with no circuit path).
-json time_json(double s) {
-  return std::isfinite(s) ? json(round4(s)) : json(nullptr);
 }
 
 json collectives_json(const fabric_scenario& sc, std::string& summary) {
@@ -203,114 +189,6 @@ json weight_sync_json(const weight_sync_section& w, std::string& summary) {
           {"flat_waves", flat.waves.size()},
           {"one_copy_then_broadcast_s", round4(one_copy)},
           {"budgets_respected", within}};
-}
-
-caf::expected<json> rl_json(const fabric_scenario& sc, const rl_section& rl,
-                            const std::string& dir, std::string& summary) {
-  auto shaped = make_rfabric(sc.shape);
-  auto model = fabric_model::build(shaped.topology, shaped.nodes);
-  if (!model)
-    return model.error();
-  auto db = open_scratch_store(dir + "/store/rl");
-  if (!db)
-    return db.error();
-  const int gpus = sc.shape.gpus_per_server;
-  auto rank = [&](int r) { return rank_ref{uint32_t(r / gpus), r % gpus}; };
-  std::vector<parallel_dim> layout{{"EP", rl.ep}, {"DP", rl.dp}};
-  std::vector<rank_ref> ep_groups;
-  for (auto& g : domain_groups(layout, "EP", gpus))
-    ep_groups.insert(ep_groups.end(), g.begin(), g.end());
-  std::vector<rank_ref> dp_groups;
-  for (auto& g : domain_groups(layout, "DP", gpus))
-    dp_groups.insert(dp_groups.end(), g.begin(), g.end());
-  std::vector<rank_ref> gen;
-  for (int r = 0; r < rl.gen_ranks; ++r)
-    gen.push_back(rank(rl.ep * rl.dp + r));
-  std::vector<rank_ref> sync{rank(0)};
-  sync.insert(sync.end(), gen.begin(), gen.end());
-  struct period {
-    std::string name;
-    fabric_intent intent;
-    window_kind window;
-  };
-  // One owner: the job's stages take turns on the fabric (§5.2), each period's plan replacing
-  // the last one's where they differ.
-  std::vector<period> periods{
-    {"train fwd/bwd", {"rl-job", fabric_stage::train_compute, {{primitive::all_to_all, 1}},
-                       ep_groups, rl.gb_a2a * 1e9, uint32_t(rl.ep)},
-     window_kind::stage_boundary},
-    {"grad-sync", {"rl-job", fabric_stage::train_grad_sync, {{primitive::all_reduce, 1}},
-                   dp_groups, rl.gb_grad * 1e9, uint32_t(rl.dp)},
-     window_kind::stage_boundary},
-    {"weight-sync", {"rl-job", fabric_stage::weight_sync, {{primitive::broadcast, 1}}, sync,
-                     rl.gb_weights * 1e9, 0},
-     window_kind::before_broadcast},
-    {"gen", {"rl-job", fabric_stage::gen, {{primitive::all_to_all, 1}}, gen, rl.gb_a2a * 1e9, 0},
-     window_kind::deployment_boundary},
-  };
-
-  json out = json::array();
-  std::map<std::string, int> outcomes;
-  size_t persisted = 0;
-  {
-    driver drv;
-    auto& sys = drv.system();
-    auto store_handle = sys.spawn(store, std::shared_ptr<database>{std::move(*db)},
-                                  std::make_shared<service_metrics>());
-    std::map<std::string, ocs_driver_actor> drivers;
-    std::vector<caf::actor> devices;
-    for (auto& d : model->devices) {
-      emulated_ocs_config c;
-      c.device = d.id;
-      c.size = {d.ports, d.ports};
-      c.latency = {d.reconfig_s * 1e3, d.reconfig_s * 1e3};
-      c.seed = sc.seed;
-      auto a = sys.spawn(emulated_ocs, c);
-      drivers[d.id] = caf::actor_cast<ocs_driver_actor>(a);
-      devices.push_back(caf::actor_cast<caf::actor>(a));
-    }
-    auto ctl = sys.spawn(fabric_controller, *model, drivers, store_handle,
-                         fabric_controller_config{}, std::vector<stored_record>{});
-    for (int it = 0; it < rl.iterations; ++it)
-      for (auto& p : periods) {
-        auto d = request_now<fabric_decision>(drv, ctl, intent_atom::value, p.intent,
-                                              commit_window{p.window, rl.compute_s});
-        if (!d.value)
-          return d.error;
-        auto layout_now = request_now<circuit_layout>(drv, ctl, get_atom::value, p.intent.owner);
-        double comm = fabric_network(*model, *layout_now.value).completion_s(planned_flows(*model, p.intent));
-        ++outcomes[d.value->outcome];
-        out.push_back({{"iteration", it},
-                       {"period", p.name},
-                       {"owner", p.intent.owner},
-                       {"outcome", d.value->outcome},
-                       {"reason", d.value->reason},
-                       {"version", d.value->version},
-                       {"circuits", d.value->circuits},
-                       {"changed", d.value->changed},
-                       {"reconfig_ms", round4(d.value->reconfig_s * 1e3)},
-                       {"exposed_ms", round4(d.value->exposed_s * 1e3)},
-                       {"comm_s", time_json(comm + d.value->exposed_s)}});
-      }
-    auto records = request_now<std::vector<stored_record>>(drv, store_handle, scan_atom::value,
-                                                           record_kind::circuit_plans,
-                                                           std::string{});
-    persisted = records.value ? records.value->size() : 0;
-    for (auto& a : devices)
-      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(ctl, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(store_handle, caf::exit_reason::user_shutdown);
-  }
-  summary += fmt::format("RL iterations through the fabric controller: {} committed, {} "
-                         "unchanged, {} deferred, {} kept; {} devices' plans persisted\n",
-                         outcomes["committed"], outcomes["unchanged"], outcomes["deferred"],
-                         outcomes["kept"], persisted);
-  return json{{"periods", out},
-              {"committed", outcomes["committed"]},
-              {"unchanged", outcomes["unchanged"]},
-              {"deferred", outcomes["deferred"]},
-              {"kept", outcomes["kept"]},
-              {"persisted_devices", persisted}};
 }
 
 } // namespace

@@ -75,14 +75,14 @@ std::optional<double> offline_optimum::group_cost(const std::vector<const rl_job
         double cost = nodes * rollout_node_.cost_per_hour
                       + training_nodes * training_node_.cost_per_hour;
         if (!best || cost < *best) {
-          std::vector<group_member> members;
+          std::vector<planned_phases> members;
           for (size_t i = 0; i < n; ++i) {
             std::vector<int> nodes;
             const int need = (jobs[i]->rollout_gpus + rgpus - 1) / rgpus;
             for (int k = 0; k < need; ++k)
               nodes.push_back(first[size_t(bin[i])] + k);
             // Alone, a job switches nothing; shared, as Algorithm 1 plans it.
-            members.push_back(planned_member(*jobs[i], std::move(nodes), group_training_gpus,
+            members.push_back(plan_member(*jobs[i], std::move(nodes), group_training_gpus,
                                              n > 1, tail_migration_cost_s_));
           }
           auto times = meta_iteration_times(members);

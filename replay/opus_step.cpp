@@ -4,13 +4,14 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <queue>
 #include <random>
 #include <set>
 
 #include <fmt/format.h>
 
-#include "fabric/opus_controller.hpp"
+#include "fabric/rail_orchestrator.hpp"
 
 namespace loom::replay {
 
@@ -122,7 +123,7 @@ public:
   simulation(const opus_workload& w, const opus_env& env, opus_mode mode, int steps,
              uint64_t seed)
       : w_(w), env_(env), mode_(mode), steps_(steps), rng_(seed),
-        items_(build_schedule(w, env, steps)), ctl_(topo_id::uniform(w.pp, 0)) {
+        items_(build_schedule(w, env, steps)) {
     bw_ = env.link_gbps * 1e9 / 8;
     stage_.resize(size_t(w.pp));
     // Profiling (Opus §4.2): one step's trace per stage gives the phase table.
@@ -148,7 +149,7 @@ public:
           initial.set(s, uint8_t(it.dim));
           break;
         }
-    ctl_ = opus_controller(initial);
+    orch_.emplace(opus_layout{w.pp, {w.fsdp}}, initial, env.max_retries);
     if (env.compute_jitter > 0) {
       std::uniform_real_distribution<double> j{1 - env.compute_jitter, 1 + env.compute_jitter};
       for (auto& v : items_)
@@ -188,13 +189,6 @@ private:
     std::vector<int> dims; // of one step's operations: the phase table
     std::vector<double> step_end;
   };
-  struct pending_transition {
-    topo_transition t;
-    std::vector<int> writers;
-    int step = 0;
-    int attempts = 0;
-  };
-
   void at(double t, std::function<void()> fn) {
     uint64_t id = next_++;
     actions_.emplace(id, std::move(fn));
@@ -226,15 +220,17 @@ private:
   bool served(int s, const item& it) const {
     if (reprogramming(s) || (it.peer >= 0 && reprogramming(it.peer)))
       return false;
-    if (fallen_back_)
+    if (orch_->fallen_back())
       return true;
-    auto& cur = ctl_.current();
+    auto& cur = orch_->current();
     if (it.dim != 0)
       return cur.digit(s) == it.dim;
     return cur.digit(s) == 0 && cur.digit(it.peer) == 0
            && (pp_peer(cur, s) == it.peer || pp_peer(cur, it.peer) == s);
   }
 
+  /// The shim's topo_write (Opus Alg. 1-2) for an item, through the rail orchestration the
+  /// controller runs live; the stage waits for its ACK.
   void write_for(int s, size_t pc) {
     auto& it = items_[size_t(s)][pc];
     auto& st = stage_[size_t(s)];
@@ -245,77 +241,61 @@ private:
     std::string group = it.dim == 0 ? fmt::format("pp{}-{}", std::min(s, it.peer),
                                                   std::max(s, it.peer))
                                     : fmt::format("dp{}", s);
-    auto key = std::make_pair(group, it.index);
-    writers_[key].push_back(s);
-    auto t = ctl_.write({group, it.index, it.dim == 0 ? 2 : 1, s, uint8_t(it.dim)});
-    if (!t)
-      return;
-    pending_transition p{*t, writers_[key], it.step, 0};
-    writers_.erase(key);
-    if (fallen_back_ || t->reprogram.empty()) {
-      if (p.step == steps_ - 1)
+    auto out = orch_->write({group, it.index, it.dim == 0 ? 2 : 1, s, uint8_t(it.dim)},
+                            uint64_t(s));
+    if (out.transition) {
+      step_of_[{group, it.index}] = it.step;
+      if ((orch_->fallen_back() || out.transition->reprogram.empty()) && it.step == steps_ - 1)
         ++run_.suppressed;
-      ctl_.confirm(p.t);
-      ack(p.writers);
-      return;
     }
-    queue_.push_back(std::move(p));
+    for (auto& a : out.acks)
+      ack(a.writers);
     start_reprogram();
   }
 
-  void ack(const std::vector<int>& stages) {
+  void ack(const std::vector<uint64_t>& stages) {
     at(now_ + env_.control_s, [this, stages] {
-      for (int s : stages)
+      for (auto s : stages)
         stage_[size_t(s)].locked = false;
       advance_all();
     });
   }
 
-  /// The orchestrator: one transition at a time, once G2 allows it.
+  /// The orchestrator's next transition, once G2 allows it: no operation in flight on a
+  /// stage it reprograms.
   void start_reprogram() {
-    if (reprogram_active_ || queue_.empty())
+    auto* t = orch_->start([this](int s) { return in_flight_[s] > 0; });
+    if (!t)
       return;
-    auto& p = queue_.front();
-    for (int s : p.t.reprogram)
-      if (in_flight_[s] > 0)
-        return; // G2: an operation still uses a sub-mapping this changes
-    reprogram_active_ = true;
-    for (int s : p.t.reprogram)
+    applying_ = *t;
+    for (int s : t->reprogram)
       reprogramming_.insert(s);
     bool fails = env_.failing_applies > applies_failed_;
     double until = now_ + (fails ? env_.ack_timeout_s : env_.ocs_latency_s);
-    for (int s : p.t.reprogram)
+    for (int s : t->reprogram)
       run_.reprograms.push_back({s, now_, until});
     at(until, [this, fails] { finish_reprogram(fails); });
   }
 
   void finish_reprogram(bool failed) {
-    auto p = std::move(queue_.front());
-    queue_.pop_front();
-    reprogram_active_ = false;
     reprogramming_.clear();
-    if (failed) {
+    if (failed)
       ++applies_failed_;
-      if (++p.attempts <= env_.max_retries) {
-        queue_.push_front(std::move(p)); // retry
-        start_reprogram();
-        return;
-      }
+    auto r = orch_->finish(!failed);
+    if (r.retry) {
+      start_reprogram();
+      return;
+    }
+    if (r.fell_back) {
       // Persistent failure: a static giant ring serves every operation from now on.
-      fallen_back_ = true;
       run_.fell_back = true;
       bw_ *= env_.fallback_bandwidth;
-      for (auto& q : queue_)
-        ack(q.writers);
-      queue_.clear();
-    } else {
-      if (p.step == steps_ - 1) {
-        ++run_.reconfigs;
-        run_.submappings += int(p.t.reprogram.size());
-      }
-      ctl_.confirm(p.t);
+    } else if (step_of_[{applying_.group, applying_.op_index}] == steps_ - 1) {
+      ++run_.reconfigs;
+      run_.submappings += int(applying_.reprogram.size());
     }
-    ack(p.writers);
+    for (auto& a : r.acks)
+      ack(a.writers);
     start_reprogram();
     advance_all();
   }
@@ -423,7 +403,9 @@ private:
   int steps_;
   std::mt19937_64 rng_;
   std::vector<std::vector<item>> items_;
-  opus_controller ctl_;
+  std::optional<rail_orchestrator> orch_;
+  topo_transition applying_;                                // the one the rails are applying
+  std::map<std::pair<std::string, uint64_t>, int> step_of_; // a transition's step
   double bw_ = 0;
   double now_ = 0;
   uint64_t next_ = 0;
@@ -435,11 +417,7 @@ private:
   std::vector<stage_state> stage_;
   std::map<int, int> in_flight_;
   std::map<int, int> arrived_; // PP op -> the stage waiting at it
-  std::map<std::pair<std::string, uint64_t>, std::vector<int>> writers_;
-  std::deque<pending_transition> queue_;
   std::set<int> reprogramming_;
-  bool reprogram_active_ = false;
-  bool fallen_back_ = false;
   int applies_failed_ = 0;
   opus_run run_;
 };

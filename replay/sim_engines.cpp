@@ -256,7 +256,8 @@ void end_step(engines_ptr self) {
                 st.last_finish - st.step_start);
   const double next = st.last_finish + st.config.training_s - now_s(self);
   if (st.planner) {
-    self->request(st.planner, caf::infinite, step_atom::value, uint64_t(st.step), st.step_outputs)
+    self->request(st.planner, caf::infinite, step_done_atom::value, uint64_t(st.step),
+                  st.step_outputs)
       .then(
         [self](double histogram, double mean) {
           if (!std::isnan(histogram)) {

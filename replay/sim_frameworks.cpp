@@ -73,10 +73,10 @@ void submit(sim_ptr self, const std::string& job) {
   rl_job spec = spec_of(self, r).job;
   spec.iterations = std::max<int64_t>(1, spec.iterations - r.done);
   ++st.ledger->submissions;
-  self->request(*st.scheduler, caf::infinite, submit_atom::value, spec)
+  self->request(st.scheduler, caf::infinite, submit_atom::value, spec)
     .then(
       [self, job](const placement_reply& reply) {
-        if (reply.kind == "rejected") {
+        if (reply.kind == placement_kind::rejected) {
           self->state.ledger->rejected.push_back(job + ": " + reply.reason);
           return;
         }
@@ -100,14 +100,12 @@ void stop(sim_ptr self, job_run& r) {
 simulated_frameworks_actor::behavior_type
 sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state> self,
                loom::config config, std::vector<job_arrival> jobs, response_lengths lengths,
-               uint64_t seed, std::shared_ptr<cluster_scheduler_actor> scheduler,
-               std::shared_ptr<sim_ledger> ledger) {
+               uint64_t seed, std::shared_ptr<sim_ledger> ledger) {
   auto& st = self->state;
   st.config = std::move(config);
   st.jobs = std::move(jobs);
   st.lengths = lengths;
   st.seed = seed;
-  st.scheduler = std::move(scheduler);
   st.ledger = std::move(ledger);
   for (size_t i = 0; i < st.jobs.size(); ++i) {
     auto& a = st.jobs[i];
@@ -118,6 +116,9 @@ sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state
                          uint64_t(i));
   }
   return {
+    [self](connect_atom, cluster_scheduler_actor scheduler) {
+      self->state.scheduler = std::move(scheduler);
+    },
     [self](arrive_atom, uint64_t index) { submit(self, self->state.jobs[index].job.id); },
     [self](crash_atom, uint64_t index) {
       auto& st = self->state;
@@ -128,7 +129,7 @@ sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state
       stop(self, r);
       ++st.ledger->crashes;
       spdlog::debug("event=sim_job_crashed job={} done={}", a.job.id, r.done);
-      self->request(*st.scheduler, caf::infinite, fail_atom::value, a.job.id,
+      self->request(st.scheduler, caf::infinite, fail_atom::value, a.job.id,
                     std::string{"simulated crash"})
         .then([](ok_atom) {}, [](const caf::error&) {});
       // Recovered from its checkpoint: resubmitted as a new arrival (WEAVE §5.3).

@@ -52,15 +52,15 @@ struct sim_frameworks_state {
   response_lengths lengths;
   uint64_t seed = 0;
   std::map<std::string, job_run> runs;
-  std::shared_ptr<cluster_scheduler_actor> scheduler;
+  cluster_scheduler_actor scheduler; // from connect_atom: it needs this actor as its worker
   std::shared_ptr<sim_ledger> ledger;
 };
 
-/// `scheduler` is filled in after spawn (the scheduler needs this actor as its worker).
+/// Jobs are submitted to the scheduler it is connected to (connect_atom, sent before the
+/// first arrival is due).
 simulated_frameworks_actor::behavior_type
 sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state> self,
                loom::config config, std::vector<job_arrival> jobs, response_lengths lengths,
-               uint64_t seed, std::shared_ptr<cluster_scheduler_actor> scheduler,
-               std::shared_ptr<sim_ledger> ledger);
+               uint64_t seed, std::shared_ptr<sim_ledger> ledger);
 
 } // namespace loom::replay

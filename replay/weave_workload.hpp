@@ -9,7 +9,7 @@
 
 #include "core/config_error.hpp"
 #include "replay/rollout_model.hpp"
-#include "scheduler/rl_job.hpp"
+#include "scheduler/types.hpp"
 
 namespace loom::replay {
 

@@ -104,7 +104,7 @@ BOOST_AUTO_TEST_CASE(commits_in_a_safe_window_and_persists_before_answering) {
                                            {{0, 0}, {1, 1}}),
                                 stage_boundary);
   BOOST_REQUIRE(d.value);
-  BOOST_CHECK_EQUAL(d.value->outcome, "committed");
+  BOOST_CHECK_EQUAL(d.value->outcome, fabric_outcome::committed);
   BOOST_CHECK_EQUAL(d.value->version, 1u);
   BOOST_CHECK_EQUAL(d.value->circuits, 4u); // all four uplinks of ToR 0 and ToR 1
   // Answered only after the OCS applied the change (25 ms) and the store took the write.
@@ -124,7 +124,7 @@ BOOST_AUTO_TEST_CASE(commits_in_a_safe_window_and_persists_before_answering) {
                                     all_reduce("job-a", fabric_stage::train_compute,
                                                {{0, 0}, {1, 1}}),
                                     stage_boundary);
-  BOOST_CHECK_EQUAL(again.value->outcome, "unchanged");
+  BOOST_CHECK_EQUAL(again.value->outcome, fabric_outcome::unchanged);
 }
 
 BOOST_AUTO_TEST_CASE(granularity_and_window_length_decide_when_a_plan_commits) {
@@ -132,16 +132,16 @@ BOOST_AUTO_TEST_CASE(granularity_and_window_length_decide_when_a_plan_commits) {
   auto gen = all_reduce("gen-0", fabric_stage::gen, {{0, 0}, {1, 1}});
   // Gen reconfigures only at deployment boundaries.
   auto in_step = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value, gen, stage_boundary);
-  BOOST_CHECK_EQUAL(in_step.value->outcome, "deferred");
+  BOOST_CHECK_EQUAL(in_step.value->outcome, fabric_outcome::deferred);
   BOOST_CHECK(f.on_device("agg0").empty());
   // A deployment boundary too short for 25 ms plus the 5 ms margin: still deferred.
   auto tight = ask<fabric_decision>(f.drv, f.ctl, window_atom::value, std::string{"gen-0"},
                                     commit_window{window_kind::deployment_boundary, 0.02});
-  BOOST_CHECK_EQUAL(tight.value->outcome, "deferred");
+  BOOST_CHECK_EQUAL(tight.value->outcome, fabric_outcome::deferred);
   BOOST_CHECK_NE(tight.value->reason.find("window 20.0 ms"), std::string::npos);
   auto wide = ask<fabric_decision>(f.drv, f.ctl, window_atom::value, std::string{"gen-0"},
                                    commit_window{window_kind::deployment_boundary, 2.0});
-  BOOST_CHECK_EQUAL(wide.value->outcome, "committed");
+  BOOST_CHECK_EQUAL(wide.value->outcome, fabric_outcome::committed);
   auto plans = ask<std::vector<fabric_plan_status>>(f.drv, f.ctl, plans_atom::value);
   BOOST_CHECK_EQUAL(plans.value->size(), 1u);
 }
@@ -153,7 +153,7 @@ BOOST_AUTO_TEST_CASE(weight_sync_commits_on_demand_and_reports_what_its_slack_mi
     fabric_intent{"sync", fabric_stage::weight_sync, {{primitive::broadcast, 1.0}},
                   {{0, 0}, {2, 1}, {3, 0}}, 1e9},
     commit_window{window_kind::before_broadcast, 0.01});
-  BOOST_CHECK_EQUAL(sync.value->outcome, "committed");
+  BOOST_CHECK_EQUAL(sync.value->outcome, fabric_outcome::committed);
   BOOST_CHECK_CLOSE(sync.value->exposed_s, 0.015, 1e-6);
   BOOST_CHECK(!f.on_device("core0").empty()); // the forest crosses the core
 }
@@ -165,13 +165,13 @@ BOOST_AUTO_TEST_CASE(a_plan_failing_core_agg_coupling_keeps_the_previous_one) {
   // Rail 0 of server b to rail 1 of server c: ToR b0 <-> b1.
   auto intra = all_reduce("job-a", fabric_stage::train_compute, {{1, 0}, {2, 1}});
   auto committed = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value, intra, stage_boundary);
-  BOOST_REQUIRE_EQUAL(committed.value->outcome, "committed");
+  BOOST_REQUIRE_EQUAL(committed.value->outcome, fabric_outcome::committed);
   auto before = f.on_device("agg-c");
   BOOST_CHECK(!before.empty());
   auto wide = all_reduce("job-a", fabric_stage::train_grad_sync, {{0, 0}, {1, 0}}, 8);
   auto second = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value, wide, stage_boundary);
   BOOST_REQUIRE(second.value);
-  BOOST_CHECK_EQUAL(second.value->outcome, "kept");
+  BOOST_CHECK_EQUAL(second.value->outcome, fabric_outcome::kept);
   BOOST_CHECK_NE(second.value->reason.find("Core-Agg coupling"), std::string::npos);
   BOOST_CHECK_EQUAL(second.value->version, committed.value->version);
   BOOST_CHECK(f.on_device("agg-c") == before);
@@ -190,7 +190,7 @@ BOOST_AUTO_TEST_CASE(a_failed_port_is_masked_and_only_its_circuit_moves) {
   BOOST_CHECK(*owners.value == std::vector<std::string>{"job-a"});
   auto moved = ask<fabric_decision>(f.drv, f.ctl, window_atom::value, std::string{"job-a"},
                                     stage_boundary);
-  BOOST_CHECK_EQUAL(moved.value->outcome, "committed");
+  BOOST_CHECK_EQUAL(moved.value->outcome, fabric_outcome::committed);
   BOOST_CHECK_EQUAL(moved.value->circuits, 3u);
   BOOST_CHECK_EQUAL(moved.value->changed, 2u); // one circuit: two cross-connects removed
   auto after = f.on_device("agg0");
@@ -217,7 +217,7 @@ BOOST_AUTO_TEST_CASE(a_restarted_controller_resumes_its_committed_plans_from_the
                                     all_reduce("job-b", fabric_stage::train_compute,
                                                {{0, 0}, {1, 1}}),
                                     stage_boundary);
-  BOOST_CHECK_EQUAL(other.value->outcome, "kept");
+  BOOST_CHECK_EQUAL(other.value->outcome, fabric_outcome::kept);
   // A malformed intent is refused with the reason.
   auto bad = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value,
                                   all_reduce("job-c", fabric_stage::gen, {{99, 0}}),
@@ -230,7 +230,7 @@ namespace {
 
 /// Opus Fig. 8's job (PP = 3, DP = 2, CP = 2) on one 12-port photonic rail.
 fabric_model one_rail(int ports = 12) {
-  fabric_topology t;
+  fabric_config t;
   t.kind = fabric_kind::opus;
   t.link_gbps = 200;
   t.nics_per_server = 1;
@@ -241,7 +241,7 @@ fabric_model one_rail(int ports = 12) {
   rail.rail = 0;
   rail.ports = ports;
   t.ocs = {rail};
-  return *fabric_model::build(t, {});
+  return *fabric_model::build(t, {}).value;
 }
 
 std::set<cross_connect> mapping(const topo_id& id) {
@@ -315,7 +315,7 @@ fabric_model from_config(const std::string& file) {
   std::vector<node> nodes = cfg.value->cluster.rollout;
   nodes.insert(nodes.end(), cfg.value->cluster.training.begin(),
                cfg.value->cluster.training.end());
-  auto m = fabric_model::build(cfg.value->fabric, nodes);
+  auto m = fabric_model::build(cfg.value->fabric, nodes).value;
   BOOST_REQUIRE(m);
   return std::move(*m);
 }
@@ -331,7 +331,7 @@ BOOST_AUTO_TEST_CASE(mfabric_region_from_config_gets_numa_balanced_circuits) {
       ep.members.push_back({s, g});
   auto d = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value, ep, stage_boundary);
   BOOST_REQUIRE(d.value);
-  BOOST_CHECK_EQUAL(d.value->outcome, "committed");
+  BOOST_CHECK_EQUAL(d.value->outcome, fabric_outcome::committed);
   BOOST_CHECK_EQUAL(d.value->circuits, 6u);
   auto xcs = f.on_device("region-ocs");
   BOOST_CHECK_EQUAL(xcs.size(), 12u);

@@ -12,8 +12,8 @@
 #include "fabric/demand.hpp"
 #include "fabric/flow_model.hpp"
 #include "fabric/shape.hpp"
-#include "fabric/topology.hpp"
-#include "fabric/topology_template.hpp"
+#include "fabric/fabric_model.hpp"
+#include "fabric/stage_template.hpp"
 #include "support/fabric_fixtures.hpp"
 
 using namespace loom;
@@ -22,7 +22,7 @@ namespace {
 
 fabric_model shaped(const rfabric_shape& s) {
   auto f = make_rfabric(s);
-  auto m = fabric_model::build(f.topology, f.nodes);
+  auto m = fabric_model::build(f.topology, f.nodes).value;
   BOOST_REQUIRE(m);
   return std::move(*m);
 }
@@ -128,7 +128,7 @@ to = "core:{1..2}"
   auto cfg = parse_config(text, "fabric.toml");
   BOOST_REQUIRE_MESSAGE(cfg.value, (cfg.errors.empty() ? "" : cfg.errors[0].to_string()));
   std::vector<node> nodes = cfg.value->cluster.training;
-  auto m = fabric_model::build(cfg.value->fabric, nodes);
+  auto m = fabric_model::build(cfg.value->fabric, nodes).value;
   BOOST_REQUIRE(m);
   BOOST_CHECK_EQUAL(m->tors[size_t(m->tor_of({0, 0}))].id, "t0"); // racks split rail 0
   BOOST_CHECK_EQUAL(m->tors[size_t(m->tor_of({1, 0}))].id, "t1");
@@ -141,12 +141,12 @@ to = "core:{1..2}"
   auto bad = cfg.value->fabric;
   bad.links.push_back({{"t1", 5}, {"core", 3}});
   auto err = fabric_model::build(bad, nodes);
-  BOOST_REQUIRE(!err);
-  BOOST_CHECK_NE(render(err.error()).find("OCS-Agg"), std::string::npos);
+  BOOST_REQUIRE(!err.value);
+  BOOST_CHECK_NE(err.error.find("OCS-Agg"), std::string::npos);
   // Two racks claiming one server's NIC.
   auto twice = cfg.value->fabric;
   twice.tors[1].servers = {"n0"};
-  BOOST_CHECK(!fabric_model::build(twice, nodes));
+  BOOST_CHECK(!fabric_model::build(twice, nodes).value);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -363,7 +363,7 @@ BOOST_AUTO_TEST_CASE(masked_ports_and_other_owners_ports_are_avoided) {
 BOOST_AUTO_TEST_CASE(mfabric_regional_plan_spreads_pairs_over_numa_nodes) {
   // One PoD, three servers with 4 NICs each, all four on a regional OCS (NICs 0-1 on NUMA 0,
   // 2-3 on NUMA 1). Equal demand between every pair: two circuits per pair.
-  fabric_topology t;
+  fabric_config t;
   t.kind = fabric_kind::mfabric;
   t.link_gbps = 200;
   t.nics_per_server = 4;
@@ -375,7 +375,7 @@ BOOST_AUTO_TEST_CASE(mfabric_regional_plan_spreads_pairs_over_numa_nodes) {
   reg.ports = 12;
   reg.nics = {0, 1, 2, 3};
   t.ocs = {reg};
-  auto m = fabric_model::build(t, {});
+  auto m = fabric_model::build(t, {}).value;
   BOOST_REQUIRE(m);
   std::vector<demand> d{{0, 1, 100}, {0, 2, 100}, {1, 2, 100}};
   port_usage usage(*m);
@@ -401,7 +401,7 @@ BOOST_AUTO_TEST_CASE(mfabric_regional_plan_spreads_pairs_over_numa_nodes) {
 BOOST_AUTO_TEST_CASE(a_failed_server_is_replaced_and_only_its_circuits_move) {
   // mFabric region of four 2-NIC servers, both NICs on the regional OCS. The job runs on
   // a, b, c; c fails and the job replaces its ranks on d (RFabric §5.4 (i)).
-  fabric_topology t;
+  fabric_config t;
   t.kind = fabric_kind::mfabric;
   t.link_gbps = 200;
   t.nics_per_server = 2;
@@ -413,7 +413,7 @@ BOOST_AUTO_TEST_CASE(a_failed_server_is_replaced_and_only_its_circuits_move) {
   reg.ports = 8;
   reg.nics = {0, 1};
   t.ocs = {reg};
-  auto m = *fabric_model::build(t, {});
+  auto m = *fabric_model::build(t, {}).value;
   auto ring = [&](std::vector<uint32_t> servers) {
     std::vector<rank_ref> ranks;
     for (auto sv : servers)

@@ -7,6 +7,7 @@
 #include "scheduler/phase_costs.hpp"
 #include "scheduler/placement.hpp"
 #include "scheduler/round_robin.hpp"
+#include "store/codecs.hpp"
 
 using namespace loom;
 
@@ -15,7 +16,7 @@ BOOST_AUTO_TEST_SUITE(meta_iteration_schedule)
 BOOST_AUTO_TEST_CASE(unsaturated_group_cycles_at_the_longest_solo_time) {
   // A: roll 10, train 5; B: roll 4, train 3, on the same rollout node. T_cycle = 15,
   // T_load = max(5 + 3, 10 + 4) = 14 < 15: B's phases fit in A's bubbles (Theorem 1).
-  std::vector<loom::group_member> g{{{0}, 10, 5, 0}, {{0}, 4, 3, 0}};
+  std::vector<loom::planned_phases> g{{{0}, 10, 5, 0}, {{0}, 4, 3, 0}};
   BOOST_CHECK_EQUAL(cycle_time(g), 15.0);
   BOOST_CHECK_EQUAL(load_time(g), 14.0);
   BOOST_CHECK(!saturated(g));
@@ -26,7 +27,7 @@ BOOST_AUTO_TEST_CASE(unsaturated_group_cycles_at_the_longest_solo_time) {
 
 BOOST_AUTO_TEST_CASE(saturated_group_cycles_at_its_bottleneck_load) {
   // B's rollout grows to 8: node 0 needs 18 per meta-iteration > T_cycle 15.
-  std::vector<loom::group_member> g{{{0}, 10, 5, 0}, {{0}, 8, 3, 0}};
+  std::vector<loom::planned_phases> g{{{0}, 10, 5, 0}, {{0}, 8, 3, 0}};
   BOOST_CHECK(saturated(g));
   auto t = meta_iteration_times(g);
   BOOST_CHECK_CLOSE(t[0], 18.0, 1e-9);
@@ -36,12 +37,12 @@ BOOST_AUTO_TEST_CASE(saturated_group_cycles_at_its_bottleneck_load) {
 BOOST_AUTO_TEST_CASE(training_is_shared_in_round_robin_order) {
   // Separate rollout nodes, shared training: roll_A [0,10], roll_B [0,4], train_A [10,15],
   // train_B [15,18] (B waits its turn), then every cycle repeats at 15.
-  std::vector<loom::group_member> g{{{0}, 10, 5, 0}, {{1}, 4, 3, 0}};
+  std::vector<loom::planned_phases> g{{{0}, 10, 5, 0}, {{1}, 4, 3, 0}};
   BOOST_CHECK_EQUAL(load_time(g), 10.0);
   auto t = meta_iteration_times(g);
   BOOST_CHECK_CLOSE(t[1], 15.0, 1e-9);
   // Sync delays the next rollout of its own job only: A's iteration becomes 15 + 2.
-  std::vector<loom::group_member> synced{{{0}, 10, 5, 2}, {{1}, 4, 3, 0}};
+  std::vector<loom::planned_phases> synced{{{0}, 10, 5, 2}, {{1}, 4, 3, 0}};
   BOOST_CHECK_CLOSE(meta_iteration_times(synced)[0], 17.0, 1e-9);
 }
 
@@ -52,7 +53,7 @@ BOOST_AUTO_TEST_CASE(the_transition_into_a_join_is_planned_iteration_by_iteratio
   // after B, [74, 80]. In round 9 A rolls [70, 72] but the pool is J's until 80: A trains
   // [80, 82] and is ready at 83, 14 after its previous end at 69. From round 10 on everyone
   // cycles at 12.
-  std::vector<loom::group_member> g{{{0}, 2, 2, 1}, {{0}, 4, 4, 0}, {{1}, 2, 6, 0}};
+  std::vector<loom::planned_phases> g{{{0}, 2, 2, 1}, {{0}, 4, 4, 0}, {{1}, 2, 6, 0}};
   auto steady = meta_iteration_times(g);
   auto longest = longest_iterations_after_join(g);
   for (size_t k = 0; k < 3; ++k)
@@ -140,7 +141,7 @@ BOOST_AUTO_TEST_CASE(a_job_wider_than_the_training_pool_joins_with_its_dp_matche
   auto l = place_and_commit(e, wide);
   BOOST_CHECK(l.kind == placement_kind::direct_packing);
   BOOST_CHECK_EQUAL(l.group, a.group);
-  BOOST_CHECK_CLOSE(e.groups().begin()->second.members[1].training_s, 8.0, 1e-9);
+  BOOST_CHECK_CLOSE(e.groups().begin()->second.plan[1].training_s, 8.0, 1e-9);
   BOOST_CHECK_CLOSE(e.training_memory_used(e.groups().begin()->second), 300.0, 1e-9);
 }
 
@@ -188,9 +189,15 @@ BOOST_AUTO_TEST_SUITE(intra_group)
 
 namespace {
 
-executor_member member(std::string job, std::vector<int> nodes, int gpus = 8) {
-  return executor_member{std::move(job), std::move(nodes), gpus, {2, 100}, {3, 120}};
+loom::group_member member(std::string job, std::vector<int> nodes, int gpus = 8) {
+  rl_job j;
+  j.id = std::move(job);
+  j.rollout_gpus = gpus;
+  return loom::group_member{j, std::move(nodes)};
 }
+
+/// Warm 2 s and cold 100 s for rollouts, 3 s and 120 s for training.
+const phase_switches switches{{2, 100}, {3, 120}};
 
 const phase_grant* grant_for(const executor_actions& a, const std::string& job) {
   for (auto& g : a.grants)
@@ -210,11 +217,11 @@ void first_round_of_a(round_robin& rr) {
 
 BOOST_AUTO_TEST_CASE(phases_run_in_round_robin_order_with_run_permits) {
   round_robin rr{8, 8, 0.8, false};
-  auto a = rr.add(member("A", {0}), true);
+  auto a = rr.add(member("A", {0}), switches, true);
   BOOST_REQUIRE(grant_for(a, "A"));
   BOOST_CHECK(grant_for(a, "A")->phase == phase_kind::rollout);
   BOOST_CHECK_EQUAL(grant_for(a, "A")->gpus, 8);
-  BOOST_CHECK(rr.add(member("B", {0}), true).grants.empty()); // node 0 is busy: B waits
+  BOOST_CHECK(rr.add(member("B", {0}), switches, true).grants.empty()); // node 0 is busy: B waits
   BOOST_CHECK(rr.rollout_queue(0) == std::vector<std::string>{"B"});
   first_round_of_a(rr);
   BOOST_REQUIRE(grant_for(rr.phase_done("A", phase_kind::sync), "A")); // A's turn first
@@ -243,8 +250,8 @@ BOOST_AUTO_TEST_CASE(phases_run_in_round_robin_order_with_run_permits) {
 
 BOOST_AUTO_TEST_CASE(nobody_runs_a_phase_again_before_the_others_had_their_turn) {
   round_robin rr{8, 8, 0.8, false};
-  rr.add(member("A", {0}), true);
-  auto b = rr.add(member("B", {1}), true);
+  rr.add(member("A", {0}), switches, true);
+  auto b = rr.add(member("B", {1}), switches, true);
   BOOST_REQUIRE(grant_for(b, "B")); // alone on its own node: it rolls at once
   // B's short rollout ends first, but A comes first in every round: the idle pool waits.
   BOOST_CHECK(rr.phase_done("B", phase_kind::rollout).grants.empty());
@@ -265,11 +272,11 @@ BOOST_AUTO_TEST_CASE(nobody_runs_a_phase_again_before_the_others_had_their_turn)
 
 BOOST_AUTO_TEST_CASE(a_joiner_enters_after_the_others_in_the_next_round) {
   round_robin rr{8, 8, 0.8, false};
-  rr.add(member("A", {0}), true);
+  rr.add(member("A", {0}), switches, true);
   rr.phase_done("A", phase_kind::rollout); // A trains: node 0 is idle
   // B joins now, but only after A's next rollout: B's first phases slot in behind A's, as in
   // the steady state the planner checked.
-  BOOST_CHECK(rr.add(member("B", {0}), true).grants.empty());
+  BOOST_CHECK(rr.add(member("B", {0}), switches, true).grants.empty());
   BOOST_CHECK(rr.rollout_queue(0) == std::vector<std::string>{"B"});
   rr.phase_done("A", phase_kind::training);
   auto s = rr.phase_done("A", phase_kind::sync);
@@ -282,7 +289,7 @@ BOOST_AUTO_TEST_CASE(a_joiner_enters_after_the_others_in_the_next_round) {
 
 BOOST_AUTO_TEST_CASE(first_start_is_cold_unless_staged_and_a_job_alone_switches_nothing) {
   round_robin rr{8, 8, 0.8, false};
-  auto a = rr.add(member("A", {0}), false);
+  auto a = rr.add(member("A", {0}), switches, false);
   BOOST_REQUIRE(grant_for(a, "A"));
   BOOST_CHECK(grant_for(a, "A")->cold);
   BOOST_CHECK_EQUAL(grant_for(a, "A")->switch_s, 100.0);
@@ -296,8 +303,8 @@ BOOST_AUTO_TEST_CASE(first_start_is_cold_unless_staged_and_a_job_alone_switches_
 
 BOOST_AUTO_TEST_CASE(tail_migration_frees_gpus_for_the_next_rollout) {
   round_robin rr{8, 8, 0.8, true};
-  rr.add(member("A", {0}), true);
-  rr.add(member("B", {0}), true);
+  rr.add(member("A", {0}), switches, true);
+  rr.add(member("B", {0}), switches, true);
   first_round_of_a(rr);
   rr.phase_done("A", phase_kind::sync); // A's second rollout; B is next on node 0
   // A has 80% of its responses done: its tail keeps ceil(8 x 0.2) = 2 GPUs, B starts on 6.
@@ -318,8 +325,8 @@ BOOST_AUTO_TEST_CASE(tail_migration_frees_gpus_for_the_next_rollout) {
   // Nobody waits behind B, so its own tail is not migrated; nor is anything without the policy.
   BOOST_CHECK(rr.tail_bound("B").resizes.empty());
   round_robin off{8, 8, 0.8, false};
-  off.add(member("A", {0}), true);
-  off.add(member("B", {0}), true);
+  off.add(member("A", {0}), switches, true);
+  off.add(member("B", {0}), switches, true);
   first_round_of_a(off);
   off.phase_done("A", phase_kind::sync);
   BOOST_CHECK(off.tail_bound("A").resizes.empty());
@@ -328,8 +335,8 @@ BOOST_AUTO_TEST_CASE(tail_migration_frees_gpus_for_the_next_rollout) {
 
 BOOST_AUTO_TEST_CASE(a_leaving_job_frees_its_gpus_and_the_others_go_on) {
   round_robin rr{8, 8, 0.8, true};
-  rr.add(member("A", {0, 1}, 16), true);
-  rr.add(member("B", {1}), true);
+  rr.add(member("A", {0, 1}, 16), switches, true);
+  rr.add(member("B", {1}), switches, true);
   BOOST_CHECK_EQUAL(rr.free_gpus(1), 0);
   auto r = rr.remove("A");
   BOOST_REQUIRE(grant_for(r, "B"));
@@ -369,10 +376,14 @@ BOOST_AUTO_TEST_CASE(a_job_spec_is_read_strictly) {
   BOOST_CHECK_EQUAL(ok.value->id, "q14");
   BOOST_CHECK_EQUAL(ok.value->slo, 1.5); // the default SLO
   BOOST_CHECK_EQUAL(ok.value->rollout_s, 300.0);
-  auto round = job_from_record(job_record(*ok.value, 2, "g1", ""));
+  // The store's record of it reads back as it was, with its state and group.
+  auto round = decode_job(encode_job({*ok.value, job_state::drifted, "g1", "measured"}));
   BOOST_REQUIRE(round);
-  BOOST_CHECK_EQUAL(round->model, "Qwen2.5-14B");
-  BOOST_CHECK_CLOSE(round->model_gb, 29.5, 1e-9);
+  BOOST_CHECK_EQUAL(round->job.model, "Qwen2.5-14B");
+  BOOST_CHECK_CLOSE(round->job.model_gb, 29.5, 1e-9);
+  BOOST_CHECK_EQUAL(round->state, job_state::drifted);
+  BOOST_CHECK_EQUAL(round->group, "g1");
+  BOOST_CHECK_EQUAL(round->reason, "measured");
   const std::string bad = "name = \"x\"\nrollout_gpus = 0\ntraining_gpus = 8\n"
                           "rollout_host_memory_gb = 1\ntraining_host_memory_gb = 1\n"
                           "worst_rollout_s = 10\nworst_training_s = 5\nslo = 0.5\ncolour = 1\n";
@@ -403,15 +414,15 @@ BOOST_AUTO_TEST_CASE(derived_costs_make_sharing_plan_for_warm_starts) {
   BOOST_CHECK_CLOSE(j.solo_s(), 156.0, 1e-9);
   // With long-tail migration a shared rollout also plans for the consolidation pause; alone,
   // nothing is added.
-  auto migrating = planned_member(j, {0}, 8, true, 2.0);
+  auto migrating = plan_member(j, {0}, 8, true, 2.0);
   BOOST_CHECK_CLOSE(migrating.rollout_s, 103.0, 1e-9);
-  auto alone = planned_member(j, {0}, 8, false, 2.0);
+  auto alone = plan_member(j, {0}, 8, false, 2.0);
   BOOST_CHECK_CLOSE(alone.rollout_s, 100.0, 1e-9);
   BOOST_CHECK_CLOSE(alone.training_s, 50.0, 1e-9);
   // DP matched down to a 4-GPU pool: twice the training, twice the state per node.
   j.training_memory_gb = 300;
   j.training_switch_s = 1.5;
-  auto narrow = planned_member(j, {0}, 4, true, 0.0);
+  auto narrow = plan_member(j, {0}, 4, true, 0.0);
   BOOST_CHECK_CLOSE(narrow.training_s, 100.0 + 3.0, 1e-9);
   BOOST_CHECK_CLOSE(training_memory_per_node(j, 4), 600.0, 1e-9);
   BOOST_CHECK_CLOSE(training_memory_per_node(j, 16), 300.0, 1e-9);

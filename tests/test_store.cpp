@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/type_registry.hpp"
 #include "loom.pb.h"
+#include "store/codecs.hpp"
 #include "store/database.hpp"
 #include "store/store_actor.hpp"
 #include "tests/support/process.hpp"
@@ -24,7 +25,7 @@ std::unique_ptr<database> open_ok(const std::string& path) {
   return std::move(*db);
 }
 
-std::string job_record(const std::string& id, uint32_t gpus) {
+std::string job_bytes(const std::string& id, uint32_t gpus) {
   v1::Job job;
   job.set_id(id);
   job.set_rollout_gpus(gpus);
@@ -47,8 +48,8 @@ BOOST_AUTO_TEST_CASE(records_and_events_survive_reopen) {
     auto db = open_ok(path);
     BOOST_CHECK_EQUAL(db->last_event_seq(), 0u);
     write_batch b;
-    b.records.push_back({record_kind::jobs, "job-a", job_record("job-a", 8), false});
-    b.records.push_back({record_kind::jobs, "job-b", job_record("job-b", 16), false});
+    b.records.push_back({record_kind::jobs, "job-a", job_bytes("job-a", 8), false});
+    b.records.push_back({record_kind::jobs, "job-b", job_bytes("job-b", 16), false});
     b.records.push_back({record_kind::groups, "g1", "group", false});
     b.events = {"e1", "e2", "e3"};
     auto seq = db->write(b);
@@ -173,13 +174,13 @@ BOOST_AUTO_TEST_CASE(write_get_scan_flush) {
   auto st = sys.spawn(store, std::shared_ptr<database>{open_ok(dir / "db")}, metrics);
   caf::scoped_actor self{sys};
   write_batch b;
-  b.records.push_back({record_kind::jobs, "job-1", job_record("job-1", 4), false});
+  b.records.push_back({record_kind::jobs, "job-1", job_bytes("job-1", 4), false});
   b.events = {"placed"};
   self->request(st, caf::infinite, write_atom::value, b)
     .receive([](uint64_t seq) { BOOST_CHECK_EQUAL(seq, 1u); },
              [](caf::error& err) { BOOST_FAIL(render(err)); });
   self->request(st, caf::infinite, get_atom::value, record_kind::jobs, std::string{"job-1"})
-    .receive([](std::string& value) { BOOST_CHECK_EQUAL(value, job_record("job-1", 4)); },
+    .receive([](std::string& value) { BOOST_CHECK_EQUAL(value, job_bytes("job-1", 4)); },
              [](caf::error& err) { BOOST_FAIL(render(err)); });
   self->request(st, caf::infinite, get_atom::value, record_kind::jobs, std::string{"job-2"})
     .receive([](std::string&) { BOOST_FAIL("job-2 should not exist"); },

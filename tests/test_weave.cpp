@@ -101,23 +101,24 @@ BOOST_AUTO_TEST_CASE(a_group_runs_meta_iterations_survives_a_failure_and_readmit
     auto st = sys.spawn(store, std::shared_ptr<database>{std::move(*db)},
                         std::make_shared<service_metrics>());
     auto obs = sys.spawn(observer, its, cluster);
-    auto slot = std::make_shared<cluster_scheduler_actor>();
     auto sim = sys.spawn(replay::sim_frameworks, *cfg.value, jobs, replay::response_lengths{},
-                         uint64_t{5}, slot, ledger);
-    *slot = sys.spawn(cluster_scheduler,
-                      cluster_scheduler_config{cfg.value->cluster, cfg.value->policy.weave, true,
-                                               true, {}},
-                      st, caf::actor_cast<worker_actor>(sim), obs);
+                         uint64_t{5}, ledger);
+    auto scheduler = sys.spawn(cluster_scheduler,
+                               cluster_scheduler_config{cfg.value->cluster,
+                                                        cfg.value->policy.weave, true, true, {},
+                                                        {}},
+                               st, caf::actor_cast<worker_actor>(sim), obs);
+    caf::anon_send(sim, connect_atom::value, scheduler);
     d.run_to_quiescence();
-    for (auto a : {caf::actor_cast<caf::actor>(sim), caf::actor_cast<caf::actor>(*slot),
+    for (auto a : {caf::actor_cast<caf::actor>(sim), caf::actor_cast<caf::actor>(scheduler),
                    caf::actor_cast<caf::actor>(obs), caf::actor_cast<caf::actor>(st)})
       caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     d.run_to_quiescence();
   }
   // B was packed into A's group (direct packing), crashed once, and was placed again.
   BOOST_REQUIRE_GE(cluster->size(), 3u);
-  BOOST_CHECK_EQUAL((*cluster)[0].event, "new_group");
-  BOOST_CHECK_EQUAL((*cluster)[1].event, "direct_packing");
+  BOOST_CHECK_EQUAL((*cluster)[0].event, cluster_event::new_group);
+  BOOST_CHECK_EQUAL((*cluster)[1].event, cluster_event::direct_packing);
   BOOST_CHECK_EQUAL(ledger->crashes, 1);
   BOOST_CHECK_EQUAL(ledger->submissions, 3);
   int64_t a_done = 0, b_done = 0;

@@ -32,11 +32,11 @@ void poll_scheduler_metrics(caf::actor_system& sys, cluster_scheduler_actor sche
       self->request(scheduler, caf::infinite, jobs_atom::value)
         .then(
           [metrics](const std::vector<job_status>& jobs) {
-            std::map<std::string, double> by;
+            std::map<job_state, double> by;
             for (auto& j : jobs)
               by[j.state] += 1;
-            for (auto s : {"placed", "finished", "failed", "rejected", "cancelled", "drifted"})
-              metrics->jobs(s).Set(by[s]);
+            for (auto s : all_values<job_state>())
+              metrics->jobs(std::string{to_string(s)}).Set(by[s]);
           },
           [](caf::error&) {});
       self->request(scheduler, caf::infinite, groups_atom::value)

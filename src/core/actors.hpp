@@ -1,6 +1,8 @@
 #pragma once
 // The whole message protocol of a Loom process, on one page: every atom and every typed actor
-// interface. Actors implement these in their own components; nothing else declares one.
+// interface. Actors implement these in their own components; nothing else declares one. The
+// messages carry the plain data of the components' types.hpp; core/inspect.hpp makes them
+// CAF messages.
 
 #include <caf/atom.hpp>
 #include <caf/fwd.hpp>
@@ -11,13 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/cross_connect.hpp"
-#include "fabric/messages.hpp"
-#include "generation/messages.hpp"
-#include "scheduler/messages.hpp"
-#include "scheduler/rl_job.hpp"
-#include "scheduler/round_robin.hpp"
-#include "store/records.hpp"
+#include "core/inspect.hpp"
 
 namespace loom {
 
@@ -51,6 +47,7 @@ using staged_atom = caf::atom_constant<caf::atom("staged")>;
 using plan_atom = caf::atom_constant<caf::atom("plan")>;
 using balance_atom = caf::atom_constant<caf::atom("balance")>;
 using step_atom = caf::atom_constant<caf::atom("step")>;
+using step_done_atom = caf::atom_constant<caf::atom("stepdone")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using deliver_atom = caf::atom_constant<caf::atom("deliver")>;
 using intent_atom = caf::atom_constant<caf::atom("intent")>;
@@ -62,6 +59,7 @@ using topo_write_atom = caf::atom_constant<caf::atom("topowrite")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using frame_atom = caf::atom_constant<caf::atom("frame")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+using connect_atom = caf::atom_constant<caf::atom("connect")>;
 using caf::flush_atom;
 using caf::get_atom;
 using caf::ok_atom;
@@ -89,7 +87,8 @@ using observer_actor = caf::typed_actor<caf::reacts_to<cluster_atom, cluster_rec
                                         caf::reacts_to<iteration_atom, iteration_record>>;
 
 /// The edge that runs phases: simulated RL frameworks in replay, worker sessions behind the
-/// gateway live. It reports back to the executor that sent the permit.
+/// gateway live. In both modes it reports a job's phases (done_atom, tail_atom) straight to the
+/// executor that sent the job's last permit.
 using worker_actor = caf::typed_actor<
   // A run permit (WEAVE §5.1): run the phase now on the granted GPUs.
   caf::reacts_to<run_atom, phase_grant>,
@@ -98,23 +97,10 @@ using worker_actor = caf::typed_actor<
   // The job left its group: drop whatever it runs.
   caf::reacts_to<leave_atom, std::string>>;
 
-/// The gateway (live): the worker edge for real RL frameworks over ZeroMQ, and every peer's
-/// entry point. Frames arrive from its I/O thread: (identity, payload, authenticated role).
-using gateway_actor = worker_actor::extend<
-  caf::reacts_to<frame_atom, std::string, std::string, std::string>,
-  caf::reacts_to<sweep_atom>>; // heartbeat check
-
-/// Replay's simulated RL frameworks: they submit jobs at their arrival times, run the phases
-/// they are permitted on simulated GPUs, crash and resubmit jobs as the scenario says.
-using simulated_frameworks_actor = worker_actor::extend<
-  caf::reacts_to<arrive_atom, uint64_t>,               // job index: submit it now
-  caf::reacts_to<wake_atom, std::string, uint64_t>,    // a phase event is due (version)
-  caf::reacts_to<crash_atom, uint64_t>>;               // job index: it crashes now
-
 /// One per co-execution group: round-robin run permits, tail migration (WEAVE §4.3).
 using group_executor_actor = caf::typed_actor<
-  // A placed job joins with its rollout nodes (rollout-pool indices).
-  caf::reacts_to<join_atom, rl_job, std::vector<int>>,
+  // A placed job joins with the rollout nodes it is pinned to.
+  caf::reacts_to<join_atom, group_member>,
   caf::reacts_to<leave_atom, std::string>,
   // The worker finished a phase; `solo_s` is how long the same work takes alone on full GPUs.
   caf::reacts_to<done_atom, std::string, phase_kind, double>,
@@ -133,15 +119,19 @@ using cluster_scheduler_actor = caf::typed_actor<
   caf::replies_to<fail_atom, std::string, std::string>::with<ok_atom>,
   // An operator cancels the job: it leaves its group like a finished one.
   caf::replies_to<cancel_atom, std::string>::with<ok_atom>,
-  // A live worker's phase is done, or its rollout reached the tail threshold: forwarded to
-  // the executor of the job's group.
-  caf::reacts_to<done_atom, std::string, phase_kind, double>,
-  caf::reacts_to<tail_atom, std::string>,
   // The job's measured phases outgrew its profile and saturate its group: stop and re-place
   // it with the measured rollout and training times; the count is iterations it has done.
   caf::reacts_to<drift_atom, std::string, double, double, int64_t>,
   caf::replies_to<jobs_atom>::with<std::vector<job_status>>,
   caf::replies_to<groups_atom>::with<std::vector<group_status>>>;
+
+/// Replay's simulated RL frameworks: they submit jobs at their arrival times, run the phases
+/// they are permitted on simulated GPUs, crash and resubmit jobs as the scenario says.
+using simulated_frameworks_actor = worker_actor::extend<
+  caf::reacts_to<connect_atom, cluster_scheduler_actor>, // the scheduler to submit to
+  caf::reacts_to<arrive_atom, uint64_t>,                 // job index: submit it now
+  caf::reacts_to<wake_atom, std::string, uint64_t>,      // a phase event is due (version)
+  caf::reacts_to<crash_atom, uint64_t>>;                 // job index: it crashes now
 
 // -- OrchestrRL: generation planner, balancer, engines -------------------------------------
 
@@ -152,7 +142,7 @@ using gen_planner_actor = caf::typed_actor<
   caf::replies_to<plan_atom, gen_snapshot>::with<gen_decision>,
   // The step is over: every output length it produced. Answers the relative errors of the
   // forecast made at its start, of the histogram and of the mean length (NaN: no forecast).
-  caf::replies_to<step_atom, uint64_t, std::vector<int64_t>>::with<double, double>>;
+  caf::replies_to<step_done_atom, uint64_t, std::vector<int64_t>>::with<double, double>>;
 
 /// One per generation deployment: the reactive balancer (OrchestrRL §4.2, Alg. 1 event 2). On
 /// each monitoring tick it answers the workers' loads with the migrations to make.
@@ -198,20 +188,16 @@ using fabric_controller_actor = caf::typed_actor<
   caf::replies_to<opus_atom, opus_job>::with<ok_atom>,
   caf::replies_to<topo_write_atom, std::string, topo_write>::with<topo_ack>>;
 
-/// Faults the emulated driver injects (replay and tests).
-struct ocs_fault {
-  std::vector<uint32_t> failed_ports; // changes touching them are denied
-  uint32_t refuse_next = 0;           // deny the next N applies
-  uint32_t timeout_next = 0;          // let the next N applies time out
-  double refuse_probability = 0;      // then deny / time out at random (seeded)
-  double timeout_probability = 0;
-};
+// -- the gateway ---------------------------------------------------------------------------
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, ocs_fault& x) {
-  return f(caf::meta::type_name("ocs_fault"), x.failed_ports, x.refuse_next, x.timeout_next,
-           x.refuse_probability, x.timeout_probability);
-}
+/// The gateway (live): the worker edge for real RL frameworks over ZeroMQ, and every peer's
+/// entry point. Frames arrive from its I/O thread.
+using gateway_actor = worker_actor::extend<
+  // The actors it serves requests with, sent once by `serve` before frames can arrive; the
+  // fabric controller is null when the service runs no fabric.
+  caf::reacts_to<connect_atom, cluster_scheduler_actor, fabric_controller_actor>,
+  caf::reacts_to<frame_atom, wire_frame>,
+  caf::reacts_to<sweep_atom>>; // heartbeat check
 
 /// The in-process emulated OCS: the driver protocol plus fault injection. Its latencies run on
 /// the actor clock, so replay advances them virtually.

@@ -2,10 +2,6 @@
 
 namespace loom {
 
-std::string_view to_string(pool_kind x) {
-  return x == pool_kind::rollout ? "rollout" : "training";
-}
-
 const gpu_spec* cluster::find_gpu(std::string_view name) const {
   for (const auto& g : gpus)
     if (g.name == name)

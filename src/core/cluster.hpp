@@ -7,12 +7,19 @@
 #include <vector>
 
 #include "core/gpu.hpp"
+#include "core/names.hpp"
 
 namespace loom {
 
 enum class pool_kind { rollout, training };
 
-std::string_view to_string(pool_kind x);
+template <>
+struct enum_names<pool_kind> {
+  static constexpr std::array<std::pair<pool_kind, std::string_view>, 2> table{{
+    {pool_kind::rollout, "rollout"},
+    {pool_kind::training, "training"},
+  }};
+};
 
 struct node {
   std::string id;

@@ -9,14 +9,24 @@
 
 #include "core/cluster.hpp"
 #include "core/config_error.hpp"
-#include "core/fabric_topology.hpp"
+#include "core/fabric_config.hpp"
 #include "core/policy.hpp"
+#include "core/types.hpp"
 
 namespace loom {
 
 enum class log_level { trace, debug, info, warn, error };
 
-std::string_view to_string(log_level x);
+template <>
+struct enum_names<log_level> {
+  static constexpr std::array<std::pair<log_level, std::string_view>, 5> table{{
+    {log_level::trace, "trace"},
+    {log_level::debug, "debug"},
+    {log_level::info, "info"},
+    {log_level::warn, "warn"},
+    {log_level::error, "error"},
+  }};
+};
 
 struct endpoints {
   std::string gateway; // ZeroMQ endpoint the gateway binds, e.g. tcp://127.0.0.1:5555
@@ -29,7 +39,7 @@ struct security_config {
   bool insecure = false;
   std::string keys_dir;        // server.pub/.secret (and a local admin.pub/.secret) live here;
                                // made on first start when absent; empty: STORAGE/keys
-  std::map<std::string, std::vector<std::string>> clients; // role -> public key files
+  std::map<worker_role, std::vector<std::string>> clients; // role -> public key files
   uint32_t heartbeat_ms = 2000;
   uint32_t heartbeat_misses = 3; // a worker silent this many intervals is declared dead
 };
@@ -47,7 +57,7 @@ struct config {
   storage_config storage;
   security_config security;
   loom::cluster cluster;
-  fabric_topology fabric;
+  fabric_config fabric;
   loom::policy policy;
 };
 

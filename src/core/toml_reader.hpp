@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/config_error.hpp"
+#include "core/names.hpp"
 
 namespace loom {
 
@@ -124,6 +125,17 @@ std::optional<double> non_negative(table_reader& r, std::string_view key,
 void positive_into(table_reader& r, std::string_view key, double& field);
 /// In (0, 1].
 std::optional<double> fraction(table_reader& r, std::string_view key, std::optional<double> v);
+
+/// Maps a string to a value of a named enum, reporting the allowed names otherwise.
+template <named_enum E>
+std::optional<E> one_of(table_reader& r, std::string_view key, std::optional<std::string> v) {
+  if (!v)
+    return std::nullopt;
+  if (auto e = parse_name<E>(*v))
+    return e;
+  r.error(key, fmt::format("'{}' is not one of: {}", *v, names_of<E>()));
+  return std::nullopt;
+}
 
 /// Maps a string to one of `choices`, reporting the allowed names otherwise.
 template <class E>

@@ -21,6 +21,7 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<driver_health>("loom.driver_health");
   cfg.add_message_type<ocs_fault>("loom.ocs_fault");
   cfg.add_message_type<rl_job>("loom.rl_job");
+  cfg.add_message_type<group_member>("loom.group_member");
   cfg.add_message_type<phase_kind>("loom.phase_kind");
   cfg.add_message_type<phase_grant>("loom.phase_grant");
   cfg.add_message_type<placement_reply>("loom.placement_reply");
@@ -51,6 +52,7 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<std::string>>("loom.strings");
   cfg.add_message_type<circuit_layout>("loom.circuit_layout");
   cfg.add_message_type<opus_job>("loom.opus_job");
+  cfg.add_message_type<wire_frame>("loom.wire_frame");
   cfg.add_message_type<topo_write>("loom.topo_write");
   cfg.add_message_type<topo_ack>("loom.topo_ack");
   cfg.add_error_category(error_category(), [](uint8_t code, caf::atom_value, const caf::message& ctx) {

@@ -13,19 +13,14 @@
 #include <functional>
 #include <vector>
 
+#include "fabric/types.hpp"
+
 namespace loom {
 
 struct demand {
   uint32_t from = 0;
   uint32_t to = 0;
   double bytes = 0; // D_{from -> to} for the coming period
-};
-
-struct circuit_count {
-  uint32_t a = 0; // a < b
-  uint32_t b = 0;
-  uint32_t circuits = 0;
-  friend bool operator==(const circuit_count&, const circuit_count&) = default;
 };
 
 struct allocation {

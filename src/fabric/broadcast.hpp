@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "fabric/demand.hpp"
-#include "fabric/topology.hpp"
+#include "fabric/fabric_model.hpp"
 
 namespace loom {
 

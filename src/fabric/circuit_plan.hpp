@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "core/cross_connect.hpp"
+#include "core/types.hpp"
 #include "fabric/demand.hpp"
 #include "fabric/flow_model.hpp"
-#include "fabric/topology.hpp"
-#include "fabric/topology_template.hpp"
+#include "fabric/fabric_model.hpp"
+#include "fabric/stage_template.hpp"
 
 namespace loom {
 
@@ -64,7 +64,7 @@ struct materialized {
 };
 
 /// AllocateCircuits and Validate of Alg. 2 for RFabric tiers.
-materialized materialize_plan(const fabric_model& model, const topology_template& tpl,
+materialized materialize_plan(const fabric_model& model, const stage_template& tpl,
                               const aggregated_demand& demand, const port_usage& usage,
                               const std::string& owner, const circuit_plan* previous = nullptr,
                               allocation_policy policy = allocation_policy::traffic_aware);
@@ -73,6 +73,18 @@ materialized materialize_plan(const fabric_model& model, const topology_template
 materialized materialize_regional(const fabric_model& model, uint32_t pod,
                                   const std::vector<demand>& servers, const port_usage& usage,
                                   const std::string& owner, const circuit_plan* previous = nullptr);
+
+/// mFabric §4.2: one regional plan per PoD the template spans, merged into one plan; the first
+/// region that cannot be planned is the rejection.
+materialized materialize_regions(const fabric_model& model, const stage_template& tpl,
+                                 const std::vector<rank_flow>& flows, const port_usage& usage,
+                                 const std::string& owner, const circuit_plan* previous);
+
+/// Alg. 2 lines 3-6 for an owner's intent on the fabric's tiers: the flows it plans for
+/// (planned_flows), then RFabric's aggregated demand on Core and Agg, or mFabric's regions.
+materialized materialize_intent(const fabric_model& model, const stage_template& tpl,
+                                const fabric_intent& intent, const port_usage& usage,
+                                const circuit_plan* previous);
 
 /// The multiplicities concrete circuits provide: per PoD over pod_demand endpoints (ToRs then
 /// the boundary) or over its servers (regional OCS), and PoD pairs on the core.

@@ -8,45 +8,6 @@
 
 namespace loom {
 
-std::string_view to_string(fabric_stage x) {
-  switch (x) {
-    case fabric_stage::train_compute: return "train";
-    case fabric_stage::train_grad_sync: return "grad-sync";
-    case fabric_stage::gen: return "gen";
-    case fabric_stage::weight_sync: return "weight-sync";
-  }
-  return "?";
-}
-
-std::string_view to_string(primitive x) {
-  switch (x) {
-    case primitive::all_reduce: return "all-reduce";
-    case primitive::all_gather: return "all-gather";
-    case primitive::reduce_scatter: return "reduce-scatter";
-    case primitive::all_to_all: return "all-to-all";
-    case primitive::broadcast: return "broadcast";
-    case primitive::send_recv: return "send-recv";
-    case primitive::m2n: return "m2n";
-  }
-  return "?";
-}
-
-std::string fabric_intent::signature() const {
-  // Members hash (FNV-1a) keeps the key short for thousands of ranks.
-  uint64_t h = 1469598103934665603ull;
-  for (auto& r : members) {
-    for (uint64_t v : {uint64_t(r.server), uint64_t(r.gpu)}) {
-      h ^= v;
-      h *= 1099511628211ull;
-    }
-  }
-  std::string mix_kinds;
-  for (auto& m : mix)
-    mix_kinds += fmt::format("{}{}", mix_kinds.empty() ? "" : "+", to_string(m.kind));
-  return fmt::format("{}/{}/{}/{}x{}/{:016x}", owner, to_string(stage), mix_kinds, members.size(),
-                     group_size, h);
-}
-
 std::vector<rank_flow> collective_flows(const collective& c) {
   std::vector<rank_flow> out;
   const size_t n = c.group.size();

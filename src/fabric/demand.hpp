@@ -12,32 +12,9 @@
 #include <vector>
 
 #include "fabric/allocate.hpp"
-#include "fabric/topology.hpp"
+#include "fabric/fabric_model.hpp"
 
 namespace loom {
-
-enum class fabric_stage { train_compute, train_grad_sync, gen, weight_sync };
-enum class primitive { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv, m2n };
-
-std::string_view to_string(fabric_stage x);
-std::string_view to_string(primitive x);
-
-struct primitive_share {
-  primitive kind = primitive::all_reduce;
-  double fraction = 1; // of the period's bytes
-};
-
-struct fabric_intent {
-  std::string owner; // the job (or deployment) the period belongs to
-  fabric_stage stage = fabric_stage::train_compute;
-  std::vector<primitive_share> mix;
-  std::vector<rank_ref> members;
-  double bytes = 0;        // expected bytes per member in the period
-  uint32_t group_size = 0; // members form consecutive groups of this size; 0: one group
-
-  /// What makes two periods the same recurring period: owner, stage, primitives, members.
-  std::string signature() const;
-};
 
 struct rank_flow {
   rank_ref src;

@@ -1,14 +1,12 @@
 #pragma once
 // The fabric_controller actor (RFabric §5.3 Alg. 2, §5.4, App. H; Opus §4.1-4.2): a thin shell
 // around the pure cores. Per owner it keeps the committed plan and the intent it serves; an
-// intent is materialised (template cache, AggregateDemand, App. D allocation, validation)
-// and committed through the OCS driver actors only inside a safe window. A commit applies
-// the per-device diffs (untouched circuits stay up), writes every touched device's circuits
-// to the store, and only then answers. A failed apply is rolled back on the devices that took
-// it; the previous plan stays. Opus jobs get the topo_write barrier and their rails'
-// sub-mapping reprogramming, with retries and the giant-ring fallback.
+// intent is materialised (materialize_intent) and committed through the OCS driver actors
+// only inside a safe window (decide_commit). A commit applies the per-device diffs (untouched
+// circuits stay up), writes every touched device's circuits to the store, and only then
+// answers; a failed apply is rolled back on the devices that took it and the previous plan
+// stays. Opus jobs run their rails through a rail_orchestrator each.
 
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,10 +18,9 @@
 #include "core/actors.hpp"
 #include "core/metrics.hpp"
 #include "fabric/circuit_plan.hpp"
-#include "fabric/opus_controller.hpp"
-#include "fabric/topo_id.hpp"
-#include "fabric/topology.hpp"
-#include "fabric/topology_template.hpp"
+#include "fabric/fabric_model.hpp"
+#include "fabric/rail_orchestrator.hpp"
+#include "fabric/stage_template.hpp"
 
 namespace loom {
 
@@ -46,15 +43,9 @@ struct fabric_controller_state {
     bool busy = false;                   // a commit is in flight
   };
   struct opus_state {
-    opus_layout layout;
-    std::vector<std::string> rails;
-    std::optional<opus_controller> controller;
-    std::map<std::pair<std::string, uint64_t>, std::vector<caf::typed_response_promise<topo_ack>>>
-      waiting;
-    std::deque<std::pair<topo_transition, std::vector<caf::typed_response_promise<topo_ack>>>>
-      queue;
-    bool busy = false;
-    bool fallback = false;
+    std::vector<uint32_t> rails; // device indices
+    std::optional<rail_orchestrator> orchestrator;
+    std::map<uint64_t, caf::typed_response_promise<topo_ack>> answers; // by writer token
   };
 
   std::optional<fabric_model> model;
@@ -66,6 +57,7 @@ struct fabric_controller_state {
   store_actor store;
   fabric_controller_config config;
   uint64_t next_version = 1;
+  uint64_t next_writer = 1;
 };
 
 /// `drivers` maps device ids to their driver actors; devices without one cannot be committed.

@@ -13,7 +13,7 @@
 
 #include "fabric/allocate.hpp"
 #include "fabric/demand.hpp"
-#include "fabric/topology.hpp"
+#include "fabric/fabric_model.hpp"
 
 namespace loom {
 
@@ -36,13 +36,6 @@ public:
 
 private:
   std::vector<double> capacity_;
-};
-
-/// The circuits of a plan as the flow model needs them: per PoD over pod_demand endpoints
-/// (its ToRs, then the boundary), and across PoDs.
-struct circuit_layout {
-  std::vector<std::vector<circuit_count>> agg;
-  std::vector<circuit_count> core;
 };
 
 class fabric_network {

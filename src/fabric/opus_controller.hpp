@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fabric/topo_id.hpp"
+#include "fabric/types.hpp"
 
 namespace loom {
 
@@ -38,16 +39,6 @@ struct comm_phase {
 
 /// Opus §4.2 profiling: the phases of one stage's trace, in order.
 std::vector<comm_phase> learn_phases(const std::vector<traced_op>& trace);
-
-/// A rank's (or a stage's) topo_write: which group and operation it is ready for, how many
-/// writers the group has, and the digit its stage needs.
-struct topo_write {
-  std::string group;
-  uint64_t op_index = 0;
-  int group_size = 1;
-  int stage = 0;
-  uint8_t digit = 0;
-};
 
 struct topo_transition {
   std::string group;

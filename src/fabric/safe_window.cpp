@@ -6,17 +6,6 @@
 
 namespace loom {
 
-std::string_view to_string(window_kind x) {
-  switch (x) {
-    case window_kind::stage_boundary: return "stage-boundary";
-    case window_kind::iteration_boundary: return "iteration-boundary";
-    case window_kind::deployment_boundary: return "deployment-boundary";
-    case window_kind::before_broadcast: return "before-broadcast";
-    case window_kind::in_step: return "in-step";
-  }
-  return "?";
-}
-
 window_decision decide_commit(fabric_stage stage, const commit_window& w, double reconfig_s,
                               double margin_s) {
   window_decision d;

@@ -12,23 +12,9 @@
 #include <string_view>
 
 #include "fabric/demand.hpp"
+#include "fabric/types.hpp"
 
 namespace loom {
-
-enum class window_kind : uint8_t {
-  stage_boundary,      // inside a Train iteration: the dominant primitive or group changes
-  iteration_boundary,  // between iterations
-  deployment_boundary, // Gen: the parallelism/layout changes (OrchestrRL §4.1)
-  before_broadcast,    // Weight Sync: right before the dissemination starts
-  in_step,             // anywhere else (inside a Gen step, mid-collective)
-};
-
-std::string_view to_string(window_kind x);
-
-struct commit_window {
-  window_kind kind = window_kind::stage_boundary;
-  double expected_s = 0; // collective-free time the runtime expects
-};
 
 struct window_decision {
   bool commit = false;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/cluster.hpp"
-#include "core/fabric_topology.hpp"
+#include "core/fabric_config.hpp"
 
 namespace loom {
 
@@ -25,7 +25,7 @@ struct rfabric_shape {
 };
 
 struct shaped_fabric {
-  fabric_topology topology;
+  fabric_config topology;
   std::vector<node> nodes;
 };
 

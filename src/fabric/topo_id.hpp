@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/cross_connect.hpp"
+#include "core/types.hpp"
 
 namespace loom {
 

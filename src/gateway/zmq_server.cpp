@@ -48,7 +48,7 @@ struct zmq_server::impl {
       zmq_z85_encode(z85, static_cast<const uint8_t*>(parts[6].data()), 32);
       auto it = config.clients.find(z85);
       if (it != config.clients.end())
-        role = it->second;
+        role = to_string(it->second);
     }
     bool ok = !role.empty();
     if (!ok && on_refused)
@@ -91,26 +91,29 @@ struct zmq_server::impl {
         more = part.more();
         rest.push_back(std::move(part));
       }
-      std::string role;
+      wire_frame frame;
+      frame.identity = id.to_string();
       if (!rest.empty() && !config.insecure)
         if (auto* uid = rest.back().gets("User-Id"))
-          role = uid;
+          if (auto role = parse_name<worker_role>(uid)) {
+            frame.role = *role;
+            frame.authenticated = true;
+          }
       // One frame is the protocol; anything else is malformed and answered as such.
-      std::string payload = rest.size() == 1 ? rest[0].to_string() : std::string{};
-      on_frame(id.to_string(), rest.size() == 1 ? std::move(payload) : std::string{"\xff"},
-               std::move(role));
+      frame.single_part = rest.size() == 1;
+      if (frame.single_part)
+        frame.payload = rest[0].to_string();
+      on_frame(std::move(frame));
     }
   }
 };
 
-caf::expected<std::unique_ptr<zmq_server>> zmq_server::start(zmq_server_config config,
-                                                             inbound on_frame,
-                                                             std::function<void()> on_refused) {
+caf::expected<std::unique_ptr<zmq_server>> zmq_server::open(zmq_server_config config,
+                                                            std::function<void()> on_refused) {
   std::unique_ptr<zmq_server> s{new zmq_server};
   s->impl_ = std::make_unique<impl>();
   auto& i = *s->impl_;
   i.config = std::move(config);
-  i.on_frame = std::move(on_frame);
   i.on_refused = std::move(on_refused);
   try {
     i.router.set(zmq::sockopt::router_mandatory, 0);
@@ -128,11 +131,15 @@ caf::expected<std::unique_ptr<zmq_server>> zmq_server::start(zmq_server_config c
                       fmt::format("gateway cannot bind {}: {}", i.config.endpoint, e.what()));
   }
   i.wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  s->thread_ = std::thread([raw = s.get()] { raw->run(); });
   return s;
 }
 
-void zmq_server::run() {
+void zmq_server::run(inbound on_frame) {
+  impl_->on_frame = std::move(on_frame);
+  thread_ = std::thread([this] { serve(); });
+}
+
+void zmq_server::serve() {
   auto& i = *impl_;
   while (!i.stop.load()) {
     zmq::pollitem_t items[] = {{i.router.handle(), 0, ZMQ_POLLIN, 0},
@@ -163,7 +170,7 @@ void zmq_server::send(std::string identity, std::string payload) {
   [[maybe_unused]] auto r = ::write(impl_->wake, &one, sizeof one);
 }
 
-zmq_server::~zmq_server() {
+void zmq_server::stop() {
   if (impl_) {
     impl_->stop = true;
     uint64_t one = 1;
@@ -171,6 +178,10 @@ zmq_server::~zmq_server() {
   }
   if (thread_.joinable())
     thread_.join();
+}
+
+zmq_server::~zmq_server() {
+  stop();
 }
 
 } // namespace loom

@@ -2,8 +2,9 @@
 // The gateway's ZeroMQ edge: one ROUTER socket on the configured endpoint, served by a thread
 // of its own so that CAF's scheduler never blocks on I/O. With CURVE on, a ZAP handler admits
 // only the configured client public keys and stamps each connection with its role (the ZAP
-// User-Id); refused handshakes are counted. Frames go to `inbound` on the I/O thread; `send`
-// may be called from any thread (a queue and an eventfd wake the I/O thread).
+// User-Id); refused handshakes are counted. The socket is bound by open() and served once
+// run() is given where frames go (called on the I/O thread); `send` may be called from any
+// thread (a queue and an eventfd wake the I/O thread).
 
 #include <atomic>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <caf/expected.hpp>
 
 #include "gateway/keys.hpp"
+#include "gateway/types.hpp"
 
 namespace loom {
 
@@ -25,17 +27,20 @@ struct zmq_server_config {
   std::string endpoint;
   bool insecure = false;
   curve_keypair server;
-  std::map<std::string, std::string> clients; // Z85 public key -> role
+  std::map<std::string, worker_role> clients; // Z85 public key -> role
 };
 
 class zmq_server {
 public:
-  /// identity, payload, role ("" when insecure)
-  using inbound = std::function<void(std::string, std::string, std::string)>;
+  using inbound = std::function<void(wire_frame)>;
 
-  static caf::expected<std::unique_ptr<zmq_server>> start(zmq_server_config config,
-                                                          inbound on_frame,
-                                                          std::function<void()> on_refused);
+  /// Binds the endpoint; nothing is received until run().
+  static caf::expected<std::unique_ptr<zmq_server>> open(zmq_server_config config,
+                                                         std::function<void()> on_refused);
+  /// Starts the I/O thread, which hands every frame to `on_frame`.
+  void run(inbound on_frame);
+  /// Stops the I/O thread (also on destruction); nothing is received or sent after.
+  void stop();
   ~zmq_server();
   zmq_server(const zmq_server&) = delete;
   zmq_server& operator=(const zmq_server&) = delete;
@@ -46,7 +51,7 @@ public:
 
 private:
   zmq_server() = default;
-  void run();
+  void serve();
 
   struct impl;
   std::unique_ptr<impl> impl_;

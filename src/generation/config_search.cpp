@@ -9,10 +9,6 @@
 
 namespace loom {
 
-std::string gen_deployment::name() const {
-  return std::to_string(instances) + "x" + parallel.name();
-}
-
 namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();

@@ -16,6 +16,7 @@
 
 #include "generation/engine_model.hpp"
 #include "generation/kv_migration.hpp"
+#include "generation/types.hpp"
 
 namespace loom {
 
@@ -24,14 +25,6 @@ struct gen_request_state {
   int64_t context = 0;   // tokens in the sequence now (its KV footprint)
   int64_t remaining = 0; // conservative estimate, from the remaining-workload histogram
   int instance = -1;     // current instance, -1 if not placed yet
-};
-
-struct gen_deployment {
-  parallel_config parallel;
-  int instances = 0;
-  /// "4xTP2", "2xAFD4:4".
-  std::string name() const;
-  friend bool operator==(const gen_deployment&, const gen_deployment&) = default;
 };
 
 struct planner_params {

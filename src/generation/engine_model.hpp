@@ -19,7 +19,7 @@
 
 #include "core/gpu.hpp"
 #include "generation/model_catalog.hpp"
-#include "generation/parallel_config.hpp"
+#include "generation/types.hpp"
 
 namespace loom {
 

@@ -84,4 +84,19 @@ std::vector<migration> plan_migrations(std::vector<gen_worker>& workers,
   return out;
 }
 
+std::vector<migration> reactive_balancer::tick(std::vector<gen_worker> workers) {
+  ++ticks_;
+  const auto cooldown = uint64_t(std::max(0, params_.cooldown_ticks));
+  std::erase_if(moved_at_, [&](auto& e) { return e.second + cooldown <= ticks_; });
+  for (auto& w : workers)
+    for (auto* queue : {&w.running, &w.waiting})
+      for (auto& r : *queue)
+        r.pinned = r.pinned || moved_at_.count(r.id) > 0;
+  auto moves = plan_migrations(workers, params_);
+  for (auto& m : moves)
+    moved_at_[m.request] = ticks_;
+  migrations_ += moves.size();
+  return moves;
+}
+
 } // namespace loom

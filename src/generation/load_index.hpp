@@ -6,25 +6,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
+#include "generation/types.hpp"
+
 namespace loom {
-
-struct gen_request {
-  uint64_t id = 0;
-  int64_t context_tokens = 0; // KV footprint if moved
-  bool pinned = false;        // moved lately: not again yet, so requests do not ping-pong
-};
-
-struct gen_worker {
-  uint32_t id = 0;
-  std::vector<gen_request> running;
-  std::vector<gen_request> waiting;
-  int64_t kv_free_tokens = 0;  // KV headroom right now (M_free, in tokens)
-  int max_batch = 256;         // the engine's concurrency limit
-  double decode_rate_tps = 0;  // observed decode rate of one running request (tokens/s): a
-                               // busy worker's per-request pace, not its summed throughput
-};
 
 struct balancer_params {
   double theta = 0.05;               // stop once max - min LoadIndex <= theta (§4.2 gives no
@@ -33,7 +20,7 @@ struct balancer_params {
   int64_t growth_reserve_tokens = 256; // KV kept per running request of the destination, so
                                        // that taking a request never preempts its own batch
   size_t max_migrations = 1024;      // per tick, a bound on work
-  int cooldown_ticks = 10;           // the balancer actor pins a moved request this long
+  int cooldown_ticks = 10;           // ticks a moved request stays pinned (reactive_balancer)
 };
 
 /// B_cap(M_free): the concurrency the KV allocator allows with the current headroom, i.e. the
@@ -44,15 +31,30 @@ double kv_limited_concurrency(const gen_worker& w);
 /// dimensionless. An idle worker scores 0.
 double load_index(const gen_worker& w, double mean_rate);
 
-struct migration {
-  uint64_t request = 0;
-  uint32_t from = 0;
-  uint32_t to = 0;
-  bool was_waiting = false;
-};
-
 /// Plans one tick of migrations; `workers` is updated to the state after them.
 std::vector<migration> plan_migrations(std::vector<gen_worker>& workers,
                                        const balancer_params& params);
+
+/// The balancer across ticks: plan_migrations with a cooldown. A request it moved stays pinned
+/// for `cooldown_ticks` ticks: a move shifts the loads it was computed from, and without the
+/// pause requests oscillate between workers.
+class reactive_balancer {
+public:
+  explicit reactive_balancer(balancer_params params) : params_(params) {}
+
+  /// One monitoring tick over the workers' loads: the migrations to make.
+  std::vector<migration> tick(std::vector<gen_worker> workers);
+
+  uint64_t ticks() const { return ticks_; }
+  uint64_t migrations() const { return migrations_; }
+  /// Requests pinned now (moved within the cooldown).
+  size_t pinned() const { return moved_at_.size(); }
+
+private:
+  balancer_params params_;
+  uint64_t ticks_ = 0;
+  uint64_t migrations_ = 0;
+  std::unordered_map<uint64_t, uint64_t> moved_at_; // request -> tick of its last move
+};
 
 } // namespace loom

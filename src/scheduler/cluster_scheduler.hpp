@@ -1,17 +1,18 @@
 #pragma once
 // The cluster_scheduler actor: admission and inter-group placement (WEAVE §4.2) around the
 // placement_engine core. Every decision is written to the store before anyone hears of it;
-// placed jobs are handed to their group's executor, which it spawns and stops with the group.
+// placed jobs are handed to their group's executor, which it spawns with the group and stops
+// with the group (or with itself).
 
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/actors.hpp"
 #include "core/cluster.hpp"
 #include "core/policy.hpp"
-#include "scheduler/group_executor.hpp"
 #include "scheduler/placement.hpp"
 
 namespace loom {
@@ -36,7 +37,7 @@ struct cluster_scheduler_state {
 
   struct job_entry {
     rl_job job;
-    std::string state; // placed | rejected | finished | failed | cancelled | drifted
+    job_state state = job_state::placed;
     uint64_t group = 0;
     std::string reason;
   };
@@ -48,6 +49,12 @@ struct cluster_scheduler_state {
   observer_actor observer;
   std::map<uint64_t, group_executor_actor> executors;
   std::map<std::string, job_entry> jobs;
+
+  cluster_scheduler_state() = default;
+  cluster_scheduler_state(const cluster_scheduler_state&) = delete;
+  cluster_scheduler_state& operator=(const cluster_scheduler_state&) = delete;
+  /// The executors go with the scheduler, whatever ended it.
+  ~cluster_scheduler_state();
 };
 
 /// The pools of a cluster as the placement engine sees them.

@@ -1,13 +1,16 @@
 #pragma once
-// The group_executor actor: one per co-execution group, a thin shell around the round_robin
-// core. It hands run permits to the workers, counts iterations, reports them to the observer,
-// tells the scheduler when a job has run all its iterations, and flags drift (WEAVE §5.3).
+// The group_executor actor: one per co-execution group, a thin shell around two cores. The
+// round_robin core hands out run permits (WEAVE §4.3, §5.1); the iteration_ledger counts
+// iterations, reports them to the observer, says when a job has run all of them (the scheduler
+// hears so) and which member drifted (WEAVE §5.3). Workers report phases straight to it.
 
-#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "core/actors.hpp"
 #include "core/policy.hpp"
+#include "scheduler/iteration_ledger.hpp"
 #include "scheduler/round_robin.hpp"
 
 namespace loom {
@@ -23,22 +26,9 @@ struct group_executor_config {
 
 struct group_executor_state {
   static inline const char* name = "group_executor";
-
-  struct member {
-    rl_job job;
-    std::vector<int> rollout_nodes;
-    caf::timespan since{0}; // actor-clock time the current iteration started
-    int64_t iteration = 0;
-    double solo_s = 0;      // solo-equivalent work of the current iteration so far
-    double measured_rollout_s = 0;
-    double measured_training_s = 0;
-    bool drift_reported = false;
-    executor_member schedule; // what the round-robin core gets once the job is staged
-  };
-
   group_executor_config config;
-  std::unique_ptr<round_robin> core;
-  std::map<std::string, member> members;
+  std::unique_ptr<round_robin> schedule;
+  std::optional<iteration_ledger> ledger;
   worker_actor worker;
   cluster_scheduler_actor scheduler;
   observer_actor observer;

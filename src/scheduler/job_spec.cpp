@@ -1,7 +1,6 @@
 #include "scheduler/job_spec.hpp"
 
 #include "core/toml_reader.hpp"
-#include "loom.pb.h"
 
 namespace loom {
 
@@ -64,55 +63,6 @@ job_spec_result load_job_spec_file(const std::string& path, double default_slo) 
   if (auto text = read_text_file(path, result.errors))
     return parse_job_spec(*text, path, default_slo);
   return result;
-}
-
-std::string job_record(const rl_job& job, int state, const std::string& group,
-                       const std::string& reason) {
-  v1::Job r;
-  r.set_id(job.id);
-  r.set_name(job.name);
-  r.set_model(job.model);
-  r.set_rollout_gpus(uint32_t(job.rollout_gpus));
-  r.set_training_gpus(uint32_t(job.training_gpus));
-  r.set_max_response_tokens(uint32_t(job.max_response_tokens));
-  r.set_batch_size(uint32_t(job.batch_size));
-  r.set_multi_turn(job.multi_turn);
-  r.set_rollout_host_memory_gb(job.rollout_memory_gb);
-  r.set_training_host_memory_gb(job.training_memory_gb);
-  r.set_slo(job.slo);
-  r.set_worst_rollout_s(job.rollout_s);
-  r.set_worst_training_s(job.training_s);
-  r.set_model_bytes(uint64_t(job.model_gb * 1e9));
-  r.set_state(v1::JobState(state));
-  r.set_group_id(group);
-  r.set_reason(reason);
-  r.set_iterations(uint64_t(job.iterations));
-  r.set_sync_s(job.sync_s);
-  return r.SerializeAsString();
-}
-
-std::optional<rl_job> job_from_record(std::string_view bytes) {
-  v1::Job r;
-  if (!r.ParseFromArray(bytes.data(), int(bytes.size())))
-    return std::nullopt;
-  rl_job j;
-  j.id = r.id();
-  j.name = r.name();
-  j.model = r.model();
-  j.rollout_gpus = int(r.rollout_gpus());
-  j.training_gpus = int(r.training_gpus());
-  j.max_response_tokens = int(r.max_response_tokens());
-  j.batch_size = int(r.batch_size());
-  j.multi_turn = r.multi_turn();
-  j.rollout_memory_gb = r.rollout_host_memory_gb();
-  j.training_memory_gb = r.training_host_memory_gb();
-  j.slo = r.slo();
-  j.rollout_s = r.worst_rollout_s();
-  j.training_s = r.worst_training_s();
-  j.model_gb = double(r.model_bytes()) / 1e9;
-  j.iterations = int64_t(r.iterations());
-  j.sync_s = r.sync_s();
-  return j;
 }
 
 } // namespace loom

@@ -1,6 +1,6 @@
 #pragma once
 // An RL job spec as users write it (a TOML file for `loom submit`, the same keys in replay
-// scenarios and JSONL traces) and as the store keeps it (loom.v1.Job).
+// scenarios and JSONL traces). The store's record of a job is store/codecs' job_record.
 
 #include <optional>
 #include <string>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/config_error.hpp"
-#include "scheduler/rl_job.hpp"
+#include "scheduler/types.hpp"
 
 namespace loom {
 
@@ -30,12 +30,5 @@ job_spec_result parse_job_spec(std::string_view text, const std::string& source,
                                double default_slo);
 
 job_spec_result load_job_spec_file(const std::string& path, double default_slo);
-
-/// The job as a serialized loom.v1.Job record in `state` (a loom.v1.JobState value).
-std::string job_record(const rl_job& job, int state, const std::string& group,
-                       const std::string& reason);
-
-/// Decodes a loom.v1.Job record; nothing if it is not one.
-std::optional<rl_job> job_from_record(std::string_view bytes);
 
 } // namespace loom

@@ -5,14 +5,14 @@
 
 namespace loom {
 
-double cycle_time(const std::vector<group_member>& members) {
+double cycle_time(const std::vector<planned_phases>& members) {
   double t = 0;
   for (auto& m : members)
     t = std::max(t, m.solo_s());
   return t;
 }
 
-double load_time(const std::vector<group_member>& members) {
+double load_time(const std::vector<planned_phases>& members) {
   double train = 0;
   std::unordered_map<int, double> per_node;
   for (auto& m : members) {
@@ -26,7 +26,7 @@ double load_time(const std::vector<group_member>& members) {
   return std::max(train, roll);
 }
 
-bool saturated(const std::vector<group_member>& members) {
+bool saturated(const std::vector<planned_phases>& members) {
   return load_time(members) >= cycle_time(members);
 }
 
@@ -35,7 +35,7 @@ namespace {
 /// Iteration end times (end of sync) of each member per round of a round-robin list
 /// schedule: every node and the training pool serve the round's phases in member order. The
 /// last member takes part from round `join_round` on; the others from round 0.
-std::vector<std::vector<double>> round_robin_ends(const std::vector<group_member>& members,
+std::vector<std::vector<double>> round_robin_ends(const std::vector<planned_phases>& members,
                                                   size_t join_round, size_t rounds) {
   const size_t n = members.size();
   // Dense node slots: a group spans a handful of nodes, so a linear scan beats hashing.
@@ -83,7 +83,7 @@ std::vector<std::vector<double>> round_robin_ends(const std::vector<group_member
 
 } // namespace
 
-std::vector<double> meta_iteration_times(const std::vector<group_member>& members) {
+std::vector<double> meta_iteration_times(const std::vector<planned_phases>& members) {
   const size_t n = members.size();
   std::vector<double> out(n, 0.0);
   if (n == 0)
@@ -96,7 +96,7 @@ std::vector<double> meta_iteration_times(const std::vector<group_member>& member
   return out;
 }
 
-std::vector<double> longest_iterations_after_join(const std::vector<group_member>& members) {
+std::vector<double> longest_iterations_after_join(const std::vector<planned_phases>& members) {
   const size_t n = members.size();
   std::vector<double> out(n, 0.0);
   if (n == 0)

@@ -8,8 +8,8 @@
 
 namespace loom {
 
-/// One job of a group, as the schedule needs it.
-struct group_member {
+/// One member's phases as the schedule plans them: its pinned nodes and phase durations.
+struct planned_phases {
   std::vector<int> rollout_nodes; // indices of the group's rollout nodes it is pinned to
   double rollout_s = 0;
   double training_s = 0; // at the group's training-pool size
@@ -18,23 +18,23 @@ struct group_member {
 };
 
 /// T_cycle: the longest member's solo iteration (WEAVE §4.2).
-double cycle_time(const std::vector<group_member>& members);
+double cycle_time(const std::vector<planned_phases>& members);
 
 /// T_load: the busiest node's work per meta-iteration, all training on every training node,
 /// each rollout on its own nodes (WEAVE §4.2).
-double load_time(const std::vector<group_member>& members);
+double load_time(const std::vector<planned_phases>& members);
 
 /// The group is saturated when T_load >= T_cycle: no slack left for more work.
-bool saturated(const std::vector<group_member>& members);
+bool saturated(const std::vector<planned_phases>& members);
 
 /// Steady-state iteration time of each member under the round-robin schedule, by list
 /// scheduling enough meta-iterations to reach the periodic regime.
-std::vector<double> meta_iteration_times(const std::vector<group_member>& members);
+std::vector<double> meta_iteration_times(const std::vector<planned_phases>& members);
 
 /// The longest single iteration of each member once the last one joins a group the others
 /// have been running (it enters at a round boundary, after them, as the group executor
 /// admits it): the transition and the new periodic regime, every iteration, as a job's SLO
 /// counts them. For the joiner its first iteration (the start-up) is left out.
-std::vector<double> longest_iterations_after_join(const std::vector<group_member>& members);
+std::vector<double> longest_iterations_after_join(const std::vector<planned_phases>& members);
 
 } // namespace loom

@@ -3,13 +3,19 @@
 
 #include "core/cluster.hpp"
 #include "core/policy.hpp"
-#include "scheduler/rl_job.hpp"
+#include "scheduler/types.hpp"
 
 namespace loom {
 
 struct switch_costs {
   double warm_s = 0; // state resident in host DRAM (WEAVE §5.1 warm start)
   double cold_s = 0; // control plane rebuilt, state fetched from storage
+};
+
+/// What a member's rollout and training cost to start after another job's phase.
+struct phase_switches {
+  switch_costs rollout;
+  switch_costs training;
 };
 
 /// WEAVE §3 C3 / Fig. 4: a node's working set over PCIe (warm) or storage plus

@@ -8,16 +8,6 @@
 
 namespace loom {
 
-const char* to_string(placement_kind k) {
-  switch (k) {
-    case placement_kind::direct_packing: return "direct_packing";
-    case placement_kind::rollout_scaling: return "rollout_scaling";
-    case placement_kind::new_group: return "new_group";
-    case placement_kind::rejected: return "rejected";
-  }
-  return "rejected";
-}
-
 double training_memory_per_node(const rl_job& job, int group_training_gpus) {
   if (group_training_gpus <= 0 || group_training_gpus >= job.training_gpus)
     return job.training_memory_gb;
@@ -26,7 +16,7 @@ double training_memory_per_node(const rl_job& job, int group_training_gpus) {
 
 double rollout_load(const co_execution_group& g, int node) {
   double t = 0;
-  for (auto& m : g.members)
+  for (auto& m : g.plan)
     if (std::find(m.rollout_nodes.begin(), m.rollout_nodes.end(), node) != m.rollout_nodes.end())
       t += m.rollout_s;
   return t;
@@ -71,21 +61,38 @@ size_t placement_engine::rollout_nodes_needed(const rl_job& job) const {
 
 double placement_engine::training_memory_used(const co_execution_group& g) const {
   double used = 0;
-  for (auto& j : g.jobs)
-    used += training_memory_per_node(j, g.training_gpus);
+  for (auto& m : g.members)
+    used += training_memory_per_node(m.job, g.training_gpus);
   return used;
 }
 
 double placement_engine::rollout_memory_used(const co_execution_group& g, int node) const {
   double used = 0;
-  for (size_t j = 0; j < g.jobs.size(); ++j)
-    for (int n : g.members[j].rollout_nodes)
+  for (auto& m : g.members)
+    for (int n : m.rollout_nodes)
       if (n == node)
-        used += g.jobs[j].rollout_memory_gb;
+        used += m.job.rollout_memory_gb;
   return used;
 }
 
-group_member planned_member(const rl_job& job, std::vector<int> rollout_nodes,
+bool placement_engine::has_room(const co_execution_group& g, const rl_job& job) const {
+  if (int(g.members.size()) >= max_group_size_)
+    return false;
+  const double used = training_memory_used(g);
+  const double need = training_memory_per_node(job, g.training_gpus);
+  for (int n : g.training_nodes)
+    if (need >= training_pool_[size_t(n)].memory_gb - used)
+      return false;
+  return true;
+}
+
+bool placement_engine::rollout_fits(const co_execution_group& g, const rl_job& job,
+                                    int node) const {
+  return job.rollout_memory_gb < rollout_pool_[size_t(node)].memory_gb
+                                   - rollout_memory_used(g, node);
+}
+
+planned_phases plan_member(const rl_job& job, std::vector<int> rollout_nodes,
                             int group_training_gpus, bool shared, double tail_migration_cost_s) {
   // DP matched to the group's training pool: the same work over more or fewer GPUs.
   const double scale =
@@ -96,15 +103,56 @@ group_member planned_member(const rl_job& job, std::vector<int> rollout_nodes,
                                    / job.training_memory_gb
                                : 1.0;
   const double s = shared ? 1.0 : 0.0;
-  return group_member{std::move(rollout_nodes),
+  return planned_phases{std::move(rollout_nodes),
                       job.rollout_s + s * (job.rollout_switch_s + tail_migration_cost_s),
                       job.training_s * scale + s * job.training_switch_s * state_scale,
                       job.sync_s};
 }
 
-group_member placement_engine::member_for(const rl_job& job, const std::vector<int>& nodes,
+planned_phases placement_engine::member_for(const rl_job& job, const std::vector<int>& nodes,
                                           int group_training_gpus) const {
-  return planned_member(job, nodes, group_training_gpus, true, tail_migration_cost_s_);
+  return plan_member(job, nodes, group_training_gpus, true, tail_migration_cost_s_);
+}
+
+std::set<std::vector<int>> placement_engine::packings(const co_execution_group& g,
+                                                      size_t nodes) const {
+  std::set<std::vector<int>> out;
+  for (auto& m : g.members)
+    if (m.rollout_nodes.size() == nodes)
+      out.insert(m.rollout_nodes);
+  if (g.rollout_nodes.size() >= nodes) {
+    std::vector<std::pair<double, int>> load;
+    for (int n : g.rollout_nodes)
+      load.emplace_back(rollout_load(g, n), n);
+    std::sort(load.begin(), load.end());
+    std::vector<int> least;
+    for (size_t i = 0; i < nodes; ++i)
+      least.push_back(load[i].second);
+    std::sort(least.begin(), least.end());
+    out.insert(least);
+  }
+  return out;
+}
+
+bool placement_engine::meets_slos(const co_execution_group& g, const rl_job& job,
+                                  const std::vector<int>& nodes) const {
+  auto plan = g.plan;
+  plan.push_back(member_for(job, nodes, g.training_gpus));
+  auto within_slo = [&](size_t k, double iteration_s) {
+    const auto& who = k < g.members.size() ? g.members[k].job : job;
+    return iteration_s <= who.slo * who.solo_s() * (1 + 1e-12);
+  };
+  // No iteration beats the longest member's solo time or the bottleneck's load (§4.2): a
+  // cheap bound prunes most hopeless candidates before the simulation.
+  const double floor_s = std::max(cycle_time(plan), load_time(plan));
+  for (size_t k = 0; k < plan.size(); ++k)
+    if (!within_slo(k, floor_s))
+      return false;
+  auto times = longest_iterations_after_join(plan);
+  for (size_t k = 0; k < plan.size(); ++k)
+    if (!within_slo(k, times[k]))
+      return false;
+  return true;
 }
 
 placement_decision placement_engine::place(const rl_job& job) const {
@@ -115,81 +163,34 @@ placement_decision placement_engine::place(const rl_job& job) const {
     return best;
   }
   best.delta_cost_per_hour = std::numeric_limits<double>::infinity();
-  auto cost_of = [](const std::vector<pool_node>& pool, const std::vector<int>& nodes) {
-    double c = 0;
-    for (int n : nodes)
-      c += pool[size_t(n)].cost_per_hour;
-    return c;
-  };
   const size_t nodes_needed = rollout_nodes_needed(job);
-  auto fresh_rollout = free_rollout_nodes(job.rollout_gpus);
-
+  const auto fresh_rollout = free_rollout_nodes(job.rollout_gpus);
+  double fresh_cost = 0;
+  for (int n : fresh_rollout)
+    fresh_cost += rollout_pool_[size_t(n)].cost_per_hour;
   for (auto& [id, g] : groups_) {
-    if (g.is_saturated || int(g.jobs.size()) >= max_group_size_)
-      continue; // Alg. 1 line 4
-    // Memory residency on the training nodes (Alg. 1 line 8): every member trains on all.
-    // The pool never grows for an arrival: its DP degree is matched to it (footnote 2).
-    const double training_used = training_memory_used(g);
-    const double training_need = training_memory_per_node(job, g.training_gpus);
-    bool training_fits = true;
-    for (int n : g.training_nodes)
-      training_fits &= training_need < training_pool_[size_t(n)].memory_gb - training_used;
-    if (!training_fits)
-      continue;
-    // GENERATEPLACEMENTS: each member's rollout node set of the right size, the least loaded
-    // nodes of the group, and rollout scaling onto fresh nodes.
-    std::set<std::vector<int>> packings;
-    for (auto& m : g.members)
-      if (m.rollout_nodes.size() == nodes_needed)
-        packings.insert(m.rollout_nodes);
-    if (g.rollout_nodes.size() >= nodes_needed) {
-      std::vector<std::pair<double, int>> load;
-      for (int n : g.rollout_nodes)
-        load.emplace_back(rollout_load(g, n), n);
-      std::sort(load.begin(), load.end());
-      std::vector<int> least;
-      for (size_t i = 0; i < nodes_needed; ++i)
-        least.push_back(load[i].second);
-      std::sort(least.begin(), least.end());
-      packings.insert(least);
-    }
-    auto consider = [&](const std::vector<int>& nodes, placement_kind kind, double delta,
-                        const std::vector<int>& provisioned) {
+    if (g.is_saturated || !has_room(g, job))
+      continue; // Alg. 1 lines 4 and 8
+    auto consider = [&](const std::vector<int>& nodes, placement_kind kind, double delta) {
       if (delta >= best.delta_cost_per_hour)
         return;
-      for (int n : nodes) // Alg. 1 line 8, rollout nodes
-        if (job.rollout_memory_gb >= rollout_pool_[size_t(n)].memory_gb - rollout_memory_used(g, n))
+      for (int n : nodes)
+        if (!rollout_fits(g, job, n))
           return;
-      auto members = g.members;
-      members.push_back(member_for(job, nodes, g.training_gpus));
-      auto within_slo = [&](size_t k, double iteration_s) { // Alg. 1 line 10
-        const auto& who = k < g.jobs.size() ? g.jobs[k] : job;
-        return iteration_s <= who.slo * who.solo_s() * (1 + 1e-12);
-      };
-      // No iteration beats the longest member's solo time or the bottleneck's load (§4.2):
-      // a cheap bound prunes most hopeless candidates before the simulation.
-      const double floor_s = std::max(cycle_time(members), load_time(members));
-      for (size_t k = 0; k < members.size(); ++k)
-        if (!within_slo(k, floor_s))
-          return;
-      auto times = longest_iterations_after_join(members);
-      for (size_t k = 0; k < members.size(); ++k)
-        if (!within_slo(k, times[k]))
-          return;
+      if (!meets_slos(g, job, nodes))
+        return;
       best.kind = kind;
       best.group = g.id;
       best.rollout_nodes = nodes;
-      best.new_rollout_nodes = provisioned;
+      best.new_rollout_nodes = kind == placement_kind::rollout_scaling ? nodes : std::vector<int>{};
       best.new_training_nodes.clear();
       best.delta_cost_per_hour = delta;
     };
-    for (auto& nodes : packings)
-      consider(nodes, placement_kind::direct_packing, 0.0, {});
+    for (auto& nodes : packings(g, nodes_needed))
+      consider(nodes, placement_kind::direct_packing, 0.0);
     if (!fresh_rollout.empty())
-      consider(fresh_rollout, placement_kind::rollout_scaling, cost_of(rollout_pool_, fresh_rollout),
-               fresh_rollout);
+      consider(fresh_rollout, placement_kind::rollout_scaling, fresh_cost);
   }
-
   // Alg. 1 lines 15-17: an isolated group of its own.
   auto alone = isolated(job);
   if (alone.kind == placement_kind::new_group && alone.delta_cost_per_hour < best.delta_cost_per_hour)
@@ -248,9 +249,9 @@ void placement_engine::commit(const rl_job& job, const placement_decision& d) {
   auto& g = groups_.at(d.group);
   for (int n : d.new_rollout_nodes)
     g.rollout_nodes.push_back(n);
-  g.jobs.push_back(job);
-  g.members.push_back(member_for(job, d.rollout_nodes, g.training_gpus));
-  g.is_saturated = saturated(g.members);
+  g.members.push_back({job, d.rollout_nodes});
+  g.plan.push_back(member_for(job, d.rollout_nodes, g.training_gpus));
+  g.is_saturated = saturated(g.plan);
   job_group_[job.id] = g.id;
 }
 
@@ -259,14 +260,14 @@ bool placement_engine::remove(const std::string& job_id) {
   if (it == job_group_.end())
     return false;
   auto& g = groups_.at(it->second);
-  for (size_t j = 0; j < g.jobs.size(); ++j)
-    if (g.jobs[j].id == job_id) {
-      g.jobs.erase(g.jobs.begin() + long(j));
+  for (size_t j = 0; j < g.members.size(); ++j)
+    if (g.members[j].job.id == job_id) {
       g.members.erase(g.members.begin() + long(j));
+      g.plan.erase(g.plan.begin() + long(j));
       break;
     }
   job_group_.erase(it);
-  if (g.jobs.empty()) {
+  if (g.members.empty()) {
     for (int n : g.rollout_nodes)
       rollout_used_[size_t(n)] = false;
     for (int n : g.training_nodes)
@@ -282,7 +283,7 @@ bool placement_engine::remove(const std::string& job_id) {
     rollout_used_[size_t(n)] = false;
     return true;
   });
-  g.is_saturated = saturated(g.members);
+  g.is_saturated = saturated(g.plan);
   return true;
 }
 

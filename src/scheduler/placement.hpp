@@ -9,11 +9,12 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "scheduler/meta_iteration.hpp"
-#include "scheduler/rl_job.hpp"
+#include "scheduler/types.hpp"
 
 namespace loom {
 
@@ -23,10 +24,6 @@ struct pool_node {
   double memory_gb = 0;
   double cost_per_hour = 0; // all its GPUs
 };
-
-enum class placement_kind { direct_packing, rollout_scaling, new_group, rejected };
-
-const char* to_string(placement_kind k);
 
 struct co_execution_group;
 
@@ -39,7 +36,7 @@ double training_memory_per_node(const rl_job& job, int group_training_gpus);
 /// A job as a group's schedule plans it, its training DP matched to the group's pool
 /// (footnote 2). Shared with other jobs, each phase starts with a warm load of its state
 /// (WEAVE §5.1) and a rollout may pause to consolidate its long tail (§4.3).
-group_member planned_member(const rl_job& job, std::vector<int> rollout_nodes,
+planned_phases plan_member(const rl_job& job, std::vector<int> rollout_nodes,
                             int group_training_gpus, bool shared, double tail_migration_cost_s);
 
 /// Rollout time per meta-iteration pinned to one node of a group.
@@ -57,12 +54,12 @@ struct placement_decision {
 
 struct co_execution_group {
   uint64_t id = 0;
-  std::vector<rl_job> jobs;              // J_G, in round-robin order
-  std::vector<group_member> members;     // the same jobs as the schedule sees them
-  std::vector<int> rollout_nodes;        // R_G
-  std::vector<int> training_nodes;       // T_G
+  std::vector<group_member> members; // J_G with Phi_G (their rollout nodes), in round-robin order
+  std::vector<planned_phases> plan;  // the same members as the schedule sees them
+  std::vector<int> rollout_nodes;    // R_G
+  std::vector<int> training_nodes;   // T_G
   int training_gpus = 0;
-  bool is_saturated = false;             // T_load >= T_cycle, kept current
+  bool is_saturated = false;         // T_load >= T_cycle, kept current
 };
 
 class placement_engine {
@@ -98,18 +95,29 @@ public:
   double rollout_memory_used(const co_execution_group& g, int node) const;
   /// Host memory the group's jobs pin on each of its training nodes.
   double training_memory_used(const co_execution_group& g) const;
+  /// The group has a place for one more member and its training nodes hold the job's state
+  /// (Alg. 1 lines 4 and 8, the training pool never growing for an arrival: footnote 2).
+  bool has_room(const co_execution_group& g, const rl_job& job) const;
+  /// One of the group's rollout nodes holds the job's rollout working set (Alg. 1 line 8).
+  bool rollout_fits(const co_execution_group& g, const rl_job& job, int node) const;
   /// The decision that gives the job an isolated group on fresh nodes (Alg. 1 lines 15-17),
   /// or a rejection saying why that is impossible.
   placement_decision isolated(const rl_job& job) const;
   /// Rollout nodes one job needs.
   size_t rollout_nodes_needed(const rl_job& job) const;
-  /// The job as a shared group's schedule sees it (planned_member).
-  group_member member_for(const rl_job& job, const std::vector<int>& rollout_nodes,
+  /// The job as a shared group's schedule sees it (plan_member).
+  planned_phases member_for(const rl_job& job, const std::vector<int>& rollout_nodes,
                           int group_training_gpus) const;
 
 private:
   std::vector<int> free_nodes(const std::vector<pool_node>& pool, const std::vector<bool>& used,
                               int gpus) const;
+  /// GENERATEPLACEMENTS for a job needing `nodes` rollout nodes: each member's rollout node
+  /// set of that size and the group's least loaded nodes.
+  std::set<std::vector<int>> packings(const co_execution_group& g, size_t nodes) const;
+  /// The job in `g` on `nodes` meets every member's SLO, its own included (Alg. 1 line 10).
+  bool meets_slos(const co_execution_group& g, const rl_job& job,
+                  const std::vector<int>& nodes) const;
 
   std::vector<pool_node> rollout_pool_;
   std::vector<pool_node> training_pool_;

@@ -6,15 +6,6 @@
 
 namespace loom {
 
-const char* to_string(phase_kind x) {
-  switch (x) {
-    case phase_kind::rollout: return "rollout";
-    case phase_kind::training: return "training";
-    case phase_kind::sync: return "sync";
-  }
-  return "rollout";
-}
-
 int round_robin::running_rollout::total_held() const {
   int n = 0;
   for (auto& [node, g] : held)
@@ -36,7 +27,7 @@ round_robin::node_state& round_robin::node(int id) {
   return it->second;
 }
 
-std::map<int, int> round_robin::need_of(const executor_member& m) const {
+std::map<int, int> round_robin::need_of(const member_state& m) const {
   std::map<int, int> need;
   int left = m.rollout_gpus;
   for (int n : m.rollout_nodes) {
@@ -82,18 +73,20 @@ const std::string* round_robin::next_in_training() const {
                        [](const member_state& m) { return m.training_turn; });
 }
 
-executor_actions round_robin::add(executor_member m, bool staged) {
-  auto job = m.job;
+executor_actions round_robin::add(const group_member& m, phase_switches switches,
+                                   bool staged) {
+  const auto& job = m.job.id;
   if (members_.count(job))
     return {};
   // It joins at the end of the next round nobody has started a rollout in yet, so its first
   // phases slot in right behind the last member's, as in the steady state the planner
   // checked; joining the round in progress would push the others' next rollouts back.
-  member_state state{std::move(m), phase_kind::rollout, next_position_++, 0, 0};
+  member_state state{m.rollout_nodes, m.job.rollout_gpus, switches, phase_kind::rollout,
+                     next_position_++, 0, 0};
   for (auto& [other, o] : members_)
     state.rollout_turn = std::max(state.rollout_turn, o.rollout_turn);
   state.training_turn = state.rollout_turn;
-  for (int n : state.spec.rollout_nodes) {
+  for (int n : state.rollout_nodes) {
     auto& ns = node(n);
     ns.pinned.insert(job);
     if (staged)
@@ -171,7 +164,7 @@ executor_actions round_robin::tail_bound(const std::string& job) {
   if (!next_waits)
     return {};
   auto& run = r->second;
-  const int total = members_.at(job).spec.rollout_gpus;
+  const int total = members_.at(job).rollout_gpus;
   const int keep = std::max(1, int(std::ceil(total * (1.0 - tail_threshold_) - 1e-9)));
   int excess = run.total_held() - keep;
   if (excess <= 0)
@@ -194,7 +187,13 @@ executor_actions round_robin::tail_bound(const std::string& job) {
 
 executor_actions round_robin::dispatch() {
   executor_actions out;
-  // Running rollouts that started on part of their GPUs take freed ones first, oldest first.
+  grow_rollouts(out);
+  start_rollouts(out);
+  start_training(out);
+  return out;
+}
+
+void round_robin::grow_rollouts(executor_actions& out) {
   std::vector<std::pair<uint64_t, std::string>> order;
   for (auto& [job, run] : rollouts_)
     if (!run.tail)
@@ -215,14 +214,16 @@ executor_actions round_robin::dispatch() {
     if (grew)
       out.resizes.push_back(gpu_resize{job, run.total_held()});
   }
-  // A waiting rollout starts, on whatever GPUs are free, once it is next on all its
-  // nodes; a start moves the turn on, so scan again until nothing starts.
+}
+
+void round_robin::start_rollouts(executor_actions& out) {
+  // A start moves the turn on, so scan again until nothing starts.
   for (bool started = true; started;) {
     started = false;
     for (auto& [job, m] : members_) {
       if (!waiting(job, phase_kind::rollout))
         continue;
-      auto need = need_of(m.spec);
+      auto need = need_of(m);
       bool next = true;
       int available = 0;
       for (auto& [n, g] : need) {
@@ -241,9 +242,9 @@ executor_actions round_robin::dispatch() {
         nn.free -= take;
         if (take > 0 && nn.last_job != job) {
           bool warm = nn.resident.count(job) > 0;
-          double s = warm ? m.spec.rollout_switch.warm_s : m.spec.rollout_switch.cold_s;
           grant.cold |= !warm;
-          grant.switch_s = std::max(grant.switch_s, s);
+          grant.switch_s = std::max(grant.switch_s, warm ? m.switches.rollout.warm_s
+                                                         : m.switches.rollout.cold_s);
           nn.resident.insert(job);
           nn.last_job = job;
         }
@@ -255,23 +256,25 @@ executor_actions round_robin::dispatch() {
       started = true;
     }
   }
+}
+
+void round_robin::start_training(executor_actions& out) {
   auto* trainee = next_in_training();
-  if (!training_running_ && trainee && waiting(*trainee, phase_kind::training)) {
-    const std::string job = *trainee;
-    auto& m = members_.at(job);
-    ++m.training_turn;
-    training_running_ = job;
-    phase_grant grant{job, phase_kind::training, training_gpus_, 0, false};
-    if (training_last_ != job) {
-      bool warm = training_resident_.count(job) > 0;
-      grant.switch_s = warm ? m.spec.training_switch.warm_s : m.spec.training_switch.cold_s;
-      grant.cold = !warm;
-      training_resident_.insert(job);
-      training_last_ = job;
-    }
-    out.grants.push_back(std::move(grant));
+  if (training_running_ || !trainee || !waiting(*trainee, phase_kind::training))
+    return;
+  const std::string job = *trainee;
+  auto& m = members_.at(job);
+  ++m.training_turn;
+  training_running_ = job;
+  phase_grant grant{job, phase_kind::training, training_gpus_, 0, false};
+  if (training_last_ != job) {
+    bool warm = training_resident_.count(job) > 0;
+    grant.switch_s = warm ? m.switches.training.warm_s : m.switches.training.cold_s;
+    grant.cold = !warm;
+    training_resident_.insert(job);
+    training_last_ = job;
   }
-  return out;
+  out.grants.push_back(std::move(grant));
 }
 
 std::vector<std::string> round_robin::jobs() const {

@@ -19,24 +19,10 @@
 #include <string>
 #include <vector>
 
-#include <caf/meta/type_name.hpp>
-
 #include "scheduler/phase_costs.hpp"
+#include "scheduler/types.hpp"
 
 namespace loom {
-
-enum class phase_kind : uint8_t { rollout, training, sync };
-
-const char* to_string(phase_kind x);
-
-/// A run permit: the job may run the phase now on `gpus` GPUs, after `switch_s` of loading.
-struct phase_grant {
-  std::string job;
-  phase_kind phase = phase_kind::rollout;
-  int gpus = 0;
-  double switch_s = 0;
-  bool cold = false;
-};
 
 /// A running rollout's GPUs change: shrunk to its tail, or grown as GPUs free up.
 struct gpu_resize {
@@ -49,15 +35,6 @@ struct executor_actions {
   std::vector<gpu_resize> resizes;
 };
 
-/// One member as the executor needs it.
-struct executor_member {
-  std::string job;
-  std::vector<int> rollout_nodes; // rollout-pool node indices it is pinned to
-  int rollout_gpus = 0;           // spread over its nodes, filling each in order
-  switch_costs rollout_switch;
-  switch_costs training_switch;
-};
-
 class round_robin {
 public:
   /// `tail_threshold` in (0, 1]: fraction of responses done that makes a rollout tail-bound;
@@ -66,9 +43,10 @@ public:
               bool migrate_tails);
 
   /// A job joins at the end of the turn order, from the next round nobody has started: its
-  /// first phases follow everyone else's. `staged`: its state is already in the host DRAM of
-  /// its nodes, so its first phases start warm.
-  executor_actions add(executor_member m, bool staged);
+  /// first phases follow everyone else's. Its rollout GPUs fill its nodes in order; `switches`
+  /// are what its phases cost after another job's. `staged`: its state is already in the host
+  /// DRAM of its nodes, so its first phases start warm.
+  executor_actions add(const group_member& m, phase_switches switches, bool staged);
   /// A job leaves (finished, failed, cancelled): its queued phases go, its GPUs are freed.
   executor_actions remove(const std::string& job);
   /// The worker finished a phase the executor granted.
@@ -104,7 +82,9 @@ private:
     int total_held() const;
   };
   struct member_state {
-    executor_member spec;
+    std::vector<int> rollout_nodes; // rollout-pool node indices it is pinned to
+    int rollout_gpus = 0;
+    phase_switches switches;
     phase_kind phase = phase_kind::rollout;
     uint64_t position = 0;      // join order: the turn order within a round
     uint64_t rollout_turn = 0;  // round of its next rollout
@@ -113,8 +93,14 @@ private:
   using turn = std::pair<uint64_t, uint64_t>; // (round, position)
 
   executor_actions dispatch();
+  /// Running rollouts that started on part of their GPUs take freed ones, oldest first.
+  void grow_rollouts(executor_actions& out);
+  /// Waiting rollouts next on all their nodes start on whatever GPUs are free.
+  void start_rollouts(executor_actions& out);
+  /// The training pool serves the next job in turn if it is free.
+  void start_training(executor_actions& out);
   node_state& node(int id);
-  std::map<int, int> need_of(const executor_member& m) const;
+  std::map<int, int> need_of(const member_state& m) const;
   bool waiting(const std::string& job, phase_kind phase) const;
   /// The member whose rollout is next on the node.
   const std::string* next_on_node(int node) const;
@@ -138,10 +124,5 @@ private:
   std::string training_last_;
   std::set<std::string> training_resident_;
 };
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, phase_grant& x) {
-  return f(caf::meta::type_name("phase_grant"), x.job, x.phase, x.gpus, x.switch_s, x.cold);
-}
 
 } // namespace loom

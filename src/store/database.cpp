@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "loom.pb.h"
+#include "store/codecs.hpp"
 
 namespace loom {
 
@@ -54,8 +55,8 @@ caf::expected<std::unique_ptr<database>> database::open(const std::string& path)
   auto listed = rocksdb::DB::ListColumnFamilies(opts, path, &names);
   if (!listed.ok() && listed.IsCorruption())
     return to_error(listed, path, "cannot open");
-  for (auto kind : all_record_kinds) {
-    std::string name{column_family_name(kind)};
+  for (auto kind : all_values<record_kind>()) {
+    std::string name{to_string(kind)};
     if (std::find(names.begin(), names.end(), name) == names.end())
       names.push_back(name);
   }
@@ -73,9 +74,9 @@ caf::expected<std::unique_ptr<database>> database::open(const std::string& path)
     return to_error(st, path, "cannot open database");
   self->db_.reset(raw);
   for (size_t i = 0; i < names.size(); ++i)
-    for (size_t k = 0; k < std::size(all_record_kinds); ++k)
-      if (names[i] == column_family_name(all_record_kinds[k]))
-        self->handles_[k] = self->all_handles_[i];
+    for (auto kind : all_values<record_kind>())
+      if (names[i] == to_string(kind))
+        self->handles_[size_t(kind)] = self->all_handles_[i];
 
   // Schema check: a new database gets our version; an older one is readable as is.
   auto meta = self->get(record_kind::meta, "store");

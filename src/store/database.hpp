@@ -13,7 +13,7 @@
 
 #include <caf/expected.hpp>
 
-#include "store/records.hpp"
+#include "store/types.hpp"
 
 namespace rocksdb {
 class DB;
@@ -61,7 +61,7 @@ private:
   std::string path_;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> all_handles_; // includes unknown families
-  std::array<rocksdb::ColumnFamilyHandle*, std::size(all_record_kinds)> handles_{};
+  std::array<rocksdb::ColumnFamilyHandle*, enum_names<record_kind>::table.size()> handles_{};
   uint64_t last_event_seq_ = 0;
 };
 

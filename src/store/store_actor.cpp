@@ -37,7 +37,7 @@ store_actor::behavior_type store(store_actor::stateful_pointer<store_state> self
       auto& m = *self->state.metrics;
       m.store_batches().Increment();
       for (auto& r : batch.records)
-        m.store_writes(to_string(r.kind)).Increment();
+        m.store_writes(std::string{to_string(r.kind)}).Increment();
       if (!batch.events.empty())
         m.store_writes("events").Increment(static_cast<double>(batch.events.size()));
       return *seq;

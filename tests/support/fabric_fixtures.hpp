@@ -2,7 +2,7 @@
 // Small fabrics the fabric tests share.
 
 #include "fabric/shape.hpp"
-#include "fabric/topology.hpp"
+#include "fabric/fabric_model.hpp"
 
 namespace loom::test {
 
@@ -16,14 +16,14 @@ inline fabric_model two_pods(int uplinks) {
   s.tor_uplinks = uplinks;
   s.boundary_ports = 2;
   auto f = make_rfabric(s);
-  return *fabric_model::build(f.topology, f.nodes);
+  return *fabric_model::build(f.topology, f.nodes).value;
 }
 
 /// PoD p0 (server a, rails 0-1) has two OCS-Agg devices: its ToRs go up into agg-a only, its
 /// boundary ports leave from agg-b only, so nothing in p0 can lift to the core. PoD p1
 /// (servers b, c) is wired normally.
 inline fabric_model split_agg_pods() {
-  fabric_topology t;
+  fabric_config t;
   t.kind = fabric_kind::rfabric;
   t.link_gbps = 200;
   t.nics_per_server = 2;
@@ -47,7 +47,8 @@ inline fabric_model split_agg_pods() {
              {{"b1", 3}, {"agg-c", 4}}, {{"agg-c", 5}, {"core", 3}}, {{"agg-c", 6}, {"core", 4}}};
   return *fabric_model::build(t, {{"a", pool_kind::training, "H800", 2, 1024},
                                   {"b", pool_kind::training, "H800", 2, 1024},
-                                  {"c", pool_kind::training, "H800", 2, 1024}});
+                                  {"c", pool_kind::training, "H800", 2, 1024}})
+            .value;
 }
 
 } // namespace loom::test

@@ -1,4 +1,4 @@
-#include "generation/parallel_config.hpp"
+#include "generation/types.hpp"
 
 #include <algorithm>
 
@@ -30,6 +30,10 @@ std::string parallel_config::name() const {
   if (is_ep())
     return fmt::format("EP{}/TP{}", ep, tp);
   return fmt::format("TP{}", tp);
+}
+
+std::string gen_deployment::name() const {
+  return std::to_string(instances) + "x" + parallel.name();
 }
 
 } // namespace loom

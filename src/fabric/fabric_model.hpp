@@ -14,10 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include <caf/expected.hpp>
-
 #include "core/cluster.hpp"
-#include "core/fabric_topology.hpp"
+#include "core/fabric_config.hpp"
+#include "fabric/types.hpp"
 
 namespace loom {
 
@@ -72,19 +71,13 @@ struct port_role {
   uint32_t index = 0; // the ToR, boundary link or NIC link
 };
 
-/// A GPU rank: a server and a GPU on it; its NIC is the rail it sits on.
-struct rank_ref {
-  uint32_t server = 0;
-  int gpu = 0;
-  friend auto operator<=>(const rank_ref&, const rank_ref&) = default;
-};
+struct fabric_model_result;
 
 class fabric_model {
 public:
   /// Indexes a validated configuration; `nodes` give each server's GPU count. Fails when the
-  /// wiring is not the shape `topology.kind` describes (e.g. a ToR uplink into a core device).
-  static caf::expected<fabric_model> build(const fabric_topology& topology,
-                                           const std::vector<node>& nodes);
+  /// wiring is not the shape `config.kind` describes (e.g. a ToR uplink into a core device).
+  static fabric_model_result build(const fabric_config& config, const std::vector<node>& nodes);
 
   fabric_kind kind = fabric_kind::none;
   double link_bytes_per_s = 0;
@@ -122,6 +115,15 @@ public:
   bool failed(uint32_t server) const { return failed_[server]; }
 
 private:
+  // The steps of build(); each returns why the wiring is wrong, or nothing.
+  void index_servers(const fabric_config& config, const std::vector<node>& nodes);
+  void index_devices(const fabric_config& config);
+  std::string attach_tors(const fabric_config& config);
+  std::string wire_links(const fabric_config& config);
+  void index_ports();
+  std::string wire_nics(const fabric_config& config);
+  std::optional<uint32_t> pod_index(std::string_view id) const;
+
   std::vector<int> tor_index_;              // server * rails + rail -> ToR, or -1
   std::vector<std::vector<uint32_t>> pod_tors_;
   std::vector<uint32_t> tor_local_;
@@ -130,6 +132,12 @@ private:
   std::vector<port_role> roles_;
   std::vector<bool> masked_;
   std::vector<bool> failed_;
+};
+
+/// A fabric model, or why the configuration does not describe one.
+struct fabric_model_result {
+  std::optional<fabric_model> value;
+  std::string error; // non-empty exactly when value is empty
 };
 
 } // namespace loom

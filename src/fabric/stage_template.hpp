@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "fabric/demand.hpp"
-#include "fabric/topology.hpp"
+#include "fabric/fabric_model.hpp"
 
 namespace loom {
 
-struct topology_template {
+struct stage_template {
   fabric_stage stage = fabric_stage::train_compute;
   std::vector<bool> pods;    // PoDs the intent's members live in
   bool tor_to_tor = true;    // OCS-Agg ToR-ToR circuits inside those PoDs
@@ -39,7 +39,7 @@ struct template_options {
 };
 
 /// The §5.2 template for an intent on this fabric.
-topology_template select_template(const fabric_model& model, const fabric_intent& intent,
+stage_template select_template(const fabric_model& model, const fabric_intent& intent,
                                   const template_options& options = {});
 
 /// Phase 1 cache, keyed by fabric_intent::signature().
@@ -48,14 +48,14 @@ public:
   explicit template_cache(template_options options = {}) : options_(options) {}
 
   /// The cached template of a recurring intent, selecting it on first sight.
-  const topology_template& get(const fabric_model& model, const fabric_intent& intent);
+  const stage_template& get(const fabric_model& model, const fabric_intent& intent);
   uint64_t hits() const { return hits_; }
   uint64_t misses() const { return misses_; }
   void clear() { cache_.clear(); }
 
 private:
   template_options options_;
-  std::map<std::string, topology_template> cache_;
+  std::map<std::string, stage_template> cache_;
   uint64_t hits_ = 0;
   uint64_t misses_ = 0;
 };

@@ -1,10 +1,10 @@
-#include "fabric/topology_template.hpp"
+#include "fabric/stage_template.hpp"
 
 namespace loom {
 
-topology_template select_template(const fabric_model& model, const fabric_intent& intent,
+stage_template select_template(const fabric_model& model, const fabric_intent& intent,
                                   const template_options& options) {
-  topology_template t;
+  stage_template t;
   t.stage = intent.stage;
   t.pods.assign(model.pods.size(), false);
   for (auto& r : intent.members)
@@ -32,7 +32,7 @@ topology_template select_template(const fabric_model& model, const fabric_intent
   return t;
 }
 
-const topology_template& template_cache::get(const fabric_model& model,
+const stage_template& template_cache::get(const fabric_model& model,
                                              const fabric_intent& intent) {
   auto key = intent.signature();
   auto it = cache_.find(key);

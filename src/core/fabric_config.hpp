@@ -5,10 +5,13 @@
 // PoD's rail-r ToR (the one whose rack holds the server). NICs reach regional and rail OCS
 // directly: server i of the PoD (or of the fabric, for a rail) on ports i * nics + k + 1.
 
+#include <array>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "core/names.hpp"
 #include "core/ocs_technology.hpp"
 
 namespace loom {
@@ -17,9 +20,34 @@ enum class fabric_kind { none, rfabric, mfabric, opus };
 enum class ocs_tier { agg, core, regional, rail };
 enum class driver_kind { emulated, tl1, zmq };
 
-std::string_view to_string(fabric_kind x);
-std::string_view to_string(ocs_tier x);
-std::string_view to_string(driver_kind x);
+template <>
+struct enum_names<fabric_kind> {
+  static constexpr std::array<std::pair<fabric_kind, std::string_view>, 4> table{{
+    {fabric_kind::none, "none"},
+    {fabric_kind::rfabric, "rfabric"},
+    {fabric_kind::mfabric, "mfabric"},
+    {fabric_kind::opus, "opus"},
+  }};
+};
+
+template <>
+struct enum_names<ocs_tier> {
+  static constexpr std::array<std::pair<ocs_tier, std::string_view>, 4> table{{
+    {ocs_tier::agg, "agg"},
+    {ocs_tier::core, "core"},
+    {ocs_tier::regional, "regional"},
+    {ocs_tier::rail, "rail"},
+  }};
+};
+
+template <>
+struct enum_names<driver_kind> {
+  static constexpr std::array<std::pair<driver_kind, std::string_view>, 3> table{{
+    {driver_kind::emulated, "emulated"},
+    {driver_kind::tl1, "tl1"},
+    {driver_kind::zmq, "zmq"},
+  }};
+};
 
 struct pod {
   std::string id;
@@ -58,7 +86,7 @@ struct fabric_link {
   port_ref b;
 };
 
-struct fabric_topology {
+struct fabric_config {
   fabric_kind kind = fabric_kind::none;
   double link_gbps = 0;     // per NIC / per port
   int nics_per_server = 0;  // = rails

@@ -1,0 +1,40 @@
+#include "core/config_parts.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "core/expand.hpp"
+
+namespace loom::config_parts {
+
+std::vector<std::string> expand(table_reader& r, std::string_view key, const std::string& s) {
+  auto result = expand_range(s);
+  if (auto* msg = std::get_if<std::string>(&result)) {
+    r.error(key, *msg);
+    return {};
+  }
+  return std::get<std::vector<std::string>>(std::move(result));
+}
+
+bool parse_port(std::string_view s, int& port) {
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), port);
+  return ec == std::errc{} && ptr == s.data() + s.size();
+}
+
+bool valid_host_port(std::string_view s) {
+  auto colon = s.rfind(':');
+  int port = 0;
+  return colon != std::string_view::npos && colon > 0
+         && parse_port(s.substr(colon + 1), port) && port >= 0 && port <= 65535;
+}
+
+bool id_registry::add(table_reader& r, std::string_view key, const std::string& id) {
+  auto [it, fresh] = first_line_.emplace(id, r.line_of(key));
+  if (!fresh)
+    r.error(key, fmt::format("duplicate {} id '{}' (first defined at line {})", what_, id,
+                             it->second));
+  return fresh;
+}
+
+} // namespace loom::config_parts

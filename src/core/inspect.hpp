@@ -1,0 +1,227 @@
+#pragma once
+// The one place Loom's plain message types meet CAF: their inspect() overloads, so that CAF can
+// copy, compare, print and serialise them in messages. Every component's types.hpp stays free
+// of CAF; register_loom_types (type_registry.cpp) names each type once for the actor system.
+
+#include <caf/meta/type_name.hpp>
+
+#include "core/types.hpp"
+#include "fabric/types.hpp"
+#include "gateway/types.hpp"
+#include "generation/types.hpp"
+#include "scheduler/types.hpp"
+#include "store/types.hpp"
+
+namespace loom {
+
+// -- core ------------------------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cross_connect& x) {
+  return f(caf::meta::type_name("cross_connect"), x.in, x.out);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, xc_diff& x) {
+  return f(caf::meta::type_name("xc_diff"), x.removes, x.adds);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, apply_report& x) {
+  return f(caf::meta::type_name("apply_report"), x.latency_ns, x.ready_ns, x.attempts);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, driver_health& x) {
+  return f(caf::meta::type_name("driver_health"), x.device, x.connected, x.applies, x.failures,
+           x.cross_connects, x.last_error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ocs_fault& x) {
+  return f(caf::meta::type_name("ocs_fault"), x.failed_ports, x.refuse_next, x.timeout_next,
+           x.refuse_probability, x.timeout_probability);
+}
+
+// -- store -----------------------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, record_write& x) {
+  return f(caf::meta::type_name("record_write"), x.kind, x.key, x.value, x.erase);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, write_batch& x) {
+  return f(caf::meta::type_name("write_batch"), x.records, x.events, x.sync);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stored_record& x) {
+  return f(caf::meta::type_name("stored_record"), x.key, x.value);
+}
+
+// -- scheduler -------------------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rl_job& x) {
+  return f(caf::meta::type_name("rl_job"), x.id, x.rollout_gpus, x.training_gpus,
+           x.rollout_memory_gb, x.training_memory_gb, x.slo, x.rollout_s, x.training_s, x.sync_s,
+           x.name, x.model, x.max_response_tokens, x.batch_size, x.multi_turn, x.model_gb,
+           x.iterations, x.rollout_switch_s, x.training_switch_s);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_member& x) {
+  return f(caf::meta::type_name("group_member"), x.job, x.rollout_nodes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, phase_grant& x) {
+  return f(caf::meta::type_name("phase_grant"), x.job, x.phase, x.gpus, x.switch_s, x.cold);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, placement_reply& x) {
+  return f(caf::meta::type_name("placement_reply"), x.job, x.kind, x.group, x.rollout_nodes,
+           x.training_nodes, x.delta_cost_per_hour, x.cost_per_hour, x.reason);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_status& x) {
+  return f(caf::meta::type_name("job_status"), x.job, x.state, x.group, x.slo, x.solo_s,
+           x.reason);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_status& x) {
+  return f(caf::meta::type_name("group_status"), x.group, x.jobs, x.rollout_nodes,
+           x.training_nodes, x.saturated, x.cost_per_hour);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, iteration_record& x) {
+  return f(caf::meta::type_name("iteration_record"), x.job, x.group, x.index, x.end_ns,
+           x.duration_s, x.solo_s, x.planned_solo_s, x.slo);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cluster_record& x) {
+  return f(caf::meta::type_name("cluster_record"), x.time_ns, x.event, x.job, x.cost_per_hour,
+           x.rollout_gpus, x.training_gpus, x.decision_us);
+}
+
+// -- generation ------------------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, parallel_config& x) {
+  return f(caf::meta::type_name("parallel_config"), x.tp, x.ep, x.ffn_gpus);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gen_deployment& x) {
+  return f(caf::meta::type_name("gen_deployment"), x.parallel, x.instances);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gen_pending& x) {
+  return f(caf::meta::type_name("gen_pending"), x.id, x.prompt_tokens, x.generated, x.instance);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gen_snapshot& x) {
+  return f(caf::meta::type_name("gen_snapshot"), x.step, x.deployment, x.pending,
+           x.finished_outputs);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gen_decision& x) {
+  return f(caf::meta::type_name("gen_decision"), x.deployment, x.assignment, x.reconfigure,
+           x.objective_s, x.current_s, x.switch_s, x.migrate_s, x.solve_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gen_request& x) {
+  return f(caf::meta::type_name("gen_request"), x.id, x.context_tokens, x.pinned);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gen_worker& x) {
+  return f(caf::meta::type_name("gen_worker"), x.id, x.running, x.waiting, x.kv_free_tokens,
+           x.max_batch, x.decode_rate_tps);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, migration& x) {
+  return f(caf::meta::type_name("migration"), x.request, x.from, x.to, x.was_waiting);
+}
+
+// -- fabric ----------------------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rank_ref& x) {
+  return f(caf::meta::type_name("rank_ref"), x.server, x.gpu);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, primitive_share& x) {
+  return f(caf::meta::type_name("primitive_share"), x.kind, x.fraction);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fabric_intent& x) {
+  return f(caf::meta::type_name("fabric_intent"), x.owner, x.stage, x.mix, x.members, x.bytes,
+           x.group_size);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, commit_window& x) {
+  return f(caf::meta::type_name("commit_window"), x.kind, x.expected_s);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, circuit_count& x) {
+  return f(caf::meta::type_name("circuit_count"), x.a, x.b, x.circuits);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, circuit_layout& x) {
+  return f(caf::meta::type_name("circuit_layout"), x.agg, x.core);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fabric_decision& x) {
+  return f(caf::meta::type_name("fabric_decision"), x.owner, x.outcome, x.reason, x.version,
+           x.circuits, x.changed, x.reconfig_s, x.exposed_s);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fabric_plan_status& x) {
+  return f(caf::meta::type_name("fabric_plan_status"), x.owner, x.stage, x.version, x.circuits,
+           x.devices);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, opus_job& x) {
+  return f(caf::meta::type_name("opus_job"), x.job, x.pp, x.symmetrical, x.rails, x.initial);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, topo_write& x) {
+  return f(caf::meta::type_name("topo_write"), x.group, x.op_index, x.group_size, x.stage,
+           x.digit);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, topo_ack& x) {
+  return f(caf::meta::type_name("topo_ack"), x.topo, x.fallback);
+}
+
+// -- gateway ---------------------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, wire_frame& x) {
+  return f(caf::meta::type_name("wire_frame"), x.identity, x.payload, x.role, x.authenticated,
+           x.single_part);
+}
+
+} // namespace loom

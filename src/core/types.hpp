@@ -1,0 +1,80 @@
+#pragma once
+// Core plain data shared by every component: the roles peers authenticate as, and the
+// cross-connects of an optical circuit switch with the messages that change them (the OCS SAI
+// draft and real N x M switches: inputs 1..N, outputs N+1..N+M, each port in at most one
+// cross-connect, re-patching is a remove then an add). No CAF: inspect() lives in
+// core/inspect.hpp.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/names.hpp"
+
+namespace loom {
+
+/// What a peer of the gateway is, as its CURVE key is configured and its Register says.
+enum class worker_role : uint8_t {
+  rollout,         // an RL framework's rollout workers
+  train,           // its trainers
+  gen_instance,    // an inference engine instance (OrchestrRL)
+  collective_shim, // a collective shim (Opus)
+  ocs_agent,       // an OCS agent speaking for a switch
+  admin,           // operators and the loom CLI
+};
+
+template <>
+struct enum_names<worker_role> {
+  static constexpr std::array<std::pair<worker_role, std::string_view>, 6> table{{
+    {worker_role::rollout, "rollout"},
+    {worker_role::train, "train"},
+    {worker_role::gen_instance, "gen-instance"},
+    {worker_role::collective_shim, "collective-shim"},
+    {worker_role::ocs_agent, "ocs-agent"},
+    {worker_role::admin, "admin"},
+  }};
+};
+
+struct cross_connect {
+  uint32_t in = 0;
+  uint32_t out = 0;
+
+  friend bool operator==(const cross_connect&, const cross_connect&) = default;
+  friend auto operator<=>(const cross_connect&, const cross_connect&) = default;
+};
+
+/// One reconfiguration: removes first, then adds. Cross-connects in neither list stay up.
+struct xc_diff {
+  std::vector<cross_connect> removes;
+  std::vector<cross_connect> adds;
+};
+
+/// What an applied diff cost.
+struct apply_report {
+  int64_t latency_ns = 0;  // from request to the device confirming every change
+  int64_t ready_ns = 0;    // until the new circuits carry traffic (adds link-up delay)
+  uint32_t attempts = 1;   // > 1 when the driver reconnected and resumed
+};
+
+struct driver_health {
+  std::string device;
+  bool connected = false;
+  uint64_t applies = 0;
+  uint64_t failures = 0;
+  uint32_t cross_connects = 0;
+  std::string last_error;
+};
+
+/// Faults the emulated driver injects (replay and tests).
+struct ocs_fault {
+  std::vector<uint32_t> failed_ports; // changes touching them are denied
+  uint32_t refuse_next = 0;           // deny the next N applies
+  uint32_t timeout_next = 0;          // let the next N applies time out
+  double refuse_probability = 0;      // then deny / time out at random (seeded)
+  double timeout_probability = 0;
+};
+
+} // namespace loom

@@ -1,0 +1,38 @@
+#pragma once
+// loom.v1 envelopes and Loom's types, both ways, for the gateway: roles and phases, run
+// permits, fabric intents and decisions, and the admin answers. States and kinds go out both
+// as enums and as their text (loom.v1 readers from before the enums); coming in, the enum is
+// read when set, else the text.
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <caf/expected.hpp>
+
+#include "core/types.hpp"
+#include "fabric/types.hpp"
+#include "loom.pb.h"
+#include "scheduler/types.hpp"
+
+namespace loom::wire {
+
+/// The name of the envelope's body field, e.g. "phase_acquire"; "none" without one.
+std::string body_name(const v1::Envelope& e);
+
+std::optional<worker_role> role_of(v1::Role r);
+std::optional<phase_kind> phase_of(v1::Phase p);
+v1::Phase to_wire(phase_kind p);
+
+void fill(v1::PhaseGrant& out, const phase_grant& g);
+void fill(v1::SubmitReply& out, const placement_reply& r);
+void fill(v1::JobInfo& out, const job_status& s);
+void fill(v1::GroupInfo& out, const group_status& g);
+void fill(v1::FabricDecision& out, const fabric_decision& d);
+void fill(v1::FabricPlanInfo& out, const fabric_plan_status& p);
+
+/// A wire intent as the fabric controller takes it (one primitive, the whole volume), or why
+/// it is not one.
+caf::expected<std::pair<fabric_intent, commit_window>> intent_of(const v1::FabricIntent& w);
+
+} // namespace loom::wire

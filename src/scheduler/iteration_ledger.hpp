@@ -1,0 +1,69 @@
+#pragma once
+// A group executor's bookkeeping, pure (WEAVE §4.3, §5.3): per member, the iteration it is in
+// and since when, the solo-equivalent work its worker reported, and the phase times it
+// measured. From these come the iteration records SLOs are judged on, the moment a job has run
+// all its iterations, and the member to re-place when measured phases saturate the group.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "scheduler/types.hpp"
+
+namespace loom {
+
+/// How far a member has got.
+struct member_progress {
+  group_member member;
+  int64_t since_ns = 0; // actor-clock time the current iteration started
+  int64_t iteration = 0;
+  double solo_s = 0;    // solo-equivalent work of the current iteration so far
+  double measured_rollout_s = 0;
+  double measured_training_s = 0;
+  bool drift_reported = false;
+};
+
+/// WEAVE §5.3: a member to stop and re-place with the phase times it measured.
+struct drift_report {
+  std::string job;
+  double rollout_s = 0;
+  double training_s = 0;
+  int64_t iterations_done = 0;
+};
+
+/// What a finished sync means: the iteration that ended, and whether it was the job's last
+/// (the job then leaves the ledger).
+struct iteration_end {
+  iteration_record record;
+  bool completed = false;
+};
+
+class iteration_ledger {
+public:
+  /// `training_gpus`: the group's training pool, which members' training is matched to.
+  iteration_ledger(std::string group, int training_gpus);
+
+  /// A placed job joins; its first iteration starts now.
+  void join(const group_member& m, int64_t now_ns);
+  /// False if the job is not a member.
+  bool leave(const std::string& job);
+  const member_progress* find(const std::string& job) const;
+  size_t size() const { return members_.size(); }
+
+  /// The worker finished a phase the executor granted; `solo_s` is how long the same work
+  /// takes alone on full GPUs. A sync ends the iteration.
+  std::optional<iteration_end> phase_done(const std::string& job, phase_kind phase, double solo_s,
+                                          int64_t now_ns);
+
+  /// The member whose measured phases outgrew its profile most, once the measured phases
+  /// saturate the group (T_load >= T_cycle); each member is reported once.
+  std::optional<drift_report> drift_victim();
+
+private:
+  std::string group_;
+  int training_gpus_;
+  std::map<std::string, member_progress> members_;
+};
+
+} // namespace loom

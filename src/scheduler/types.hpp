@@ -1,0 +1,193 @@
+#pragma once
+// WEAVE's plain data (no CAF): the RL job as the scheduler sees it, the phases it cycles
+// through, the run permits of its group, the placement decisions, and what the scheduler
+// reports. Messages between the scheduler, its group executors, the workers and observers.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/names.hpp"
+
+namespace loom {
+
+/// An RL job as the scheduler sees it (WEAVE §4.2): its GPU needs, host-memory working sets,
+/// SLO, and worst-case phase durations profiled at the maximum token limit.
+struct rl_job {
+  std::string id;
+  int rollout_gpus = 0;
+  int training_gpus = 0;
+  double rollout_memory_gb = 0; // working set cached per rollout node (warm start)
+  double training_memory_gb = 0; // training state cached per training node
+  double slo = 1.5;              // tolerated slowdown of an iteration vs. solo
+  double rollout_s = 0;          // worst-case rollout phase
+  double training_s = 0;         // worst-case training phase at `training_gpus`
+  double sync_s = 0;             // model sync after training (derived from model_gb)
+  std::string name;
+  std::string model;
+  int max_response_tokens = 0;
+  int batch_size = 0;
+  bool multi_turn = false;
+  double model_gb = 0;           // weights to sync to the rollout pool every iteration
+  int64_t iterations = 0;        // iterations to run; 0: until finished or cancelled
+  // Warm starts each phase pays when it follows another job's phase on the same GPUs
+  // (derived from the working sets, like sync_s); planning adds them once a group is shared.
+  double rollout_switch_s = 0;
+  double training_switch_s = 0;
+
+  /// Iteration time alone on dedicated pools: rollout -> train -> sync.
+  double solo_s() const { return rollout_s + training_s + sync_s; }
+};
+
+/// A job in a co-execution group: the job and the rollout nodes (rollout-pool indices) it is
+/// pinned to. The one struct for this concept: placement, the executor and their cores share it.
+struct group_member {
+  rl_job job;
+  std::vector<int> rollout_nodes;
+};
+
+enum class phase_kind : uint8_t { rollout, training, sync };
+
+template <>
+struct enum_names<phase_kind> {
+  static constexpr std::array<std::pair<phase_kind, std::string_view>, 3> table{{
+    {phase_kind::rollout, "rollout"},
+    {phase_kind::training, "training"},
+    {phase_kind::sync, "sync"},
+  }};
+};
+
+/// A run permit (WEAVE §5.1): the job may run the phase now on `gpus` GPUs, after `switch_s`
+/// of loading.
+struct phase_grant {
+  std::string job;
+  phase_kind phase = phase_kind::rollout;
+  int gpus = 0;
+  double switch_s = 0;
+  bool cold = false;
+};
+
+/// How Algorithm 1 placed a job (WEAVE §4.2).
+enum class placement_kind : uint8_t { direct_packing, rollout_scaling, new_group, rejected };
+
+template <>
+struct enum_names<placement_kind> {
+  static constexpr std::array<std::pair<placement_kind, std::string_view>, 4> table{{
+    {placement_kind::direct_packing, "direct_packing"},
+    {placement_kind::rollout_scaling, "rollout_scaling"},
+    {placement_kind::new_group, "new_group"},
+    {placement_kind::rejected, "rejected"},
+  }};
+};
+
+/// Where a job stands with the scheduler.
+enum class job_state : uint8_t { placed, rejected, finished, failed, cancelled, drifted };
+
+template <>
+struct enum_names<job_state> {
+  static constexpr std::array<std::pair<job_state, std::string_view>, 6> table{{
+    {job_state::placed, "placed"},
+    {job_state::rejected, "rejected"},
+    {job_state::finished, "finished"},
+    {job_state::failed, "failed"},
+    {job_state::cancelled, "cancelled"},
+    {job_state::drifted, "drifted"},
+  }};
+};
+
+/// What changed the cluster: a placement decision or a job's departure.
+enum class cluster_event : uint8_t {
+  direct_packing,
+  rollout_scaling,
+  new_group,
+  rejected,
+  left,    // finished, failed or cancelled
+  drifted, // stopped to be re-placed with its measured phases (WEAVE §5.3)
+};
+
+template <>
+struct enum_names<cluster_event> {
+  static constexpr std::array<std::pair<cluster_event, std::string_view>, 6> table{{
+    {cluster_event::direct_packing, "direct_packing"},
+    {cluster_event::rollout_scaling, "rollout_scaling"},
+    {cluster_event::new_group, "new_group"},
+    {cluster_event::rejected, "rejected"},
+    {cluster_event::left, "left"},
+    {cluster_event::drifted, "drifted"},
+  }};
+};
+
+/// The cluster event a placement decision is.
+constexpr cluster_event event_of(placement_kind k) {
+  switch (k) {
+    case placement_kind::direct_packing: return cluster_event::direct_packing;
+    case placement_kind::rollout_scaling: return cluster_event::rollout_scaling;
+    case placement_kind::new_group: return cluster_event::new_group;
+    case placement_kind::rejected: return cluster_event::rejected;
+  }
+  return cluster_event::rejected;
+}
+
+/// A decision that placed a job (not a rejection or a departure).
+constexpr bool is_placement(cluster_event e) {
+  return e == cluster_event::direct_packing || e == cluster_event::rollout_scaling
+         || e == cluster_event::new_group;
+}
+
+/// The answer to a submitted job, sent once the decision is durable.
+struct placement_reply {
+  std::string job;
+  placement_kind kind = placement_kind::rejected;
+  std::string group; // group id, empty when rejected
+  std::vector<std::string> rollout_nodes;
+  std::vector<std::string> training_nodes;
+  double delta_cost_per_hour = 0;
+  double cost_per_hour = 0; // the cluster's provisioning cost after the decision
+  std::string reason;       // why it was rejected
+};
+
+struct job_status {
+  std::string job;
+  job_state state = job_state::placed;
+  std::string group;
+  double slo = 0;
+  double solo_s = 0;
+  std::string reason;
+};
+
+struct group_status {
+  std::string group;
+  std::vector<std::string> jobs;
+  std::vector<std::string> rollout_nodes;
+  std::vector<std::string> training_nodes;
+  bool saturated = false;
+  double cost_per_hour = 0;
+};
+
+/// One completed iteration of a job under its group's schedule (end of its sync).
+struct iteration_record {
+  std::string job;
+  std::string group;
+  int64_t index = 0;         // 0 is the first iteration after (re-)admission
+  int64_t end_ns = 0;        // actor-clock time, ns since the clock's epoch
+  double duration_s = 0;     // since the previous iteration ended (or since admission)
+  double solo_s = 0;         // the same work alone on dedicated pools, as the worker measured it
+  double planned_solo_s = 0; // the job's profiled worst-case solo iteration
+  double slo = 0;
+};
+
+/// The cluster after a scheduler decision or a job's departure.
+struct cluster_record {
+  int64_t time_ns = 0;
+  cluster_event event = cluster_event::rejected;
+  std::string job;
+  double cost_per_hour = 0;
+  int rollout_gpus = 0;
+  int training_gpus = 0;
+  double decision_us = 0; // wall-clock time of the placement search (0 for departures)
+};
+
+} // namespace loom

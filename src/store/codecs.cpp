@@ -1,0 +1,171 @@
+#include "store/codecs.hpp"
+
+#include "loom.pb.h"
+#include "store/proto_enums.hpp"
+
+namespace loom {
+
+std::string event_key(uint64_t seq) {
+  std::string key(8, '\0');
+  for (int i = 7; i >= 0; --i) {
+    key[static_cast<size_t>(i)] = static_cast<char>(seq & 0xff);
+    seq >>= 8;
+  }
+  return key;
+}
+
+uint64_t event_seq(std::string_view key) {
+  uint64_t seq = 0;
+  for (size_t i = 0; i < 8 && i < key.size(); ++i)
+    seq = (seq << 8) | static_cast<unsigned char>(key[i]);
+  return seq;
+}
+
+std::string encode_event(int64_t time_ns, const loom_event& event) {
+  v1::Event e;
+  e.set_time_ns(time_ns);
+  e.set_kind(std::string{to_string(event.kind)});
+  e.set_event_kind(to_proto(event.kind));
+  e.set_subject(event.subject);
+  e.set_detail(event.detail);
+  return e.SerializeAsString();
+}
+
+std::optional<stored_event> decode_event(std::string_view bytes) {
+  v1::Event e;
+  if (!e.ParseFromArray(bytes.data(), int(bytes.size())))
+    return std::nullopt;
+  auto kind = read_either<event_kind>(e.event_kind(), e.kind());
+  if (!kind)
+    return std::nullopt;
+  return stored_event{e.time_ns(), {*kind, e.subject(), e.detail()}};
+}
+
+std::string encode_job(const job_record& rec) {
+  const auto& job = rec.job;
+  v1::Job r;
+  r.set_id(job.id);
+  r.set_name(job.name);
+  r.set_model(job.model);
+  r.set_rollout_gpus(uint32_t(job.rollout_gpus));
+  r.set_training_gpus(uint32_t(job.training_gpus));
+  r.set_max_response_tokens(uint32_t(job.max_response_tokens));
+  r.set_batch_size(uint32_t(job.batch_size));
+  r.set_multi_turn(job.multi_turn);
+  r.set_rollout_host_memory_gb(job.rollout_memory_gb);
+  r.set_training_host_memory_gb(job.training_memory_gb);
+  r.set_slo(job.slo);
+  r.set_worst_rollout_s(job.rollout_s);
+  r.set_worst_training_s(job.training_s);
+  r.set_model_bytes(uint64_t(job.model_gb * 1e9));
+  r.set_state(to_proto(rec.state));
+  r.set_group_id(rec.group);
+  r.set_reason(rec.reason);
+  r.set_iterations(uint64_t(job.iterations));
+  r.set_sync_s(job.sync_s);
+  return r.SerializeAsString();
+}
+
+std::optional<job_record> decode_job(std::string_view bytes) {
+  v1::Job r;
+  if (!r.ParseFromArray(bytes.data(), int(bytes.size())))
+    return std::nullopt;
+  auto state = from_proto(r.state());
+  if (!state)
+    return std::nullopt;
+  job_record out;
+  auto& j = out.job;
+  j.id = r.id();
+  j.name = r.name();
+  j.model = r.model();
+  j.rollout_gpus = int(r.rollout_gpus());
+  j.training_gpus = int(r.training_gpus());
+  j.max_response_tokens = int(r.max_response_tokens());
+  j.batch_size = int(r.batch_size());
+  j.multi_turn = r.multi_turn();
+  j.rollout_memory_gb = r.rollout_host_memory_gb();
+  j.training_memory_gb = r.training_host_memory_gb();
+  j.slo = r.slo();
+  j.rollout_s = r.worst_rollout_s();
+  j.training_s = r.worst_training_s();
+  j.model_gb = double(r.model_bytes()) / 1e9;
+  j.iterations = int64_t(r.iterations());
+  j.sync_s = r.sync_s();
+  out.state = *state;
+  out.group = r.group_id();
+  out.reason = r.reason();
+  return out;
+}
+
+std::string encode_group(const group_record& rec) {
+  v1::Group g;
+  g.set_id(rec.id);
+  for (auto& j : rec.jobs)
+    g.add_job_ids(j);
+  for (auto& n : rec.rollout_nodes)
+    g.add_rollout_nodes(n);
+  for (auto& n : rec.training_nodes)
+    g.add_training_nodes(n);
+  return g.SerializeAsString();
+}
+
+std::string encode_placement(const placement_record& rec) {
+  v1::Placement p;
+  p.set_job_id(rec.job);
+  p.set_group_id(rec.group);
+  for (auto& s : rec.rollout) {
+    auto* share = p.add_rollout();
+    share->set_node(s.node);
+    share->set_gpus(uint32_t(s.gpus));
+  }
+  for (auto& s : rec.training) {
+    auto* share = p.add_training();
+    share->set_node(s.node);
+    share->set_gpus(uint32_t(s.gpus));
+  }
+  return p.SerializeAsString();
+}
+
+std::string encode_device_plan(const device_plan_record& rec) {
+  v1::CircuitPlan p;
+  p.set_device(rec.device);
+  p.set_version(rec.version);
+  if (!rec.circuits.empty()) {
+    p.set_intent(std::string{to_string(rec.stage)});
+    p.set_stage(to_proto(rec.stage));
+  }
+  for (auto& c : rec.circuits) {
+    auto* pc = p.add_circuits();
+    pc->set_a(c.a);
+    pc->set_b(c.b);
+    pc->set_owner(c.owner);
+    pc->set_version(c.version);
+    pc->set_stage(std::string{to_string(c.stage)});
+    pc->set_stage_kind(to_proto(c.stage));
+  }
+  for (auto& x : rec.cross_connects) {
+    auto* xc = p.add_cross_connects();
+    xc->set_in_port(x.in);
+    xc->set_out_port(x.out);
+  }
+  return p.SerializeAsString();
+}
+
+std::optional<device_plan_record> decode_device_plan(std::string_view bytes) {
+  v1::CircuitPlan p;
+  if (!p.ParseFromArray(bytes.data(), int(bytes.size())))
+    return std::nullopt;
+  device_plan_record out;
+  out.device = p.device();
+  out.version = p.version();
+  out.stage = read_either<fabric_stage>(p.stage(), p.intent()).value_or(fabric_stage::train_compute);
+  for (auto& c : p.circuits())
+    out.circuits.push_back(
+      {c.a(), c.b(), c.owner(), c.version(),
+       read_either<fabric_stage>(c.stage_kind(), c.stage()).value_or(fabric_stage::train_compute)});
+  for (auto& x : p.cross_connects())
+    out.cross_connects.push_back({x.in_port(), x.out_port()});
+  return out;
+}
+
+} // namespace loom

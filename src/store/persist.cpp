@@ -1,0 +1,45 @@
+#include "store/persist.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "core/error.hpp"
+
+namespace loom {
+
+namespace {
+
+/// What an event's subject is, as its log line names it.
+std::string_view subject_key(event_kind k) {
+  switch (k) {
+    case event_kind::fabric_committed:
+    case event_kind::fabric_plan_deferred:
+    case event_kind::fabric_plan_kept:
+    case event_kind::fabric_commit_failed: return "owner";
+    case event_kind::ocs_port_masked: return "device";
+    case event_kind::gen_reconfigured: return "deployment";
+    default: return "job";
+  }
+}
+
+spdlog::level::level_enum level_of(event_kind k) {
+  switch (k) {
+    case event_kind::fabric_commit_failed:
+    case event_kind::ocs_port_masked:
+    case event_kind::opus_fallback: return spdlog::level::warn;
+    default: return spdlog::level::info;
+  }
+}
+
+} // namespace
+
+void log_event(const loom_event& e) {
+  spdlog::log(level_of(e.kind), "event={} {}={} {}", e.kind, subject_key(e.kind), e.subject,
+              e.detail);
+}
+
+void log_unstored(const loom_event& e, const caf::error& err) {
+  spdlog::error("event=decision_not_stored kind={} {}={} error=\"{}\"", e.kind,
+                subject_key(e.kind), e.subject, render(err));
+}
+
+} // namespace loom

@@ -1,0 +1,101 @@
+#pragma once
+// What the store holds and the plain structs that carry writes between actors (no CAF): one
+// RocksDB column family per record kind, and an append-only log of typed events. Values are
+// encoded with the loom.v1 protobuf schema by store/codecs.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/names.hpp"
+
+namespace loom {
+
+/// A record kind; its name is its column family's.
+enum class record_kind : uint8_t { meta, jobs, groups, placements, circuit_plans, events };
+
+template <>
+struct enum_names<record_kind> {
+  static constexpr std::array<std::pair<record_kind, std::string_view>, 6> table{{
+    {record_kind::meta, "meta"},
+    {record_kind::jobs, "jobs"},
+    {record_kind::groups, "groups"},
+    {record_kind::placements, "placements"},
+    {record_kind::circuit_plans, "circuit_plans"},
+    {record_kind::events, "events"},
+  }};
+};
+
+/// What an entry of the event log records (loom.v1.EventKind on disk).
+enum class event_kind : uint8_t {
+  job_placed,
+  job_rejected,
+  job_finished,
+  job_failed,
+  job_cancelled,
+  job_drifted,
+  fabric_committed,
+  fabric_plan_deferred,
+  fabric_plan_kept,
+  fabric_commit_failed,
+  ocs_port_masked,
+  opus_registered,
+  opus_reconfigured,
+  opus_fallback,
+  gen_reconfigured,
+};
+
+template <>
+struct enum_names<event_kind> {
+  static constexpr std::array<std::pair<event_kind, std::string_view>, 15> table{{
+    {event_kind::job_placed, "job_placed"},
+    {event_kind::job_rejected, "job_rejected"},
+    {event_kind::job_finished, "job_finished"},
+    {event_kind::job_failed, "job_failed"},
+    {event_kind::job_cancelled, "job_cancelled"},
+    {event_kind::job_drifted, "job_drifted"},
+    {event_kind::fabric_committed, "fabric_committed"},
+    {event_kind::fabric_plan_deferred, "fabric_plan_deferred"},
+    {event_kind::fabric_plan_kept, "fabric_plan_kept"},
+    {event_kind::fabric_commit_failed, "fabric_commit_failed"},
+    {event_kind::ocs_port_masked, "ocs_port_masked"},
+    {event_kind::opus_registered, "opus_registered"},
+    {event_kind::opus_reconfigured, "opus_reconfigured"},
+    {event_kind::opus_fallback, "opus_fallback"},
+    {event_kind::gen_reconfigured, "gen_reconfigured"},
+  }};
+};
+
+/// One decision for the event log: what, about whom, and the details as `key=value` pairs
+/// (the same text the structured log line carries).
+struct loom_event {
+  event_kind kind = event_kind::job_placed;
+  std::string subject;
+  std::string detail;
+};
+
+/// One put (or delete) of a keyed record.
+struct record_write {
+  record_kind kind = record_kind::jobs;
+  std::string key;
+  std::string value; // serialized loom.v1 message
+  bool erase = false;
+};
+
+/// Writes applied atomically: all or none. Events are appended to the log in order and get the
+/// next sequence numbers. `sync` makes the write durable (fsync'd WAL) before it is answered.
+struct write_batch {
+  std::vector<record_write> records;
+  std::vector<std::string> events; // serialized loom.v1.Event
+  bool sync = true;
+};
+
+struct stored_record {
+  std::string key;
+  std::string value;
+};
+
+} // namespace loom
