@@ -20,6 +20,53 @@ caf::error failed(driver_health& health, caf::error err) {
 
 } // namespace
 
+namespace {
+
+using emulated_ptr = emulated_ocs_actor::stateful_pointer<emulated_ocs_state>;
+
+/// The next apply is refused or times out: an injected count first, then at random.
+bool draw_fault(emulated_ocs_state& st, uint32_t& counter, double probability) {
+  if (counter > 0) {
+    --counter;
+    return true;
+  }
+  std::uniform_real_distribution<double> coin{0.0, 1.0};
+  return probability > 0 && coin(st.fault_rng) < probability;
+}
+
+/// A diff is checked, then the mirrors move at once and the device confirms once they have
+/// settled (its latency on the actor clock); faults refuse it or let it time out.
+caf::result<apply_report> emulate_apply(emulated_ptr self, const xc_diff& diff) {
+  auto& st = self->state;
+  if (auto v = st.table->check(diff))
+    return failed(st.health, make_error(errc::driver_refused, v->message));
+  std::set<uint32_t> failed_ports{st.faults.failed_ports.begin(), st.faults.failed_ports.end()};
+  for (auto* list : {&diff.removes, &diff.adds})
+    for (auto& x : *list)
+      for (auto port : {x.in, x.out})
+        if (failed_ports.count(port))
+          return failed(st.health,
+                        make_error(errc::driver_denied, fmt::format("SROF port {} failed", port)));
+  if (draw_fault(st, st.faults.refuse_next, st.faults.refuse_probability))
+    return failed(st.health, make_error(errc::driver_denied, "SROF device refused the command"));
+  auto id = st.next_id++;
+  auto& p = st.in_flight[id];
+  p.promise = self->make_response_promise<apply_report>();
+  if (draw_fault(st, st.faults.timeout_next, st.faults.timeout_probability)) {
+    p.times_out = true;
+    self->delayed_send(self, st.config.command_timeout, commit_atom::value, id);
+    return p.promise;
+  }
+  auto latency = st.sampler->sample();
+  st.table->apply(diff);
+  p.report.latency_ns = latency.count();
+  p.report.ready_ns = (latency + st.config.link_up_delay).count();
+  self->delayed_send(self, latency, commit_atom::value, id);
+  return p.promise;
+}
+
+} // namespace
+
 emulated_ocs_actor::behavior_type
 emulated_ocs(emulated_ocs_actor::stateful_pointer<emulated_ocs_state> self,
              emulated_ocs_config config) {
@@ -31,44 +78,7 @@ emulated_ocs(emulated_ocs_actor::stateful_pointer<emulated_ocs_state> self,
   st.health.connected = true;
   st.config = std::move(config);
   return {
-    [self](apply_atom, const xc_diff& diff) -> caf::result<apply_report> {
-      auto& st = self->state;
-      if (auto v = st.table->check(diff))
-        return failed(st.health, make_error(errc::driver_refused, v->message));
-      std::set<uint32_t> failed_ports{st.faults.failed_ports.begin(), st.faults.failed_ports.end()};
-      for (auto* list : {&diff.removes, &diff.adds})
-        for (auto& x : *list)
-          for (auto port : {x.in, x.out})
-            if (failed_ports.count(port))
-              return failed(st.health, make_error(errc::driver_denied,
-                                                  fmt::format("SROF port {} failed", port)));
-      std::uniform_real_distribution<double> coin{0.0, 1.0};
-      auto draw = [&](uint32_t& counter, double probability) {
-        if (counter > 0) {
-          --counter;
-          return true;
-        }
-        return probability > 0 && coin(st.fault_rng) < probability;
-      };
-      if (draw(st.faults.refuse_next, st.faults.refuse_probability))
-        return failed(st.health,
-                      make_error(errc::driver_denied, "SROF device refused the command"));
-      auto id = st.next_id++;
-      auto& p = st.in_flight[id];
-      p.promise = self->make_response_promise<apply_report>();
-      if (draw(st.faults.timeout_next, st.faults.timeout_probability)) {
-        p.times_out = true;
-        self->delayed_send(self, st.config.command_timeout, commit_atom::value, id);
-        return p.promise;
-      }
-      // The mirrors move now; the device confirms once they have settled.
-      auto latency = st.sampler->sample();
-      st.table->apply(diff);
-      p.report.latency_ns = latency.count();
-      p.report.ready_ns = (latency + st.config.link_up_delay).count();
-      self->delayed_send(self, latency, commit_atom::value, id);
-      return p.promise;
-    },
+    [self](apply_atom, const xc_diff& diff) { return emulate_apply(self, diff); },
     [self](commit_atom, uint64_t id) {
       auto& st = self->state;
       auto it = st.in_flight.find(id);

@@ -36,13 +36,13 @@ void read_collective(table_reader& c, fabric_scenario& sc) {
   collective_setup s;
   if (auto v = c.required<std::string>("name"))
     s.name = *v;
-  auto kind = one_of<primitive>(c, "kind", c.required<std::string>("kind"),
-                                {{"all-to-all", primitive::all_to_all},
-                                 {"all-reduce", primitive::all_reduce},
-                                 {"all-gather", primitive::all_gather},
-                                 {"reduce-scatter", primitive::reduce_scatter}});
-  if (kind)
+  auto kind = one_of<primitive>(c, "kind", c.required<std::string>("kind"));
+  if (kind && (*kind == primitive::all_to_all || *kind == primitive::all_reduce
+               || *kind == primitive::all_gather || *kind == primitive::reduce_scatter))
     s.kind = *kind;
+  else if (kind)
+    c.error("kind", fmt::format("Fig. 23 compares all-to-all, all-reduce, all-gather and "
+                                "reduce-scatter, not {}", *kind));
   int ranks = 0;
   if (auto v = c.required<std::string>("layout")) {
     if (auto l = parse_parallel_layout(*v)) {

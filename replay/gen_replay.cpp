@@ -129,26 +129,17 @@ json policy_json(const gen_scenario& sc, const run_spec& spec, const gen_run_log
   return out;
 }
 
-} // namespace
+/// veRL-TO's sweep: every fixed DP x TP with TP in {1, 2, 4, 8} that fits (only TP8 when no
+/// policy needs the best one), with each run's wall time.
+struct static_sweep {
+  std::map<int, gen_run_log> logs;
+  std::map<int, double> wall_s;
+  int best_tp = 0; // by samples per second
+};
 
-caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& sc,
-                                                const std::string& out_dir) {
-  if (auto err = make_output_dir(out_dir))
-    return err;
-  const engine_model engine{sc.model, sc.gpu};
-  auto want = [&](const char* p) {
-    return std::find(sc.policies.begin(), sc.policies.end(), p) != sc.policies.end();
-  };
-  json policies = json::object();
-  json timings = json::object();
-  auto store_of = [&](const std::string& name) {
-    return (std::filesystem::path{out_dir} / "store" / name).string();
-  };
-  // veRL-TO's sweep: the best fixed DP x TP with TP in {1, 2, 4, 8}.
-  std::map<int, gen_run_log> statics;
-  std::map<int, double> static_wall;
-  const bool adaptive = want("static-best") || want("planner-only") || want("balancer-only")
-                        || want("orchestr");
+caf::expected<static_sweep> sweep_statics(const gen_scenario& sc, const engine_model& engine,
+                                          bool adaptive) {
+  static_sweep out;
   for (int tp : {1, 2, 4, 8}) {
     if (sc.gpus % tp != 0 || tp > sc.planner.gpus_per_node || engine.kv_capacity_tokens(tp) <= 0)
       continue;
@@ -158,53 +149,60 @@ caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& sc,
     auto log = run_once(sc, {{tp, sc.gpus / tp}, false, false}, "");
     if (!log)
       return log.error();
-    static_wall[tp] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    statics.emplace(tp, std::move(*log));
+    out.wall_s[tp] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    out.logs.emplace(tp, std::move(*log));
   }
-  if (statics.empty())
+  if (out.logs.empty())
     return make_error(errc::invalid_argument,
                       fmt::format("{} fits no TP in {{1, 2, 4, 8}} on {} {} GPUs", sc.model.name,
                                   sc.gpus, sc.gpu.name));
-  int best_tp = statics.begin()->first;
-  for (auto& [tp, log] : statics)
-    if (samples_per_s(sc, log) > samples_per_s(sc, statics.at(best_tp)))
-      best_tp = tp;
-  const gen_deployment best{best_tp, sc.gpus / best_tp};
-  for (auto& name : sc.policies) {
-    if (name == "static-best" || name == "static-tp8") {
-      const int tp = name == "static-best" ? best_tp : 8;
-      auto it = statics.find(tp);
-      if (it == statics.end()) {
-        policies[name] = {{"error", fmt::format("TP=8 does not fit {} GPUs of {} per node",
-                                                sc.gpus, sc.planner.gpus_per_node)}};
-        continue;
-      }
-      auto p = policy_json(sc, {{tp, sc.gpus / tp}, false, false}, it->second);
-      if (name == "static-best") {
-        json sweep;
-        for (auto& [t, log] : statics)
-          sweep[fmt::format("tp{}", t)] = round4(samples_per_s(sc, log));
-        p["sweep_samples_per_s"] = sweep;
-      }
-      policies[name] = p;
-      timings[name]["wall_s"] = round4(static_wall[tp]);
-      continue;
-    }
-    run_spec spec{best, name != "balancer-only", name != "planner-only"};
-    auto t0 = std::chrono::steady_clock::now();
-    auto log = run_once(sc, spec, store_of(name));
-    if (!log)
-      return log.error();
-    policies[name] = policy_json(sc, spec, *log);
-    timings[name]["wall_s"] =
-      round4(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (!log->solve_ms.empty()) {
-      auto max = *std::max_element(log->solve_ms.begin(), log->solve_ms.end());
-      timings[name]["solve_ms"] = {{"p50", round4(percentile(log->solve_ms, 0.5))},
-                                   {"max", round4(max)},
-                                   {"calls", log->solve_ms.size()}};
-    }
+  out.best_tp = out.logs.begin()->first;
+  for (auto& [tp, log] : out.logs)
+    if (samples_per_s(sc, log) > samples_per_s(sc, out.logs.at(out.best_tp)))
+      out.best_tp = tp;
+  return out;
+}
+
+/// static-best or static-tp8, from the sweep.
+json static_policy(const gen_scenario& sc, const std::string& name, const static_sweep& sweep,
+                   json& timings) {
+  const int tp = name == "static-best" ? sweep.best_tp : 8;
+  auto it = sweep.logs.find(tp);
+  if (it == sweep.logs.end())
+    return {{"error", fmt::format("TP=8 does not fit {} GPUs of {} per node", sc.gpus,
+                                  sc.planner.gpus_per_node)}};
+  auto p = policy_json(sc, {{tp, sc.gpus / tp}, false, false}, it->second);
+  if (name == "static-best") {
+    json all;
+    for (auto& [t, log] : sweep.logs)
+      all[fmt::format("tp{}", t)] = round4(samples_per_s(sc, log));
+    p["sweep_samples_per_s"] = all;
   }
+  timings[name]["wall_s"] = round4(sweep.wall_s.at(tp));
+  return p;
+}
+
+/// planner-only, balancer-only or orchestr, from the best static deployment.
+caf::expected<json> adaptive_policy(const gen_scenario& sc, const std::string& name,
+                                    const gen_deployment& best, const std::string& store_dir,
+                                    json& timings) {
+  run_spec spec{best, name != "balancer-only", name != "planner-only"};
+  auto t0 = std::chrono::steady_clock::now();
+  auto log = run_once(sc, spec, store_dir);
+  if (!log)
+    return log.error();
+  timings[name]["wall_s"] =
+    round4(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (!log->solve_ms.empty()) {
+    auto max = *std::max_element(log->solve_ms.begin(), log->solve_ms.end());
+    timings[name]["solve_ms"] = {{"p50", round4(percentile(log->solve_ms, 0.5))},
+                                 {"max", round4(max)},
+                                 {"calls", log->solve_ms.size()}};
+  }
+  return policy_json(sc, spec, *log);
+}
+
+json speedups_of(json& policies) {
   json speedups = json::object();
   if (policies.contains("static-best") && policies["static-best"].contains("samples_per_s")) {
     const double base = policies["static-best"]["samples_per_s"].get<double>();
@@ -212,6 +210,10 @@ caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& sc,
       if (p.contains("samples_per_s") && base > 0)
         speedups[name] = round4(p["samples_per_s"].get<double>() / base);
   }
+  return speedups;
+}
+
+json gen_report(const gen_scenario& sc, const json& policies, const json& speedups) {
   size_t batch = sc.steps.empty() ? 0 : sc.steps.front().size();
   json report;
   report["scenario"] = sc.name;
@@ -224,36 +226,74 @@ caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& sc,
                         {"training_s_per_step", sc.training_s}};
   report["policies"] = policies;
   report["throughput_vs_static_best"] = speedups;
-  gen_replay_output out;
-  out.report_json = report.dump(2) + "\n";
-  out.timings_json = json{{"scenario", sc.name}, {"policies", timings}}.dump(2) + "\n";
+  return report;
+}
+
+std::string gen_table_row(const std::string& name, json& p, json& t, const json& speedups) {
+  if (p.contains("error"))
+    return fmt::format("{:<14} {}\n", name, p["error"].get<std::string>());
+  std::string err = p["forecast_rel_error"].is_null()
+                      ? "-"
+                      : fmt::format("{:.3f}", p["forecast_rel_error"].get<double>());
+  std::string solve = t.contains("solve_ms")
+                        ? fmt::format("{:.2f}/{:.2f}", t["solve_ms"]["p50"].get<double>(),
+                                      t["solve_ms"]["max"].get<double>())
+                        : "-";
+  return fmt::format("{:<14} {:>9} {:>10.1f} {:>10.1f} {:>10.3f} {:>8.3f} {:>7} {:>7} {:>9} "
+                     "{:>16}\n",
+                     name, p["initial_deployment"].get<std::string>(),
+                     p["makespan_s"]["mean"].get<double>(), p["makespan_s"]["p99"].get<double>(),
+                     p["samples_per_s"].get<double>(),
+                     speedups.contains(name) ? speedups[name].get<double>() : 0.0,
+                     p["reconfigurations"].get<int64_t>(), p["migrations"].get<int64_t>(), err,
+                     solve);
+}
+
+std::string gen_table(const gen_scenario& sc, json& policies, json& timings,
+                      const json& speedups) {
   std::string table =
     fmt::format("{:<14} {:>9} {:>10} {:>10} {:>10} {:>8} {:>7} {:>7} {:>9} {:>16}\n", "policy",
                 "start", "mean s", "p99 s", "samples/s", "vs best", "reconf", "migr",
                 "fcst err", "solve p50/max ms");
+  for (auto& name : sc.policies)
+    table += gen_table_row(name, policies[name], timings[name], speedups);
+  return table;
+}
+
+} // namespace
+
+caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& sc,
+                                                const std::string& out_dir) {
+  if (auto err = make_output_dir(out_dir))
+    return err;
+  const engine_model engine{sc.model, sc.gpu};
+  auto want = [&](const char* p) {
+    return std::find(sc.policies.begin(), sc.policies.end(), p) != sc.policies.end();
+  };
+  auto sweep = sweep_statics(sc, engine,
+                             want("static-best") || want("planner-only")
+                               || want("balancer-only") || want("orchestr"));
+  if (!sweep)
+    return sweep.error();
+  const gen_deployment best{sweep->best_tp, sc.gpus / sweep->best_tp};
+  json policies = json::object();
+  json timings = json::object();
   for (auto& name : sc.policies) {
-    auto& p = policies[name];
-    if (p.contains("error")) {
-      table += fmt::format("{:<14} {}\n", name, p["error"].get<std::string>());
+    if (name == "static-best" || name == "static-tp8") {
+      policies[name] = static_policy(sc, name, *sweep, timings);
       continue;
     }
-    std::string err = p["forecast_rel_error"].is_null()
-                        ? "-"
-                        : fmt::format("{:.3f}", p["forecast_rel_error"].get<double>());
-    std::string solve = timings[name].contains("solve_ms")
-                          ? fmt::format("{:.2f}/{:.2f}", timings[name]["solve_ms"]["p50"].get<double>(),
-                                        timings[name]["solve_ms"]["max"].get<double>())
-                          : "-";
-    table += fmt::format("{:<14} {:>9} {:>10.1f} {:>10.1f} {:>10.3f} {:>8.3f} {:>7} {:>7} "
-                         "{:>9} {:>16}\n",
-                         name, p["initial_deployment"].get<std::string>(),
-                         p["makespan_s"]["mean"].get<double>(), p["makespan_s"]["p99"].get<double>(),
-                         p["samples_per_s"].get<double>(),
-                         speedups.contains(name) ? speedups[name].get<double>() : 0.0,
-                         p["reconfigurations"].get<int64_t>(), p["migrations"].get<int64_t>(),
-                         err, solve);
+    auto p = adaptive_policy(sc, name, best,
+                             (std::filesystem::path{out_dir} / "store" / name).string(), timings);
+    if (!p)
+      return p.error();
+    policies[name] = std::move(*p);
   }
-  out.summary = std::move(table);
+  auto speedups = speedups_of(policies);
+  gen_replay_output out;
+  out.report_json = gen_report(sc, policies, speedups).dump(2) + "\n";
+  out.timings_json = json{{"scenario", sc.name}, {"policies", timings}}.dump(2) + "\n";
+  out.summary = gen_table(sc, policies, timings, speedups);
   if (auto err = write_report_files(out_dir, out.report_json, out.timings_json))
     return err;
   return out;

@@ -33,14 +33,60 @@ offline_optimum::offline_optimum(pool_node rollout_node, pool_node training_node
     max_group_size_(max_group_size),
     tail_migration_cost_s_(tail_migration_cost_s) {}
 
+bool offline_optimum::partition_meets_slos(const std::vector<const rl_job*>& jobs,
+                                           const std::vector<int>& bin,
+                                           const std::vector<int>& first,
+                                           int group_training_gpus) const {
+  const int rgpus = std::max(1, rollout_node_.gpus);
+  const size_t n = jobs.size();
+  std::vector<planned_phases> members;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<int> nodes;
+    const int need = (jobs[i]->rollout_gpus + rgpus - 1) / rgpus;
+    for (int k = 0; k < need; ++k)
+      nodes.push_back(first[size_t(bin[i])] + k);
+    // Alone, a job switches nothing; shared, as Algorithm 1 plans it.
+    members.push_back(plan_member(*jobs[i], std::move(nodes), group_training_gpus, n > 1,
+                                  tail_migration_cost_s_));
+  }
+  auto times = meta_iteration_times(members);
+  for (size_t i = 0; i < n; ++i)
+    if (times[i] > jobs[i]->slo * jobs[i]->solo_s() * (1 + 1e-12))
+      return false;
+  return true;
+}
+
+std::optional<double> offline_optimum::partition_cost(const std::vector<const rl_job*>& jobs,
+                                                      const std::vector<int>& bin,
+                                                      int training_nodes,
+                                                      std::vector<int>& first) const {
+  const int rgpus = std::max(1, rollout_node_.gpus);
+  const int bins = jobs.empty() ? 0 : *std::max_element(bin.begin(), bin.end()) + 1;
+  std::vector<int> bin_nodes(size_t(bins), 0);
+  std::vector<double> bin_memory(size_t(bins), 0);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    auto b = size_t(bin[i]);
+    bin_nodes[b] = std::max(bin_nodes[b], (jobs[i]->rollout_gpus + rgpus - 1) / rgpus);
+    bin_memory[b] += jobs[i]->rollout_memory_gb;
+  }
+  for (double m : bin_memory)
+    if (m >= rollout_node_.memory_gb)
+      return std::nullopt;
+  first.assign(size_t(bins), 0);
+  int nodes = 0;
+  for (int b = 0; b < bins; ++b) {
+    first[size_t(b)] = nodes;
+    nodes += bin_nodes[size_t(b)];
+  }
+  return nodes * rollout_node_.cost_per_hour + training_nodes * training_node_.cost_per_hour;
+}
+
 std::optional<double> offline_optimum::group_cost(const std::vector<const rl_job*>& jobs) {
   std::string key;
   for (auto* j : jobs)
     key += j->id + '\n';
   if (auto it = memo_.find(key); it != memo_.end())
     return it->second;
-  const size_t n = jobs.size();
-  const int rgpus = std::max(1, rollout_node_.gpus);
   const int tgpus = std::max(1, training_node_.gpus);
   int training_nodes = 0;
   double training_memory = 0;
@@ -50,52 +96,15 @@ std::optional<double> offline_optimum::group_cost(const std::vector<const rl_job
   }
   std::optional<double> best;
   if (training_memory < training_node_.memory_gb) {
-    const int group_training_gpus = training_nodes * tgpus;
     // Every partition of the members into rollout-node sets, as restricted growth strings.
-    std::vector<int> bin(n, 0);
-    while (true) {
-      const int bins = n ? *std::max_element(bin.begin(), bin.end()) + 1 : 0;
-      std::vector<int> bin_nodes(size_t(bins), 0);
-      std::vector<double> bin_memory(size_t(bins), 0);
-      for (size_t i = 0; i < n; ++i) {
-        auto b = size_t(bin[i]);
-        bin_nodes[b] = std::max(bin_nodes[b], (jobs[i]->rollout_gpus + rgpus - 1) / rgpus);
-        bin_memory[b] += jobs[i]->rollout_memory_gb;
-      }
-      bool fits = true;
-      for (double m : bin_memory)
-        fits &= m < rollout_node_.memory_gb;
-      if (fits) {
-        std::vector<int> first(size_t(bins), 0);
-        int nodes = 0;
-        for (int b = 0; b < bins; ++b) {
-          first[size_t(b)] = nodes;
-          nodes += bin_nodes[size_t(b)];
-        }
-        double cost = nodes * rollout_node_.cost_per_hour
-                      + training_nodes * training_node_.cost_per_hour;
-        if (!best || cost < *best) {
-          std::vector<planned_phases> members;
-          for (size_t i = 0; i < n; ++i) {
-            std::vector<int> nodes;
-            const int need = (jobs[i]->rollout_gpus + rgpus - 1) / rgpus;
-            for (int k = 0; k < need; ++k)
-              nodes.push_back(first[size_t(bin[i])] + k);
-            // Alone, a job switches nothing; shared, as Algorithm 1 plans it.
-            members.push_back(plan_member(*jobs[i], std::move(nodes), group_training_gpus,
-                                             n > 1, tail_migration_cost_s_));
-          }
-          auto times = meta_iteration_times(members);
-          bool slo = true;
-          for (size_t i = 0; i < n; ++i)
-            slo &= times[i] <= jobs[i]->slo * jobs[i]->solo_s() * (1 + 1e-12);
-          if (slo)
-            best = cost;
-        }
-      }
-      if (!next_partition(bin))
-        break;
-    }
+    std::vector<int> bin(jobs.size(), 0);
+    std::vector<int> first;
+    do {
+      auto cost = partition_cost(jobs, bin, training_nodes, first);
+      if (cost && (!best || *cost < *best)
+          && partition_meets_slos(jobs, bin, first, training_nodes * tgpus))
+        best = cost;
+    } while (next_partition(bin));
   }
   memo_[key] = best;
   return best;

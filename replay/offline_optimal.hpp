@@ -31,6 +31,14 @@ public:
 private:
   /// The cheapest single group hosting exactly these jobs; nothing if none is feasible.
   std::optional<double> group_cost(const std::vector<const rl_job*>& jobs);
+  /// $/hour of the group with its members' rollouts in the bins of `bin`, nothing if a bin's
+  /// node cannot hold its working sets; `first` gets each bin's first rollout node.
+  std::optional<double> partition_cost(const std::vector<const rl_job*>& jobs,
+                                       const std::vector<int>& bin, int training_nodes,
+                                       std::vector<int>& first) const;
+  /// Every member meets its SLO in the partition's round-robin schedule.
+  bool partition_meets_slos(const std::vector<const rl_job*>& jobs, const std::vector<int>& bin,
+                            const std::vector<int>& first, int group_training_gpus) const;
 
   pool_node rollout_node_;
   pool_node training_node_;

@@ -41,12 +41,15 @@ struct item {
   uint64_t index = 0; // operation index within its communication group
 };
 
-/// One step of TorchTitan FSDP + PP per stage (reshard-after-forward off under PP, its
-/// default): all-gather, the pipeline, reduce-scatter. The pipeline runs in GPipe order
-/// (ScheduleGPipe): its blocking Send/Recv pairs meet in the same order on both sides, where
-/// 1F1B needs batched P2P to avoid send-send cycles.
-std::vector<std::vector<item>> build_schedule(const opus_workload& w, const opus_env& env,
-                                              int steps) {
+/// One microbatch's compute and what a stage moves, from the model and the parallelism.
+struct stage_costs {
+  double fwd = 0; // seconds
+  double bwd = 0;
+  double shard = 0;      // bytes: bf16 parameters of a stage, per TP rank
+  double activation = 0; // bytes per microbatch boundary
+};
+
+stage_costs costs_of(const opus_workload& w, const opus_env& env) {
   const int m = w.pp; // Opus Table 2: as many microbatches as stages
   const double tokens = double(w.global_batch) / w.fsdp / m * w.seq_len;
   const double flops_per_s = env.gpu_tflops * 1e12 * env.mfu;
@@ -54,68 +57,94 @@ std::vector<std::vector<item>> build_schedule(const opus_workload& w, const opus
   // Dense matmuls over the stage's share of active parameters plus causal attention scores.
   double fwd_flops = 2 * md.active_params * tokens
                      + 2.0 * md.layers * double(w.seq_len) * md.hidden * tokens;
-  double fwd = fwd_flops / (w.tp * w.pp) / flops_per_s;
-  double bwd = 2 * fwd;
-  double shard = 2 * md.params / (w.tp * w.pp); // bf16 parameters of a stage, per TP rank
-  double activation = tokens * md.hidden * 2 / w.tp;
-  std::vector<std::vector<item>> out(size_t(w.pp));
-  int next_op = 0;
-  std::map<std::tuple<int, int, int>, int> op_id; // (step, kind*m + mb, boundary) -> id
-  auto pp_op = [&](int step, int kind, int mb, int lower) {
-    auto [it, fresh] = op_id.try_emplace({step, kind * m + mb, lower}, next_op);
+  stage_costs c;
+  c.fwd = fwd_flops / (w.tp * w.pp) / flops_per_s;
+  c.bwd = 2 * c.fwd;
+  c.shard = 2 * md.params / (w.tp * w.pp);
+  c.activation = tokens * md.hidden * 2 / w.tp;
+  return c;
+}
+
+class schedule_builder {
+public:
+  schedule_builder(const opus_workload& w, stage_costs c) : w_(w), c_(c), out_(size_t(w.pp)) {}
+
+  std::vector<std::vector<item>> build(int steps) {
+    for (int step = 0; step < steps; ++step)
+      for (int s = 0; s < w_.pp; ++s)
+        stage_step(step, s);
+    // Operation indices per communication group: a stage's FSDP group, or a PP stage pair.
+    std::map<std::pair<int, int>, uint64_t> counter;
+    for (int s = 0; s < w_.pp; ++s)
+      for (auto& it : out_[size_t(s)])
+        if (it.comm)
+          it.index = it.dim == 0 ? uint64_t(it.op) : counter[{s, -1}]++;
+    return std::move(out_);
+  }
+
+private:
+  /// A PP Send/Recv's rendezvous id, shared by sender and receiver.
+  int pp_op(int step, int kind, int mb, int lower) {
+    auto [it, fresh] = op_id_.try_emplace({step, kind * w_.pp + mb, lower}, next_op_);
     if (fresh)
-      ++next_op;
+      ++next_op_;
     return it->second;
-  };
-  for (int step = 0; step < steps; ++step)
-    for (int s = 0; s < w.pp; ++s) {
-      auto& v = out[size_t(s)];
-      auto comm = [&](int dim, double bytes, int op, int peer) {
-        item it;
-        it.comm = true;
-        it.dim = dim;
-        it.bytes = bytes;
-        it.op = op;
-        it.peer = peer;
-        it.step = step;
-        v.push_back(it);
-      };
-      auto compute = [&](double sec) {
-        item it;
-        it.seconds = sec;
-        it.step = step;
-        v.push_back(it);
-      };
-      if (w.fsdp > 1)
-        comm(1, shard, -1, -1);
-      auto forward = [&](int mb) {
-        if (s > 0)
-          comm(0, activation, pp_op(step, 0, mb, s - 1), s - 1);
-        compute(fwd);
-        if (s + 1 < w.pp)
-          comm(0, activation, pp_op(step, 0, mb, s), s + 1);
-      };
-      auto backward = [&](int mb) {
-        if (s + 1 < w.pp)
-          comm(0, activation, pp_op(step, 1, mb, s), s + 1);
-        compute(bwd);
-        if (s > 0)
-          comm(0, activation, pp_op(step, 1, mb, s - 1), s - 1);
-      };
-      for (int i = 0; i < m; ++i)
-        forward(i);
-      for (int i = 0; i < m; ++i)
-        backward(i);
-      if (w.fsdp > 1)
-        comm(1, shard, -1, -1);
+  }
+
+  void comm(int step, int s, int dim, double bytes, int op, int peer) {
+    item it;
+    it.comm = true;
+    it.dim = dim;
+    it.bytes = bytes;
+    it.op = op;
+    it.peer = peer;
+    it.step = step;
+    out_[size_t(s)].push_back(it);
+  }
+
+  void compute(int step, int s, double seconds) {
+    item it;
+    it.seconds = seconds;
+    it.step = step;
+    out_[size_t(s)].push_back(it);
+  }
+
+  /// One step of stage s: all-gather, every microbatch forward then backward, reduce-scatter.
+  void stage_step(int step, int s) {
+    if (w_.fsdp > 1)
+      comm(step, s, 1, c_.shard, -1, -1);
+    for (int mb = 0; mb < w_.pp; ++mb) {
+      if (s > 0)
+        comm(step, s, 0, c_.activation, pp_op(step, 0, mb, s - 1), s - 1);
+      compute(step, s, c_.fwd);
+      if (s + 1 < w_.pp)
+        comm(step, s, 0, c_.activation, pp_op(step, 0, mb, s), s + 1);
     }
-  // Operation indices per communication group: a stage's FSDP group, or a PP stage pair.
-  std::map<std::pair<int, int>, uint64_t> counter;
-  for (int s = 0; s < w.pp; ++s)
-    for (auto& it : out[size_t(s)])
-      if (it.comm)
-        it.index = it.dim == 0 ? uint64_t(it.op) : counter[{s, -1}]++;
-  return out;
+    for (int mb = 0; mb < w_.pp; ++mb) {
+      if (s + 1 < w_.pp)
+        comm(step, s, 0, c_.activation, pp_op(step, 1, mb, s), s + 1);
+      compute(step, s, c_.bwd);
+      if (s > 0)
+        comm(step, s, 0, c_.activation, pp_op(step, 1, mb, s - 1), s - 1);
+    }
+    if (w_.fsdp > 1)
+      comm(step, s, 1, c_.shard, -1, -1);
+  }
+
+  const opus_workload& w_;
+  stage_costs c_;
+  std::vector<std::vector<item>> out_;
+  int next_op_ = 0;
+  std::map<std::tuple<int, int, int>, int> op_id_; // (step, kind*m + mb, boundary) -> id
+};
+
+/// One step of TorchTitan FSDP + PP per stage (reshard-after-forward off under PP, its
+/// default): all-gather, the pipeline, reduce-scatter. The pipeline runs in GPipe order
+/// (ScheduleGPipe): its blocking Send/Recv pairs meet in the same order on both sides, where
+/// 1F1B needs batched P2P to avoid send-send cycles.
+std::vector<std::vector<item>> build_schedule(const opus_workload& w, const opus_env& env,
+                                              int steps) {
+  return schedule_builder{w, costs_of(w, env)}.build(steps);
 }
 
 class simulation {

@@ -138,12 +138,9 @@ void apply_migrations(engines_ptr self, const std::vector<migration>& moves) {
   }
 }
 
-/// Moves every pending request onto the decided deployment. The new instances start once the
-/// weights are re-sharded (C_sw) and, per instance, the moved KV is in (C_mig: transfer or
-/// recompute, whichever is cheaper for what lands there).
-void reconfigure(engines_ptr self, const gen_decision& d, const std::vector<uint64_t>& ids) {
-  auto& st = self->state;
-  const double t = now_s(self);
+/// Every pending request's state: on an instance, on the wire (taken along), or a new batch's
+/// not placed yet.
+std::map<uint64_t, sim_request> pending_states(sim_engines_state& st) {
   std::map<uint64_t, sim_request> moving;
   for (auto& inst : st.instances)
     for (auto& p : inst.requests())
@@ -153,10 +150,48 @@ void reconfigure(engines_ptr self, const gen_decision& d, const std::vector<uint
     if (r.in_flight) {
       moving[st.first_id + i] = r.flight;
       r.in_flight = false;
-    } else if (r.instance < 0 && !r.finished) { // a new batch, not placed yet
+    } else if (r.instance < 0 && !r.finished) {
       moving[st.first_id + i] = {r.sample.prompt_tokens, r.sample.output_tokens, false};
     }
   }
+  return moving;
+}
+
+/// Instance k of the new deployment starts after the switch and, with KV moved onto it, after
+/// the transfer (or its requests recompute, whichever is cheaper: App. A); requests that had
+/// KV go first, keeping their place in the batch.
+void land(sim_engines_state& st, size_t k, std::vector<std::pair<uint64_t, sim_request>>& moved,
+          const gen_decision& d, double t) {
+  int64_t sequences = 0;
+  int64_t tokens = 0;
+  for (auto& [id, s] : moved)
+    if (s.kv_resident) {
+      ++sequences;
+      tokens += s.context;
+    }
+  double start = t + d.switch_s;
+  if (sequences > 0) {
+    auto cost = kv_move_cost_of(*st.engine, d.deployment.parallel, int(sequences),
+                                tokens / sequences, st.config.kv_path);
+    if (cost.recompute()) {
+      st.log->kv_recomputes += sequences;
+      for (auto& [id, s] : moved)
+        s.kv_resident = false;
+    } else {
+      st.log->kv_transfers += sequences;
+      start += cost.transfer_s;
+    }
+  }
+  std::stable_partition(moved.begin(), moved.end(), [](auto& e) { return e.second.kv_resident; });
+  for (auto& [id, s] : moved)
+    place(st, k, id, s, start);
+}
+
+/// Moves every pending request onto the decided deployment (C_sw, then C_mig per instance).
+void reconfigure(engines_ptr self, const gen_decision& d, const std::vector<uint64_t>& ids) {
+  auto& st = self->state;
+  const double t = now_s(self);
+  auto moving = pending_states(st);
   st.log->timeline.push_back(fmt::format("step {} at {:.1f} s: {} -> {}", st.step,
                                          t - st.step_start, st.deployment.name(),
                                          d.deployment.name()));
@@ -174,33 +209,8 @@ void reconfigure(engines_ptr self, const gen_decision& d, const std::vector<uint
   }
   for (auto& [id, state] : moving) // not in the plan (should not happen): spread them
     per[id % per.size()].emplace_back(id, state);
-  for (size_t k = 0; k < per.size(); ++k) {
-    int64_t sequences = 0;
-    int64_t tokens = 0;
-    for (auto& [id, s] : per[k])
-      if (s.kv_resident) {
-        ++sequences;
-        tokens += s.context;
-      }
-    double start = t + d.switch_s;
-    if (sequences > 0) {
-      auto cost = kv_move_cost_of(*st.engine, d.deployment.parallel, int(sequences),
-                                  tokens / sequences, st.config.kv_path);
-      if (cost.recompute()) {
-        st.log->kv_recomputes += sequences;
-        for (auto& [id, s] : per[k])
-          s.kv_resident = false;
-      } else {
-        st.log->kv_transfers += sequences;
-        start += cost.transfer_s;
-      }
-    }
-    // Requests that had KV go first: they were running and keep their place in the batch.
-    std::stable_partition(per[k].begin(), per[k].end(),
-                          [](auto& e) { return e.second.kv_resident; });
-    for (auto& [id, s] : per[k])
-      place(st, k, id, s, start);
-  }
+  for (size_t k = 0; k < per.size(); ++k)
+    land(st, k, per[k], d, t);
 }
 
 void apply_decision(engines_ptr self, const gen_decision& d, const std::vector<uint64_t>& ids) {
@@ -274,6 +284,95 @@ void end_step(engines_ptr self) {
   self->delayed_send(self, span_of(next), step_atom::value);
 }
 
+/// The next step starts: its batch arrives (placed by the planner, or dealt round-robin).
+void start_step(engines_ptr self) {
+  auto& st = self->state;
+  if (st.step >= st.config.steps.size()) {
+    st.log->done = true;
+    self->quit();
+    return;
+  }
+  const double t = now_s(self);
+  st.first_id += st.requests.size();
+  st.requests.clear();
+  for (auto& s : st.config.steps[st.step])
+    st.requests.push_back({s});
+  st.pending = st.requests.size();
+  st.step_start = st.last_finish = t;
+  st.step_outputs.clear();
+  st.finished_since.clear();
+  if (st.step == st.config.curve_step)
+    st.log->curve.emplace_back(0.0, int64_t(st.pending));
+  if (st.planner) {
+    ask_planner(self, true);
+    return;
+  }
+  for (size_t i = 0; i < st.requests.size(); ++i) {
+    auto& s = st.requests[i].sample;
+    place(st, i % st.instances.size(), st.first_id + i, {s.prompt_tokens, s.output_tokens, false},
+          t);
+  }
+  self->send(self, tick_atom::value);
+}
+
+/// Algorithm 1 event 2: the balancer gets the instances' loads (one request at a time).
+void balance(engines_ptr self) {
+  auto& st = self->state;
+  st.balancing = true;
+  const auto epoch = st.epoch;
+  self->request(st.balancer, caf::infinite, balance_atom::value, worker_loads(st))
+    .then(
+      [self, epoch](std::vector<migration>& moves) {
+        self->state.balancing = false;
+        if (epoch == self->state.epoch)
+          apply_migrations(self, moves);
+      },
+      [self](caf::error& err) {
+        self->state.log->error = fmt::format("balancer failed: {}", to_string(err));
+        self->quit(err);
+      });
+}
+
+/// A monitoring tick: the instances advance; the step ends, or the balancer and (every
+/// planning period) the planner are consulted.
+void tick(engines_ptr self) {
+  auto& st = self->state;
+  const double t = now_s(self);
+  advance(st, t);
+  for (auto& inst : st.instances)
+    if (!inst.feasible()) { // a sequence longer than the instance's whole KV cache
+      st.log->error = fmt::format("step {}: a request does not fit the KV cache of a {} "
+                                  "instance", st.step, st.deployment.parallel.name());
+      self->quit();
+      return;
+    }
+  bool in_flight = std::any_of(st.requests.begin(), st.requests.end(),
+                               [](auto& r) { return r.in_flight; });
+  if (st.pending == 0 && !in_flight) {
+    end_step(self);
+    return;
+  }
+  if (st.step == st.config.curve_step)
+    st.log->curve.emplace_back(t - st.step_start, int64_t(st.pending));
+  if (st.balancer && !st.balancing)
+    balance(self);
+  if (st.planner && !st.planning && t >= st.next_plan_s)
+    ask_planner(self, false);
+  self->delayed_send(self, span_of(st.config.tick_s), tick_atom::value);
+}
+
+/// A migrated request's KV has arrived at its instance.
+void deliver(engines_ptr self, uint64_t id) {
+  auto& st = self->state;
+  if (!known(st, id))
+    return;
+  auto& r = request_of(st, id);
+  if (!r.in_flight || r.flight_epoch != st.epoch)
+    return; // a reconfiguration took it along meanwhile
+  r.in_flight = false;
+  place(st, size_t(r.instance), id, r.flight, now_s(self));
+}
+
 } // namespace
 
 simulated_engines_actor::behavior_type
@@ -290,83 +389,9 @@ simulated_engines(simulated_engines_actor::stateful_pointer<sim_engines_state> s
   build_instances(st, st.config.initial);
   self->send(self, step_atom::value);
   return {
-    [self](step_atom) {
-      auto& st = self->state;
-      if (st.step >= st.config.steps.size()) {
-        st.log->done = true;
-        self->quit();
-        return;
-      }
-      const double t = now_s(self);
-      st.first_id += st.requests.size();
-      st.requests.clear();
-      for (auto& s : st.config.steps[st.step])
-        st.requests.push_back({s});
-      st.pending = st.requests.size();
-      st.step_start = st.last_finish = t;
-      st.step_outputs.clear();
-      st.finished_since.clear();
-      if (st.step == st.config.curve_step)
-        st.log->curve.emplace_back(0.0, int64_t(st.pending));
-      if (st.planner) {
-        ask_planner(self, true);
-        return;
-      }
-      for (size_t i = 0; i < st.requests.size(); ++i) {
-        auto& s = st.requests[i].sample;
-        place(st, i % st.instances.size(), st.first_id + i,
-              {s.prompt_tokens, s.output_tokens, false}, t);
-      }
-      self->send(self, tick_atom::value);
-    },
-    [self](tick_atom) {
-      auto& st = self->state;
-      const double t = now_s(self);
-      advance(st, t);
-      for (auto& inst : st.instances)
-        if (!inst.feasible()) { // a sequence longer than the instance's whole KV cache
-          st.log->error = fmt::format("step {}: a request does not fit the KV cache of a {} "
-                                      "instance", st.step, st.deployment.parallel.name());
-          self->quit();
-          return;
-        }
-      bool in_flight = std::any_of(st.requests.begin(), st.requests.end(),
-                                   [](auto& r) { return r.in_flight; });
-      if (st.pending == 0 && !in_flight) {
-        end_step(self);
-        return;
-      }
-      if (st.step == st.config.curve_step)
-        st.log->curve.emplace_back(t - st.step_start, int64_t(st.pending));
-      if (st.balancer && !st.balancing) {
-        st.balancing = true;
-        const auto epoch = st.epoch;
-        self->request(st.balancer, caf::infinite, balance_atom::value, worker_loads(st))
-          .then(
-            [self, epoch](std::vector<migration>& moves) {
-              self->state.balancing = false;
-              if (epoch == self->state.epoch)
-                apply_migrations(self, moves);
-            },
-            [self](caf::error& err) {
-              self->state.log->error = fmt::format("balancer failed: {}", to_string(err));
-              self->quit(err);
-            });
-      }
-      if (st.planner && !st.planning && t >= st.next_plan_s)
-        ask_planner(self, false);
-      self->delayed_send(self, span_of(st.config.tick_s), tick_atom::value);
-    },
-    [self](deliver_atom, uint64_t id) {
-      auto& st = self->state;
-      if (!known(st, id))
-        return;
-      auto& r = request_of(st, id);
-      if (!r.in_flight || r.flight_epoch != st.epoch)
-        return; // a reconfiguration took it along meanwhile
-      r.in_flight = false;
-      place(st, size_t(r.instance), id, r.flight, now_s(self));
-    },
+    [self](step_atom) { start_step(self); },
+    [self](tick_atom) { tick(self); },
+    [self](deliver_atom, uint64_t id) { deliver(self, id); },
   };
 }
 

@@ -95,6 +95,109 @@ void stop(sim_ptr self, job_run& r) {
   r.active = false;
 }
 
+/// Its checkpoint survives (WEAVE §5.3): the crashed job is resubmitted as a new arrival.
+void crash(sim_ptr self, uint64_t index) {
+  auto& st = self->state;
+  auto& a = st.jobs[index];
+  auto& r = st.runs.at(a.job.id);
+  if (!r.active)
+    return; // finished (or never placed) before its crash was due
+  stop(self, r);
+  ++st.ledger->crashes;
+  spdlog::debug("event=sim_job_crashed job={} done={}", a.job.id, r.done);
+  self->request(st.scheduler, caf::infinite, fail_atom::value, a.job.id,
+                std::string{"simulated crash"})
+    .then([](ok_atom) {}, [](const caf::error&) {});
+  self->delayed_send(self, span(a.recovery_s), arrive_atom::value, index);
+}
+
+/// A rollout permit: this iteration's realized lengths are drawn, the rollout starts.
+void start_rollout(sim_ptr self, const phase_grant& g, job_run& r) {
+  auto& st = self->state;
+  const auto& a = spec_of(self, r);
+  const double progress = a.job.iterations > 0 ? double(r.done) / double(a.job.iterations) : 0.0;
+  r.draw = sample_iteration(a.job.rollout_s, a.job.training_s, st.lengths,
+                            st.config.policy.weave.tail_migration_threshold, a.drift, progress,
+                            st.seed, r.index, uint64_t(r.done));
+  r.progress = 0;
+  r.pause_s = g.switch_s;
+  r.need = a.job.rollout_gpus;
+  r.held = g.gpus;
+  r.tail_reported = false;
+  r.shrunk = false;
+  plan_rollout(self, g.job, r);
+}
+
+/// A run permit from the job's executor, which its reports go back to.
+void permitted(sim_ptr self, const phase_grant& g) {
+  auto it = self->state.runs.find(g.job);
+  if (it == self->state.runs.end())
+    return;
+  auto& r = it->second;
+  const auto& a = spec_of(self, r);
+  r.executor = caf::actor_cast<group_executor_actor>(self->current_sender());
+  r.active = true;
+  advance(self, r);
+  r.phase = g.phase;
+  r.last = now(self);
+  const double t = seconds(r.last);
+  if (g.phase == phase_kind::rollout) {
+    start_rollout(self, g, r);
+    return;
+  }
+  if (g.phase == phase_kind::training)
+    r.phase_end_s = t + g.switch_s + r.draw.training_s * a.job.training_gpus / std::max(1, g.gpus);
+  else
+    r.phase_end_s = t + sync_seconds(self, a.job);
+  ++r.version;
+  self->delayed_send(self, span(r.phase_end_s - t), wake_atom::value, g.job, r.version);
+}
+
+/// The running rollout's GPUs change; a shrink at the tail pays the migration pause.
+void resized(sim_ptr self, const std::string& job, int gpus) {
+  auto it = self->state.runs.find(job);
+  if (it == self->state.runs.end() || it->second.phase != phase_kind::rollout)
+    return;
+  auto& r = it->second;
+  advance(self, r);
+  if (gpus < r.held && r.tail_reported && !r.shrunk) {
+    r.shrunk = true;
+    r.pause_s += self->state.config.policy.weave.tail_migration_cost_s;
+  }
+  r.held = gpus;
+  plan_rollout(self, job, r);
+}
+
+/// A phase event is due: the rollout's tail threshold or end, or a training or sync end.
+void woken(sim_ptr self, const std::string& job, uint64_t version) {
+  auto& st = self->state;
+  auto& r = st.runs.at(job);
+  if (version != r.version || !r.active)
+    return;
+  advance(self, r);
+  if (r.phase == phase_kind::rollout) {
+    if (r.progress + 1e-9 < r.draw.rollout_s) {
+      r.tail_reported = true; // the tail threshold: report it and go on to the end
+      self->send(r.executor, tail_atom::value, job);
+      plan_rollout(self, job, r);
+      return;
+    }
+    ++r.version;
+    r.held = 0;
+    self->send(r.executor, done_atom::value, job, phase_kind::rollout, r.draw.rollout_s);
+    return;
+  }
+  const auto& a = spec_of(self, r);
+  if (r.phase == phase_kind::training) {
+    // The same work on however many GPUs the group trains with.
+    st.ledger->training_busy_gpu_s += r.draw.training_s * a.job.training_gpus;
+    self->send(r.executor, done_atom::value, job, phase_kind::training, r.draw.training_s);
+    return;
+  }
+  ++r.done;
+  self->send(r.executor, done_atom::value, job, phase_kind::sync, sync_seconds(self, a.job));
+}
+
 } // namespace
 
 simulated_frameworks_actor::behavior_type
@@ -120,109 +223,15 @@ sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state
       self->state.scheduler = std::move(scheduler);
     },
     [self](arrive_atom, uint64_t index) { submit(self, self->state.jobs[index].job.id); },
-    [self](crash_atom, uint64_t index) {
-      auto& st = self->state;
-      auto& a = st.jobs[index];
-      auto& r = st.runs.at(a.job.id);
-      if (!r.active)
-        return; // finished (or never placed) before its crash was due
-      stop(self, r);
-      ++st.ledger->crashes;
-      spdlog::debug("event=sim_job_crashed job={} done={}", a.job.id, r.done);
-      self->request(st.scheduler, caf::infinite, fail_atom::value, a.job.id,
-                    std::string{"simulated crash"})
-        .then([](ok_atom) {}, [](const caf::error&) {});
-      // Recovered from its checkpoint: resubmitted as a new arrival (WEAVE §5.3).
-      self->delayed_send(self, span(a.recovery_s), arrive_atom::value, index);
-    },
-    [self](run_atom, const phase_grant& g) {
-      auto& st = self->state;
-      auto it = st.runs.find(g.job);
-      if (it == st.runs.end())
-        return;
-      auto& r = it->second;
-      const auto& a = spec_of(self, r);
-      r.executor = caf::actor_cast<group_executor_actor>(self->current_sender());
-      r.active = true;
-      advance(self, r);
-      r.phase = g.phase;
-      r.last = now(self);
-      const double t = seconds(r.last);
-      switch (g.phase) {
-        case phase_kind::rollout: {
-          const double progress =
-            a.job.iterations > 0 ? double(r.done) / double(a.job.iterations) : 0.0;
-          r.draw = sample_iteration(a.job.rollout_s, a.job.training_s, st.lengths,
-                                    st.config.policy.weave.tail_migration_threshold, a.drift,
-                                    progress, st.seed, r.index, uint64_t(r.done));
-          r.progress = 0;
-          r.pause_s = g.switch_s;
-          r.need = a.job.rollout_gpus;
-          r.held = g.gpus;
-          r.tail_reported = false;
-          r.shrunk = false;
-          plan_rollout(self, g.job, r);
-          return;
-        }
-        case phase_kind::training: {
-          double work = r.draw.training_s * a.job.training_gpus / std::max(1, g.gpus);
-          r.phase_end_s = t + g.switch_s + work;
-          break;
-        }
-        case phase_kind::sync:
-          r.phase_end_s = t + sync_seconds(self, a.job);
-          break;
-      }
-      ++r.version;
-      self->delayed_send(self, span(r.phase_end_s - t), wake_atom::value, g.job, r.version);
-    },
-    [self](resize_atom, const std::string& job, int gpus) {
-      auto it = self->state.runs.find(job);
-      if (it == self->state.runs.end() || it->second.phase != phase_kind::rollout)
-        return;
-      auto& r = it->second;
-      advance(self, r);
-      if (gpus < r.held && r.tail_reported && !r.shrunk) {
-        r.shrunk = true;
-        r.pause_s += self->state.config.policy.weave.tail_migration_cost_s;
-      }
-      r.held = gpus;
-      plan_rollout(self, job, r);
-    },
+    [self](crash_atom, uint64_t index) { crash(self, index); },
+    [self](run_atom, const phase_grant& g) { permitted(self, g); },
+    [self](resize_atom, const std::string& job, int gpus) { resized(self, job, gpus); },
     [self](leave_atom, const std::string& job) {
       auto it = self->state.runs.find(job);
       if (it != self->state.runs.end())
         stop(self, it->second);
     },
-    [self](wake_atom, const std::string& job, uint64_t version) {
-      auto& st = self->state;
-      auto& r = st.runs.at(job);
-      if (version != r.version || !r.active)
-        return;
-      advance(self, r);
-      if (r.phase == phase_kind::rollout) {
-        if (r.progress + 1e-9 < r.draw.rollout_s) {
-          // The tail threshold is reached: report it and go on to the end.
-          r.tail_reported = true;
-          self->send(r.executor, tail_atom::value, job);
-          plan_rollout(self, job, r);
-          return;
-        }
-        ++r.version;
-        r.held = 0;
-        self->send(r.executor, done_atom::value, job, phase_kind::rollout, r.draw.rollout_s);
-        return;
-      }
-      const auto& a = spec_of(self, r);
-      if (r.phase == phase_kind::training) {
-        // The same work on however many GPUs the group trains with.
-        st.ledger->training_busy_gpu_s += r.draw.training_s * a.job.training_gpus;
-        self->send(r.executor, done_atom::value, job, phase_kind::training, r.draw.training_s);
-        return;
-      }
-      ++r.done;
-      self->send(r.executor, done_atom::value, job, phase_kind::sync, sync_seconds(self, a.job));
-    },
+    [self](wake_atom, const std::string& job, uint64_t version) { woken(self, job, version); },
   };
 }
 

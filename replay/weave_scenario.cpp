@@ -17,29 +17,10 @@ const std::vector<std::string>& weave_policy_names() {
 
 namespace {
 
-void read_workload(table_reader& w, weave_scenario& sc, const std::string& dir,
-                   std::vector<config_error>& errors) {
-  if (auto v = positive(w, "median_length_fraction",
-                        w.optional<double>("median_length_fraction", sc.lengths.median_fraction)))
-    sc.lengths.median_fraction = std::min(1.0, *v);
-  if (auto v = positive(w, "length_sigma", w.optional<double>("length_sigma", sc.lengths.sigma)))
-    sc.lengths.sigma = *v;
-  if (auto v = at_least<int64_t>(w, "batch", w.optional<int64_t>("batch", sc.lengths.batch), 1))
-    sc.lengths.batch = int(*v);
-  if (auto trace = w.optional<std::string>("trace", ""); trace && !trace->empty()) {
-    auto path = std::filesystem::path{dir} / *trace;
-    sc.workload_source = path.string();
-    if (auto jobs = load_trace(path.string(), errors))
-      sc.jobs = std::move(*jobs);
-    w.reject_unknown();
-    return;
-  }
+/// The Table 6 generator's keys.
+workload_generator read_generator(table_reader& w) {
   workload_generator g;
-  if (auto p = one_of<table6_profile>(w, "profile", w.optional<std::string>("profile", "mixed"),
-                                      {{"bl", table6_profile::balanced},
-                                       {"rh", table6_profile::rollout_heavy},
-                                       {"th", table6_profile::train_heavy},
-                                       {"mixed", table6_profile::mixed}}))
+  if (auto p = one_of<table6_profile>(w, "profile", w.optional<std::string>("profile", "mixed")))
     g.profile = *p;
   if (auto mix = w.table("mix")) {
     const char* keys[] = {"bl", "rh", "th"};
@@ -75,12 +56,30 @@ void read_workload(table_reader& w, weave_scenario& sc, const std::string& dir,
   if (auto v = non_negative(w, "failure_probability",
                             w.optional<double>("failure_probability", g.failure_probability)))
     g.failure_probability = std::min(1.0, *v);
-  if (auto d = one_of<drift_mode>(w, "drift", w.optional<std::string>("drift", "none"),
-                                  {{"none", drift_mode::none},
-                                   {"increasing", drift_mode::increasing},
-                                   {"decreasing", drift_mode::decreasing},
-                                   {"mixed", drift_mode::mixed}}))
+  if (auto d = one_of<drift_mode>(w, "drift", w.optional<std::string>("drift", "none")))
     g.drift = *d;
+  return g;
+}
+
+/// Response lengths, then a trace file or the generator.
+void read_workload(table_reader& w, weave_scenario& sc, const std::string& dir,
+                   std::vector<config_error>& errors) {
+  if (auto v = positive(w, "median_length_fraction",
+                        w.optional<double>("median_length_fraction", sc.lengths.median_fraction)))
+    sc.lengths.median_fraction = std::min(1.0, *v);
+  if (auto v = positive(w, "length_sigma", w.optional<double>("length_sigma", sc.lengths.sigma)))
+    sc.lengths.sigma = *v;
+  if (auto v = at_least<int64_t>(w, "batch", w.optional<int64_t>("batch", sc.lengths.batch), 1))
+    sc.lengths.batch = int(*v);
+  if (auto trace = w.optional<std::string>("trace", ""); trace && !trace->empty()) {
+    auto path = std::filesystem::path{dir} / *trace;
+    sc.workload_source = path.string();
+    if (auto jobs = load_trace(path.string(), errors))
+      sc.jobs = std::move(*jobs);
+    w.reject_unknown();
+    return;
+  }
+  auto g = read_generator(w);
   w.reject_unknown();
   sc.jobs = generate_workload(g, sc.seed);
   sc.workload_source = fmt::format("WEAVE Table 6 generator: {} jobs over {} h", g.jobs, g.span_h);

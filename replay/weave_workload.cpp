@@ -122,6 +122,71 @@ std::vector<job_arrival> generate_workload(const workload_generator& g, uint64_t
   return out;
 }
 
+namespace {
+
+/// The job-spec keys of a trace line as a TOML table, for the same reader `loom submit` uses.
+toml::table spec_table(const nlohmann::json& doc, const std::string& where,
+                       std::vector<config_error>& errors) {
+  toml::table spec;
+  for (auto& [key, value] : doc.items()) {
+    if (value.is_string())
+      spec.insert(key, value.get<std::string>());
+    else if (value.is_boolean())
+      spec.insert(key, value.get<bool>());
+    else if (value.is_number_integer())
+      spec.insert(key, value.get<int64_t>());
+    else if (value.is_number())
+      spec.insert(key, value.get<double>());
+    else
+      errors.push_back(config_error{where, 0, 0, key, "must be a string, number or boolean"});
+  }
+  return spec;
+}
+
+/// One JSONL line: its arrival, lifetime, drift and failure keys, the rest a job spec.
+std::optional<job_arrival> read_trace_line(nlohmann::json doc, const std::string& where,
+                                           std::vector<config_error>& errors) {
+  job_arrival a;
+  a.profile = "trace";
+  auto number_of = [&](const char* key, double fallback, bool required) -> double {
+    auto it = doc.find(key);
+    if (it == doc.end()) {
+      if (required)
+        errors.push_back(config_error{where, 0, 0, key, "missing"});
+      return fallback;
+    }
+    double v = it->is_number() ? it->get<double>() : -1;
+    if (!it->is_number() || v < 0)
+      errors.push_back(config_error{where, 0, 0, key, "must be a non-negative number"});
+    doc.erase(it);
+    return v;
+  };
+  a.arrival_s = number_of("arrival_h", 0, true) * 3600;
+  const bool has_iterations = doc.contains("iterations");
+  const double lifetime_s = number_of("lifetime_h", 0, !has_iterations) * 3600;
+  a.drift.slope = doc.contains("drift_slope") && doc["drift_slope"].is_number()
+                    ? doc["drift_slope"].get<double>()
+                    : 0.0;
+  doc.erase("drift_slope");
+  a.fail_after_s = number_of("fail_after_h", -1.0 / 3600, false) * 3600;
+  a.recovery_s = number_of("recovery_h", 0, false) * 3600;
+  auto spec = spec_table(doc, where, errors);
+  config_diagnostics diag{where};
+  table_reader reader{spec, "", diag};
+  auto job = read_job_spec(reader, 1.5);
+  for (auto& e : diag.take_errors())
+    errors.push_back(std::move(e));
+  if (!job)
+    return std::nullopt;
+  a.job = std::move(*job);
+  if (!has_iterations)
+    a.job.iterations =
+      std::max<int64_t>(1, std::llround(lifetime_s / (a.job.rollout_s + a.job.training_s)));
+  return a;
+}
+
+} // namespace
+
 std::optional<std::vector<job_arrival>> load_trace(const std::string& path,
                                                    std::vector<config_error>& errors) {
   std::ifstream in{path};
@@ -141,56 +206,8 @@ std::optional<std::vector<job_arrival>> load_trace(const std::string& path,
       errors.push_back(config_error{where, 0, 0, "", "not a JSON object"});
       continue;
     }
-    job_arrival a;
-    a.profile = "trace";
-    auto number_of = [&](const char* key, double fallback, bool required) -> double {
-      auto it = doc.find(key);
-      if (it == doc.end()) {
-        if (required)
-          errors.push_back(config_error{where, 0, 0, key, "missing"});
-        return fallback;
-      }
-      double v = it->is_number() ? it->get<double>() : -1;
-      if (!it->is_number() || v < 0)
-        errors.push_back(config_error{where, 0, 0, key, "must be a non-negative number"});
-      doc.erase(it);
-      return v;
-    };
-    a.arrival_s = number_of("arrival_h", 0, true) * 3600;
-    const bool has_iterations = doc.contains("iterations");
-    const double lifetime_s = number_of("lifetime_h", 0, !has_iterations) * 3600;
-    a.drift.slope = doc.contains("drift_slope") && doc["drift_slope"].is_number()
-                      ? doc["drift_slope"].get<double>()
-                      : 0.0;
-    doc.erase("drift_slope");
-    a.fail_after_s = number_of("fail_after_h", -1.0 / 3600, false) * 3600;
-    a.recovery_s = number_of("recovery_h", 0, false) * 3600;
-    // The remaining keys are a job spec: the same reader and checks as `loom submit`.
-    toml::table spec;
-    for (auto& [key, value] : doc.items()) {
-      if (value.is_string())
-        spec.insert(key, value.get<std::string>());
-      else if (value.is_boolean())
-        spec.insert(key, value.get<bool>());
-      else if (value.is_number_integer())
-        spec.insert(key, value.get<int64_t>());
-      else if (value.is_number())
-        spec.insert(key, value.get<double>());
-      else
-        errors.push_back(config_error{where, 0, 0, key, "must be a string, number or boolean"});
-    }
-    config_diagnostics diag{where};
-    table_reader reader{spec, "", diag};
-    auto job = read_job_spec(reader, 1.5);
-    for (auto& e : diag.take_errors())
-      errors.push_back(std::move(e));
-    if (!job)
-      continue;
-    a.job = std::move(*job);
-    if (!has_iterations)
-      a.job.iterations =
-        std::max<int64_t>(1, std::llround(lifetime_s / (a.job.rollout_s + a.job.training_s)));
-    out.push_back(std::move(a));
+    if (auto a = read_trace_line(std::move(doc), where, errors))
+      out.push_back(std::move(*a));
   }
   if (errors.size() > before)
     return std::nullopt;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/config_error.hpp"
+#include "core/names.hpp"
 #include "replay/rollout_model.hpp"
 #include "scheduler/types.hpp"
 
@@ -24,6 +25,34 @@ struct job_arrival {
 
 enum class table6_profile { balanced, rollout_heavy, train_heavy, mixed };
 enum class drift_mode { none, increasing, decreasing, mixed };
+
+} // namespace loom::replay
+
+namespace loom {
+
+template <>
+struct enum_names<replay::table6_profile> {
+  static constexpr std::array<std::pair<replay::table6_profile, std::string_view>, 4> table{{
+    {replay::table6_profile::balanced, "bl"},
+    {replay::table6_profile::rollout_heavy, "rh"},
+    {replay::table6_profile::train_heavy, "th"},
+    {replay::table6_profile::mixed, "mixed"},
+  }};
+};
+
+template <>
+struct enum_names<replay::drift_mode> {
+  static constexpr std::array<std::pair<replay::drift_mode, std::string_view>, 4> table{{
+    {replay::drift_mode::none, "none"},
+    {replay::drift_mode::increasing, "increasing"},
+    {replay::drift_mode::decreasing, "decreasing"},
+    {replay::drift_mode::mixed, "mixed"},
+  }};
+};
+
+} // namespace loom
+
+namespace loom::replay {
 
 struct workload_generator {
   table6_profile profile = table6_profile::mixed;

@@ -2,77 +2,57 @@
 
 namespace loom {
 
+namespace {
+
+using prometheus::Registry;
+
+prometheus::Family<prometheus::Counter>& counters(Registry& r, const char* name, const char* help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r);
+}
+
+prometheus::Family<prometheus::Gauge>& gauges(Registry& r, const char* name, const char* help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r);
+}
+
+prometheus::Histogram& histogram(Registry& r, const char* name, const char* help,
+                                 prometheus::Histogram::BucketBoundaries buckets) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add({}, std::move(buckets));
+}
+
+} // namespace
+
 service_metrics::service_metrics() : registry_(std::make_shared<prometheus::Registry>()) {
-  actors_up_ = &prometheus::BuildGauge()
-                  .Name("loom_actors_up")
-                  .Help("Loom actors currently running, by actor kind")
-                  .Register(*registry_);
-  store_writes_ = &prometheus::BuildCounter()
-                     .Name("loom_store_writes_total")
-                     .Help("Records and events written to RocksDB, by record kind")
-                     .Register(*registry_);
-  store_batches_ = &prometheus::BuildCounter()
-                      .Name("loom_store_batches_total")
-                      .Help("Atomic write batches committed to RocksDB")
-                      .Register(*registry_)
-                      .Add({});
-  store_errors_ = &prometheus::BuildCounter()
-                     .Name("loom_store_errors_total")
-                     .Help("Store requests that failed")
-                     .Register(*registry_)
-                     .Add({});
-  config_generation_ = &prometheus::BuildGauge()
-                          .Name("loom_config_generation")
-                          .Help("Generation of the configuration in force (1 at start)")
-                          .Register(*registry_)
-                          .Add({});
-  gateway_messages_ = &prometheus::BuildCounter()
-                         .Name("loom_gateway_messages_total")
-                         .Help("Gateway frames, by direction and body type")
-                         .Register(*registry_);
-  refused_connections_ = &prometheus::BuildCounter()
-                            .Name("loom_gateway_refused_connections_total")
-                            .Help("Connections refused for an unknown or missing CURVE key")
-                            .Register(*registry_)
+  auto& r = *registry_;
+  actors_up_ = &gauges(r, "loom_actors_up", "Loom actors currently running, by actor kind");
+  store_writes_ = &counters(r, "loom_store_writes_total",
+                            "Records and events written to RocksDB, by record kind");
+  store_batches_ = &counters(r, "loom_store_batches_total",
+                             "Atomic write batches committed to RocksDB").Add({});
+  store_errors_ = &counters(r, "loom_store_errors_total", "Store requests that failed").Add({});
+  config_generation_ = &gauges(r, "loom_config_generation",
+                               "Generation of the configuration in force (1 at start)").Add({});
+  gateway_messages_ = &counters(r, "loom_gateway_messages_total",
+                                "Gateway frames, by direction and body type");
+  refused_connections_ = &counters(r, "loom_gateway_refused_connections_total",
+                                   "Connections refused for an unknown or missing CURVE key")
                             .Add({});
-  workers_alive_ = &prometheus::BuildGauge()
-                      .Name("loom_workers_alive")
-                      .Help("Registered worker sessions with recent heartbeats, by role")
-                      .Register(*registry_);
-  workers_dead_ = &prometheus::BuildCounter()
-                     .Name("loom_workers_dead_total")
-                     .Help("Workers declared dead after missing their heartbeats")
-                     .Register(*registry_)
-                     .Add({});
-  grant_latency_ = &prometheus::BuildHistogram()
-                      .Name("loom_phase_grant_latency_seconds")
-                      .Help("PhaseAcquire to PhaseGrant, including waiting for the turn")
-                      .Register(*registry_)
-                      .Add({}, prometheus::Histogram::BucketBoundaries{
-                                 1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 1e-2, 0.1, 1, 10, 60, 600});
-  jobs_ = &prometheus::BuildGauge()
-             .Name("loom_jobs")
-             .Help("Jobs by state (placed, finished, failed, rejected, cancelled)")
-             .Register(*registry_);
-  groups_ = &prometheus::BuildGauge()
-               .Name("loom_groups")
-               .Help("Co-execution groups")
-               .Register(*registry_)
-               .Add({});
-  iterations_ = &prometheus::BuildCounter()
-                   .Name("loom_iterations_total")
-                   .Help("RL iterations finished, by whether they met their job's SLO")
-                   .Register(*registry_);
-  decision_latency_ = &prometheus::BuildHistogram()
-                         .Name("loom_placement_decision_seconds")
-                         .Help("WEAVE Algorithm 1 decision time")
-                         .Register(*registry_)
-                         .Add({}, prometheus::Histogram::BucketBoundaries{
-                                    1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1});
-  ocs_plans_ = &prometheus::BuildCounter()
-                  .Name("loom_fabric_plans_total")
-                  .Help("Fabric plan decisions by outcome (committed ones reprogrammed OCS)")
-                  .Register(*registry_);
+  workers_alive_ = &gauges(r, "loom_workers_alive",
+                           "Registered worker sessions with recent heartbeats, by role");
+  workers_dead_ = &counters(r, "loom_workers_dead_total",
+                            "Workers declared dead after missing their heartbeats").Add({});
+  grant_latency_ = &histogram(r, "loom_phase_grant_latency_seconds",
+                              "PhaseAcquire to PhaseGrant, including waiting for the turn",
+                              {1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 1e-2, 0.1, 1, 10, 60, 600});
+  jobs_ = &gauges(r, "loom_jobs",
+                  "Jobs by state (placed, rejected, finished, failed, cancelled, drifted)");
+  groups_ = &gauges(r, "loom_groups", "Co-execution groups").Add({});
+  iterations_ = &counters(r, "loom_iterations_total",
+                          "RL iterations finished, by whether they met their job's SLO");
+  decision_latency_ = &histogram(r, "loom_placement_decision_seconds",
+                                 "WEAVE Algorithm 1 decision time",
+                                 {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1});
+  ocs_plans_ = &counters(r, "loom_fabric_plans_total",
+                         "Fabric plan decisions by outcome (committed ones reprogrammed OCS)");
 }
 
 prometheus::Gauge& service_metrics::actors_up(const std::string& actor) {

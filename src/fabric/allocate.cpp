@@ -25,19 +25,21 @@ uint32_t allocation::circuits_between(uint32_t u, uint32_t v) const {
   return it != circuits.end() && it->a == key.first && it->b == key.second ? it->circuits : 0;
 }
 
-allocation allocate_circuits(const std::vector<uint32_t>& ports,
-                             const std::vector<demand>& demands, double link_bytes_per_s,
-                             const std::function<bool(uint32_t, uint32_t)>& eligible) {
-  // Undirected candidate pairs from the sparse directed demands and their reverses.
-  struct pair_state {
-    uint32_t a;
-    uint32_t b;
-    double ab = 0;
-    double ba = 0;
-    uint32_t circuits = 0;
-  };
-  // Pair index: a flat upper triangle when demand is dense, a hash map when it is sparse.
-  const size_t n = ports.size();
+namespace {
+
+/// An undirected pair with demand both ways and the circuits it has so far.
+struct pair_state {
+  uint32_t a;
+  uint32_t b;
+  double ab = 0;
+  double ba = 0;
+  uint32_t circuits = 0;
+};
+
+/// Undirected candidate pairs from the sparse directed demands and their reverses, indexed by
+/// a flat upper triangle when demand is dense, a hash map when it is sparse.
+std::vector<pair_state> demanded_pairs(size_t n, const std::vector<demand>& demands,
+                                       const std::function<bool(uint32_t, uint32_t)>& eligible) {
   const bool dense = n <= 4096 && demands.size() >= n * n / 16;
   std::vector<int64_t> flat(dense ? n * (n - 1) / 2 : 0, -1);
   std::unordered_map<uint64_t, size_t> sparse;
@@ -68,17 +70,14 @@ allocation allocate_circuits(const std::vector<uint32_t>& ports,
     auto& p = pairs[i];
     (d.from == p.a ? p.ab : p.ba) += d.bytes;
   }
-  allocation out;
-  out.free_ports = ports;
-  auto serve = [&](pair_state& p) {
-    ++p.circuits;
-    --out.free_ports[p.a];
-    --out.free_ports[p.b];
-    ++out.steps;
-  };
-  // Phase 1: while any demanded pair has no circuit, Alg. 3 picks among those (T = inf),
-  // largest directional demand first; their order never changes, so one sorted pass gives
-  // exactly the same choices as the argmax loop.
+  return pairs;
+}
+
+/// Phase 1: while any demanded pair has no circuit, Alg. 3 picks among those (T = inf), largest
+/// directional demand first; their order never changes, so one sorted pass gives exactly the
+/// same choices as the argmax loop.
+template <class Serve>
+void serve_uncovered(std::vector<pair_state>& pairs, const allocation& out, Serve serve) {
   struct ranked {
     double demand;
     uint32_t a;
@@ -97,8 +96,13 @@ allocation allocate_circuits(const std::vector<uint32_t>& ports,
   for (auto& r : order)
     if (out.free_ports[r.a] > 0 && out.free_ports[r.b] > 0)
       serve(pairs[r.i]);
-  // Phase 2: pairs with circuits, by finite T_pair on a max-heap; ties by directional demand,
-  // then the smaller pair. A pair whose endpoint has run out of ports drops out for good.
+}
+
+/// Phase 2: pairs with circuits, by finite T_pair on a max-heap; ties by directional demand,
+/// then the smaller pair. A pair whose endpoint has run out of ports drops out for good.
+template <class Serve>
+void serve_slowest(std::vector<pair_state>& pairs, const allocation& out,
+                   double link_bytes_per_s, Serve serve) {
   using entry = std::tuple<double, double, uint32_t, uint32_t, size_t>;
   auto less = [](const entry& x, const entry& y) {
     if (std::get<0>(x) != std::get<0>(y))
@@ -124,6 +128,24 @@ allocation allocate_circuits(const std::vector<uint32_t>& ports,
     serve(p);
     heap.emplace(pair_time(p.ab, p.ba, p.circuits, link_bytes_per_s), dir, a, b, i);
   }
+}
+
+} // namespace
+
+allocation allocate_circuits(const std::vector<uint32_t>& ports,
+                             const std::vector<demand>& demands, double link_bytes_per_s,
+                             const std::function<bool(uint32_t, uint32_t)>& eligible) {
+  auto pairs = demanded_pairs(ports.size(), demands, eligible);
+  allocation out;
+  out.free_ports = ports;
+  auto serve = [&](pair_state& p) {
+    ++p.circuits;
+    --out.free_ports[p.a];
+    --out.free_ports[p.b];
+    ++out.steps;
+  };
+  serve_uncovered(pairs, out, serve);
+  serve_slowest(pairs, out, link_bytes_per_s, serve);
   for (auto& p : pairs)
     if (p.circuits > 0)
       out.circuits.push_back({p.a, p.b, p.circuits});

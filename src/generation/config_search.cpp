@@ -175,6 +175,33 @@ evaluation evaluate(const engine_model& engine, const gen_deployment& d, bool is
   return e;
 }
 
+/// The current deployment first (its Obj_cur is always needed), then by lower bound, so that
+/// good candidates tighten the bar early.
+std::vector<size_t> search_order(const std::vector<gen_deployment>& options,
+                                 const gen_deployment& current, const std::vector<double>& bound) {
+  std::vector<size_t> order(options.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if ((options[a] == current) != (options[b] == current))
+      return options[a] == current;
+    return bound[a] < bound[b];
+  });
+  return order;
+}
+
+/// Obj_cur. The current deployment may also re-place its requests (what the balancer does,
+/// at C_mig): a switch must win on the parallel config, not on a placement made under older
+/// length estimates.
+void score_current(const engine_model& engine, const gen_deployment& d, double bound,
+                   const std::vector<gen_request_state>& requests,
+                   const std::vector<size_t>& longest_first, const planner_params& params,
+                   evaluation& e) {
+  if (bound < e.objective
+      && std::any_of(requests.begin(), requests.end(), [](auto& r) { return r.instance >= 0; }))
+    e.objective = std::min(
+      e.objective, evaluate(engine, d, true, false, requests, longest_first, params).objective);
+}
+
 } // namespace
 
 gen_plan plan_generation(const engine_model& engine, int gpu_budget,
@@ -193,20 +220,11 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
   std::stable_sort(longest_first.begin(), longest_first.end(), [&](size_t a, size_t b) {
     return requests[a].remaining > requests[b].remaining;
   });
-  // The current deployment first (its Obj_cur is always needed), then by lower bound, so
-  // that good candidates tighten the bar early.
   std::vector<double> bound;
   for (auto& d : options)
     bound.push_back(makespan_lower_bound(engine, d, requests)
                     + (d == current ? 0.0 : switch_cost_s(engine, d, params)));
-  std::vector<size_t> order(options.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if ((options[a] == current) != (options[b] == current))
-      return options[a] == current;
-    return bound[a] < bound[b];
-  });
-  for (auto i : order) {
+  for (auto i : search_order(options, current, bound)) {
     const auto& d = options[i];
     bool is_current = d == current;
     if (!is_current && bound[i] >= best.objective) {
@@ -216,14 +234,7 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
     auto e = evaluate(engine, d, is_current, is_current, requests, longest_first, params);
     if (is_current) {
       plan.assignment = e.assignment;
-      // The current deployment may also re-place its requests (what the balancer does, at
-      // C_mig): a switch must win on the parallel config, not on a placement made under
-      // older length estimates.
-      if (bound[i] < e.objective
-          && std::any_of(requests.begin(), requests.end(), [](auto& r) { return r.instance >= 0; }))
-        e.objective =
-          std::min(e.objective,
-                   evaluate(engine, d, true, false, requests, longest_first, params).objective);
+      score_current(engine, d, bound[i], requests, longest_first, params, e);
       plan.current_s = e.objective;
     }
     plan.evaluated.push_back({d, e.objective, false});

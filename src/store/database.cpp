@@ -37,22 +37,22 @@ database::~database() {
   db_->Close();
 }
 
-caf::expected<std::unique_ptr<database>> database::open(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  if (ec)
-    return make_error(errc::storage_failure,
-                      fmt::format("cannot create database directory {}: {}", path, ec.message()));
+namespace {
+
+rocksdb::DBOptions db_options() {
   rocksdb::DBOptions opts;
   opts.create_if_missing = true;
   opts.create_missing_column_families = true;
   opts.paranoid_checks = true;
   opts.max_background_jobs = 2;
+  return opts;
+}
 
-  // RocksDB requires every existing column family to be opened, including ones a newer
-  // schema added: open them too, then let the schema check below refuse the database.
+/// RocksDB requires every existing column family to be opened, including ones a newer schema
+/// added: Loom's own, and whatever else is there (the schema check then refuses the database).
+caf::expected<std::vector<std::string>> column_families(const std::string& path) {
   std::vector<std::string> names;
-  auto listed = rocksdb::DB::ListColumnFamilies(opts, path, &names);
+  auto listed = rocksdb::DB::ListColumnFamilies(db_options(), path, &names);
   if (!listed.ok() && listed.IsCorruption())
     return to_error(listed, path, "cannot open");
   for (auto kind : all_values<record_kind>()) {
@@ -62,55 +62,77 @@ caf::expected<std::unique_ptr<database>> database::open(const std::string& path)
   }
   if (std::find(names.begin(), names.end(), rocksdb::kDefaultColumnFamilyName) == names.end())
     names.push_back(rocksdb::kDefaultColumnFamilyName);
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (auto& n : names)
-    descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions{});
+  return names;
+}
 
+} // namespace
+
+caf::expected<std::unique_ptr<database>> database::open(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec)
+    return make_error(errc::storage_failure,
+                      fmt::format("cannot create database directory {}: {}", path, ec.message()));
+  auto names = column_families(path);
+  if (!names)
+    return names.error();
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (auto& n : *names)
+    descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions{});
   std::unique_ptr<database> self{new database};
   self->path_ = path;
   rocksdb::DB* raw = nullptr;
-  auto st = rocksdb::DB::Open(opts, path, descriptors, &self->all_handles_, &raw);
+  auto st = rocksdb::DB::Open(db_options(), path, descriptors, &self->all_handles_, &raw);
   if (!st.ok())
     return to_error(st, path, "cannot open database");
   self->db_.reset(raw);
-  for (size_t i = 0; i < names.size(); ++i)
+  for (size_t i = 0; i < names->size(); ++i)
     for (auto kind : all_values<record_kind>())
-      if (names[i] == to_string(kind))
+      if ((*names)[i] == to_string(kind))
         self->handles_[size_t(kind)] = self->all_handles_[i];
+  if (auto err = self->check_schema())
+    return err;
+  if (auto err = self->find_last_event())
+    return err;
+  return self;
+}
 
-  // Schema check: a new database gets our version; an older one is readable as is.
-  auto meta = self->get(record_kind::meta, "store");
+caf::error database::check_schema() {
+  // A new database gets our version; an older one is readable as is.
+  auto meta = get(record_kind::meta, "store");
   if (!meta)
     return meta.error();
-  if (*meta) {
-    v1::StoreMeta stored;
-    if (!stored.ParseFromString(**meta))
-      return make_error(errc::storage_corrupted,
-                        fmt::format("database {} is corrupted: unreadable store metadata", path));
-    if (stored.schema_version() > schema_version)
-      return make_error(errc::schema_too_new,
-                        fmt::format("database {} was written with schema v{} by {}; this loom "
-                                    "reads schema v{} and older",
-                                    path, stored.schema_version(), stored.created_by(),
-                                    schema_version));
-  } else {
+  if (!*meta) {
     v1::StoreMeta fresh;
     fresh.set_schema_version(schema_version);
     fresh.set_created_by("loom " LOOM_VERSION);
     write_batch init;
     init.records.push_back({record_kind::meta, "store", fresh.SerializeAsString(), false});
-    if (auto res = self->write(init); !res)
-      return res.error();
+    auto res = write(init);
+    return res ? caf::error{} : res.error();
   }
+  v1::StoreMeta stored;
+  if (!stored.ParseFromString(**meta))
+    return make_error(errc::storage_corrupted,
+                      fmt::format("database {} is corrupted: unreadable store metadata", path_));
+  if (stored.schema_version() > schema_version)
+    return make_error(errc::schema_too_new,
+                      fmt::format("database {} was written with schema v{} by {}; this loom "
+                                  "reads schema v{} and older",
+                                  path_, stored.schema_version(), stored.created_by(),
+                                  schema_version));
+  return {};
+}
 
+caf::error database::find_last_event() {
   std::unique_ptr<rocksdb::Iterator> it{
-    self->db_->NewIterator(rocksdb::ReadOptions{}, self->handle(record_kind::events))};
+    db_->NewIterator(rocksdb::ReadOptions{}, handle(record_kind::events))};
   it->SeekToLast();
   if (it->Valid())
-    self->last_event_seq_ = event_seq(std::string_view{it->key().data(), it->key().size()});
+    last_event_seq_ = event_seq(std::string_view{it->key().data(), it->key().size()});
   if (!it->status().ok())
-    return to_error(it->status(), path, "cannot read event log of");
-  return self;
+    return to_error(it->status(), path_, "cannot read event log of");
+  return {};
 }
 
 rocksdb::ColumnFamilyHandle* database::handle(record_kind kind) const {

@@ -57,6 +57,9 @@ public:
 private:
   database() = default;
   rocksdb::ColumnFamilyHandle* handle(record_kind kind) const;
+  /// A new database gets this binary's schema version; a newer one is refused.
+  caf::error check_schema();
+  caf::error find_last_event();
 
   std::string path_;
   std::unique_ptr<rocksdb::DB> db_;

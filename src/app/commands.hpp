@@ -1,0 +1,51 @@
+#pragma once
+// `loom`'s subcommands. Each adds its options to the command line and, once it is the one
+// given, runs and returns the process exit code; main only parses and dispatches.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace loom {
+
+/// Exit code of a config or input that does not validate (the errors name file, line, key).
+constexpr int exit_config_error = 2;
+
+class subcommand {
+public:
+  virtual ~subcommand() = default;
+  /// Adds the subcommand (the admin family adds several) to `app`.
+  virtual void add_to(CLI::App& app) = 0;
+  /// The exit code if one of its subcommands was given; nothing otherwise.
+  virtual std::optional<int> run_if_given() = 0;
+};
+
+/// serve, check-config, keygen, replay, ocs-emu, and the admin requests.
+std::vector<std::unique_ptr<subcommand>> loom_subcommands();
+
+// -- what the subcommands share -------------------------------------------------------------
+
+/// The config named on the command line, or the embedded defaults when none is.
+config_result load_config(const std::string& path);
+
+/// Every error as FILE:LINE:COL: KEY: MESSAGE on stderr, then how many there were in `what`.
+void print_errors(const std::vector<config_error>& errors, const char* what);
+
+/// The level a --log-level value names (CLI11 has checked it is one).
+log_level level_named(const std::string& name);
+
+std::unique_ptr<subcommand> serve_subcommand();
+std::unique_ptr<subcommand> check_config_subcommand();
+std::unique_ptr<subcommand> keygen_subcommand();
+std::unique_ptr<subcommand> replay_subcommand();
+std::unique_ptr<subcommand> ocs_emu_subcommand();
+std::unique_ptr<subcommand> admin_subcommands();
+
+} // namespace loom

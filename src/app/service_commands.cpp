@@ -1,0 +1,118 @@
+// `loom serve`, `loom check-config` and `loom keygen`: running and preparing one service.
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "app/admin.hpp"
+#include "app/commands.hpp"
+#include "app/logging.hpp"
+#include "app/serve.hpp"
+
+namespace loom {
+
+namespace {
+
+class serve_command : public subcommand {
+public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand(
+      "serve", "Run the Loom service for one cluster in the foreground until SIGINT/SIGTERM:\n"
+               "opens RocksDB storage, serves Prometheus /metrics, hosts the actors.");
+    cmd_->add_option("-c,--config", config_, "Config file (TOML); default: the embedded "
+                                              "conf/loom.toml")
+      ->check(CLI::ExistingFile);
+    cmd_->add_option("--log-level", level_, "Override the config's log level")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  }
+
+  std::optional<int> run_if_given() override {
+    if (!*cmd_)
+      return std::nullopt;
+    auto result = load_config(config_);
+    if (!result.value) {
+      print_errors(result.errors, "config");
+      return exit_config_error;
+    }
+    setup_logging(level_.empty() ? result.value->level : level_named(level_));
+    return serve(*result.value);
+  }
+
+private:
+  CLI::App* cmd_ = nullptr;
+  std::string config_;
+  std::string level_;
+};
+
+class check_config_command : public subcommand {
+public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand(
+      "check-config", "Validate a config file without starting anything; prints every error "
+                      "as\nFILE:LINE:COL: KEY: MESSAGE and exits 2 if there is any.");
+    cmd_->add_option("file", path_, "Config file; default: the embedded conf/loom.toml");
+  }
+
+  std::optional<int> run_if_given() override {
+    if (!*cmd_)
+      return std::nullopt;
+    auto result = load_config(path_);
+    if (!result.value) {
+      print_errors(result.errors, "config");
+      return exit_config_error;
+    }
+    auto& c = *result.value;
+    std::printf("%s: ok: cluster '%s', %zu rollout nodes (%d GPUs, $%.2f/h), %zu training nodes "
+                "(%d GPUs, $%.2f/h), fabric %s with %zu ToRs, %zu OCS, %zu links\n",
+                c.source.c_str(), c.cluster.name.c_str(), c.cluster.rollout.size(),
+                c.cluster.total_gpus(pool_kind::rollout),
+                c.cluster.cost_per_hour(pool_kind::rollout), c.cluster.training.size(),
+                c.cluster.total_gpus(pool_kind::training),
+                c.cluster.cost_per_hour(pool_kind::training),
+                std::string{to_string(c.fabric.kind)}.c_str(), c.fabric.tors.size(),
+                c.fabric.ocs.size(), c.fabric.links.size());
+    return 0;
+  }
+
+private:
+  CLI::App* cmd_ = nullptr;
+  std::string path_;
+};
+
+class keygen_command : public subcommand {
+public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand(
+      "keygen", "Write a CURVE key pair NAME.pub / NAME.secret (Z85) for the gateway's clients "
+                "or\nthe service; list the .pub in the config's [security.clients] for its role.");
+    cmd_->add_option("name", name_, "Key name")->required();
+    cmd_->add_option("--out", dir_, "Directory")->capture_default_str();
+  }
+
+  std::optional<int> run_if_given() override {
+    if (!*cmd_)
+      return std::nullopt;
+    return run_keygen(name_, dir_);
+  }
+
+private:
+  CLI::App* cmd_ = nullptr;
+  std::string name_;
+  std::string dir_ = "keys";
+};
+
+} // namespace
+
+std::unique_ptr<subcommand> serve_subcommand() {
+  return std::make_unique<serve_command>();
+}
+
+std::unique_ptr<subcommand> check_config_subcommand() {
+  return std::make_unique<check_config_command>();
+}
+
+std::unique_ptr<subcommand> keygen_subcommand() {
+  return std::make_unique<keygen_command>();
+}
+
+} // namespace loom

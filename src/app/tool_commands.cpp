@@ -1,0 +1,231 @@
+// `loom replay`, `loom ocs-emu` and the admin requests to a running serve.
+
+#include <CLI/CLI.hpp>
+
+#include <charconv>
+#include <cstdio>
+#include <string_view>
+
+#include "app/admin.hpp"
+#include "app/commands.hpp"
+#include "app/logging.hpp"
+#include "core/error.hpp"
+#include "drivers/tl1_server.hpp"
+#include "replay/fabric_replay.hpp"
+#include "replay/gen_replay.hpp"
+#include "replay/scenario_file.hpp"
+#include "replay/weave_replay.hpp"
+
+namespace loom {
+
+namespace {
+
+const std::vector<std::string> level_names{"trace", "debug", "info", "warn", "error"};
+
+/// Runs a loaded scenario and prints its table; the exit code.
+template <class Scenario, class Runner>
+int run_scenario(const Scenario& sc, size_t items, const char* item_name, Runner run,
+                 const std::string& out_dir) {
+  std::printf("scenario %s (seed %llu): %zu %s, policies:", sc.name.c_str(),
+              static_cast<unsigned long long>(sc.seed), items, item_name);
+  for (auto& p : sc.policies)
+    std::printf(" %s", p.c_str());
+  std::printf("\n");
+  std::fflush(stdout);
+  auto out = run(sc, out_dir);
+  if (!out) {
+    std::fprintf(stderr, "replay failed: %s\n", render(out.error()).c_str());
+    return 1;
+  }
+  std::printf("%s", out->summary.c_str());
+  std::printf("report: %s/report.json, timings: %s/timings.json\n", out_dir.c_str(),
+              out_dir.c_str());
+  return 0;
+}
+
+/// Loads a scenario of one kind and runs it; a scenario with errors is exit code 2.
+template <class Loader, class Runner, class Count>
+int load_and_run(const std::string& path, Loader load, Count count, const char* item_name,
+                 Runner run, const std::string& out_dir) {
+  auto scenario = load(path);
+  if (!scenario.value) {
+    print_errors(scenario.errors, "scenario");
+    return exit_config_error;
+  }
+  return run_scenario(*scenario.value, count(*scenario.value), item_name, run, out_dir);
+}
+
+class replay_command : public subcommand {
+public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand(
+      "replay", "Run a scenario on the virtual clock, once per policy it lists: the same\n"
+                "actors as `serve` (WEAVE scheduler and executors, the generation planner\n"
+                "and balancer, or the fabric controller) against simulated frameworks,\n"
+                "engines or OCS devices. Writes\n"
+                "DIR/report.json (byte-identical for the same scenario and seed),\n"
+                "DIR/timings.json (wall-clock figures) and DIR/store/POLICY (RocksDB).");
+    cmd_->add_option("scenario", path_, "Scenario file (TOML)")->required()->check(CLI::ExistingFile);
+    cmd_->add_option("--out", out_, "Output directory")->capture_default_str();
+    cmd_->add_option("--log-level", level_, "Log level")
+      ->check(CLI::IsMember(level_names))
+      ->capture_default_str();
+  }
+
+  std::optional<int> run_if_given() override {
+    if (!*cmd_)
+      return std::nullopt;
+    setup_logging(level_named(level_));
+    auto kind = replay::scenario_kind(path_);
+    if (kind == "fabric")
+      return load_and_run(path_, replay::load_fabric_scenario,
+                          [](auto& sc) { return sc.policies.size(); }, "sections",
+                          replay::run_fabric_replay, out_);
+    if (kind == "generation")
+      return load_and_run(path_, replay::load_gen_scenario,
+                          [](auto& sc) { return sc.steps.size(); }, "steps",
+                          replay::run_gen_replay, out_);
+    return load_and_run(path_, replay::load_weave_scenario,
+                        [](auto& sc) { return sc.jobs.size(); }, "jobs",
+                        replay::run_weave_replay, out_);
+  }
+
+private:
+  CLI::App* cmd_ = nullptr;
+  std::string path_;
+  std::string out_ = "replay-out";
+  std::string level_ = "warn";
+};
+
+/// "NxM" with N, M >= 1 and N + M <= 4096.
+std::optional<switch_size> parse_size(std::string_view text) {
+  uint32_t n = 0;
+  uint32_t m = 0;
+  auto number = [](std::string_view s, uint32_t& out) {
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc{} && ptr == s.data() + s.size();
+  };
+  auto x = text.find('x');
+  if (x == std::string_view::npos || !number(text.substr(0, x), n)
+      || !number(text.substr(x + 1), m) || n == 0 || m == 0 || n + m > 4096)
+    return std::nullopt;
+  return switch_size{n, m};
+}
+
+class ocs_emu_command : public subcommand {
+public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand(
+      "ocs-emu", "Run a TL1 optical circuit switch emulator (Polatis dialect) on TCP until\n"
+                 "SIGINT/SIGTERM: inputs 1..N, outputs N+1..N+M, many concurrent sessions.\n"
+                 "For tests and demos; third-party TL1 clients of this dialect can drive it.");
+    cmd_->add_option("--port", emu_.port, "TCP port; 0 picks a free one (logged)")
+      ->capture_default_str();
+    cmd_->add_option("--bind", emu_.bind, "Address to listen on")->capture_default_str();
+    cmd_->add_option("--size", size_, "Switch size NxM")->capture_default_str();
+    cmd_->add_option("--delay-ms", delay_ms_, "Switching time of each ENT/DLT-PATCH")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+    cmd_->add_option("--user", emu_.switch_options.user, "Login user")->capture_default_str();
+    cmd_->add_option("--password", emu_.switch_options.password, "Login password")
+      ->capture_default_str();
+    cmd_->add_option("--fail-port", failed_, "Fault: a failed port (repeatable)");
+    cmd_->add_option("--drop-after", emu_.drop_after,
+                     "Fault: after N changes, make the next one and drop its session unanswered");
+    cmd_->add_flag("--hang", emu_.hang, "Fault: accept sessions and commands, never answer");
+    cmd_->add_option("--max-sessions", emu_.max_sessions, "Concurrent sessions")
+      ->capture_default_str();
+    cmd_->add_option("--log-level", level_, "Log level")
+      ->check(CLI::IsMember(level_names))
+      ->capture_default_str();
+  }
+
+  std::optional<int> run_if_given() override {
+    if (!*cmd_)
+      return std::nullopt;
+    auto size = parse_size(size_);
+    if (!size) {
+      std::fprintf(stderr, "--size: '%s' is not NxM with N, M >= 1 and N + M <= 4096\n",
+                   size_.c_str());
+      return exit_config_error;
+    }
+    emu_.switch_options.size = *size;
+    emu_.switch_options.failed_ports.insert(failed_.begin(), failed_.end());
+    emu_.delay = std::chrono::milliseconds{delay_ms_};
+    setup_logging(level_named(level_));
+    return run_ocs_emulator(emu_);
+  }
+
+private:
+  CLI::App* cmd_ = nullptr;
+  ocs_emulator_options emu_;
+  std::string size_ = "32x32";
+  std::string level_ = "info";
+  std::vector<uint32_t> failed_;
+  int64_t delay_ms_ = 0;
+};
+
+/// submit, jobs, groups, job, cancel, fabric: one request each to a running serve.
+class admin_commands : public subcommand {
+public:
+  void add_to(CLI::App& app) override {
+    add(app, "submit", "Submit an RL job (a job TOML file) to a running serve.", "file");
+    add(app, "jobs", "List jobs and their states.", nullptr);
+    add(app, "groups", "List co-execution groups.", nullptr);
+    add(app, "job", "Show one job.", "id");
+    add(app, "cancel", "Cancel a job: it leaves its group, the others go on.", "id");
+    add(app, "fabric", "List committed circuit plans.", nullptr);
+  }
+
+  std::optional<int> run_if_given() override {
+    for (auto* cmd : cmds_) {
+      if (!*cmd)
+        continue;
+      auto result = load_config(config_);
+      if (!result.value) {
+        print_errors(result.errors, "config");
+        return exit_config_error;
+      }
+      setup_logging(log_level::warn);
+      request_.command = cmd->get_name();
+      return run_admin(*result.value, request_);
+    }
+    return std::nullopt;
+  }
+
+private:
+  void add(CLI::App& app, const char* name, const char* help, const char* arg) {
+    auto* cmd = app.add_subcommand(name, help);
+    if (arg)
+      cmd->add_option(arg, request_.argument, arg)->required();
+    cmd->add_option("-c,--config", config_,
+                    "The service's config (endpoint, keys); default: embedded conf/loom.toml")
+      ->check(CLI::ExistingFile);
+    cmd->add_flag("--json", request_.json, "JSON for scripts");
+    cmd->add_option("--key", request_.key,
+                    "Admin key pair prefix (PREFIX.pub, PREFIX.secret); default: the "
+                    "service's local admin key");
+    cmd->add_option("--timeout-ms", request_.timeout_ms, "How long to wait")->capture_default_str();
+    cmds_.push_back(cmd);
+  }
+
+  std::vector<CLI::App*> cmds_;
+  admin_request request_;
+  std::string config_;
+};
+
+} // namespace
+
+std::unique_ptr<subcommand> replay_subcommand() {
+  return std::make_unique<replay_command>();
+}
+
+std::unique_ptr<subcommand> ocs_emu_subcommand() {
+  return std::make_unique<ocs_emu_command>();
+}
+
+std::unique_ptr<subcommand> admin_subcommands() {
+  return std::make_unique<admin_commands>();
+}
+
+} // namespace loom
