@@ -2,7 +2,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <set>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "core/config.hpp"
 #include "core/expand.hpp"
@@ -48,6 +51,27 @@ void expect_one_error(const std::string& text, int line, const std::string& key,
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(valid)
+
+BOOST_AUTO_TEST_CASE(every_enum_name_is_unique_and_reads_back) {
+  auto check = [](auto values) {
+    using E = typename decltype(values)::value_type;
+    std::set<std::string_view> seen;
+    for (E v : values) {
+      auto name = to_string(v);
+      BOOST_CHECK_MESSAGE(seen.insert(name).second, "name used twice: " << name);
+      BOOST_CHECK(parse_name<E>(name) == v);
+    }
+    BOOST_CHECK(!parse_name<E>("no-such-name"));
+  };
+  check(all_values<worker_role>());
+  check(all_values<log_level>());
+  check(all_values<fabric_kind>());
+  check(all_values<ocs_tier>());
+  check(all_values<driver_kind>());
+  check(all_values<pool_kind>());
+  BOOST_CHECK_EQUAL(names_of<driver_kind>(), "emulated, tl1, zmq");
+  BOOST_CHECK_EQUAL(fmt::format("{}", worker_role::gen_instance), "gen-instance");
+}
 
 BOOST_AUTO_TEST_CASE(embedded_defaults_load) {
   auto result = parse_config(embedded_config_text(), "<embedded>");

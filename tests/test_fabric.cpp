@@ -338,3 +338,107 @@ BOOST_AUTO_TEST_CASE(submappings_build_rings_per_group_and_pp_links) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#include "fabric/rail_orchestrator.hpp"
+
+BOOST_AUTO_TEST_SUITE(opus_rail_orchestration)
+
+namespace {
+
+const opus_layout fig8_rail{3, {2, 2}};
+
+std::vector<uint64_t> writers_of(const std::vector<rail_acks>& acks) {
+  std::vector<uint64_t> out;
+  for (auto& a : acks)
+    out.insert(out.end(), a.writers.begin(), a.writers.end());
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(writers_are_answered_only_after_their_transition_is_applied) {
+  rail_orchestrator rails{fig8_rail, topo_id::parse("111"), 2};
+  // Stages 0 and 1 go to PP Send/Recv: the barrier waits for both writers (tokens 10, 11).
+  auto first = rails.write({"pp0-1", 7, 2, 0, 0}, 10);
+  BOOST_CHECK(!first.transition);
+  auto second = rails.write({"pp0-1", 7, 2, 1, 0}, 11);
+  BOOST_REQUIRE(second.transition);
+  BOOST_CHECK(second.acks.empty()); // G1: not before the rail is reprogrammed
+  auto* t = rails.start();
+  BOOST_REQUIRE(t);
+  BOOST_CHECK(t->reprogram == (std::vector<int>{0, 1}));
+  BOOST_CHECK(!rails.start()); // one transition at a time
+  // Its diff touches only the reprogrammed stages' cross-connects on a 12 x 12 rail.
+  auto diff = rails.diff(*t, 12);
+  BOOST_CHECK_EQUAL(diff.removes.size(), 8u);
+  BOOST_CHECK_EQUAL(diff.adds.size(), 8u);
+  auto done = rails.finish(true);
+  BOOST_CHECK(!done.retry && !done.fell_back);
+  BOOST_CHECK(writers_of(done.acks) == (std::vector<uint64_t>{10, 11}));
+  BOOST_CHECK_EQUAL(done.acks.front().ack.topo, "001");
+  BOOST_CHECK_EQUAL(rails.current().str(), "001");
+}
+
+BOOST_AUTO_TEST_CASE(o1_is_immediate_unless_a_pending_transition_touches_its_stage) {
+  rail_orchestrator rails{fig8_rail, topo_id::parse("111"), 2};
+  // Stage 2 changes to CP (digit 2): queued and started.
+  rails.write({"dp2", 0, 1, 2, 2}, 1);
+  BOOST_REQUIRE(rails.start());
+  // Stage 0 asks for DP, which it has: O1, nothing pending touches it, answered now.
+  auto o1 = rails.write({"dp0", 0, 1, 0, 1}, 2);
+  BOOST_CHECK(writers_of(o1.acks) == std::vector<uint64_t>{2});
+  BOOST_CHECK_EQUAL(o1.acks.front().ack.topo, "111"); // stage 2 is still being applied
+  // Stage 2 asks for CP, which the applying transition gives it: it waits for that one.
+  auto waiting = rails.write({"dp2", 1, 1, 2, 2}, 3);
+  BOOST_REQUIRE(waiting.transition);
+  BOOST_CHECK(waiting.transition->reprogram.empty());
+  BOOST_CHECK(waiting.acks.empty());
+  auto done = rails.finish(true);
+  BOOST_CHECK(writers_of(done.acks) == (std::vector<uint64_t>{1, 3}));
+  BOOST_CHECK_EQUAL(rails.queued(), 0u);
+  BOOST_CHECK_EQUAL(rails.current().str(), "112");
+}
+
+BOOST_AUTO_TEST_CASE(g2_holds_a_transition_while_its_stage_is_busy) {
+  rail_orchestrator rails{fig8_rail, topo_id::parse("111"), 2};
+  rails.write({"dp1", 0, 1, 1, 2}, 1);
+  bool busy = true;
+  BOOST_CHECK(!rails.start([&](int stage) { return busy && stage == 1; }));
+  busy = false;
+  BOOST_CHECK(rails.start([&](int stage) { return busy && stage == 1; }));
+}
+
+BOOST_AUTO_TEST_CASE(a_failing_rail_is_retried_then_falls_back_to_the_giant_ring) {
+  rail_orchestrator rails{fig8_rail, topo_id::parse("111"), 2};
+  rails.write({"dp1", 0, 1, 1, 2}, 1);
+  rails.write({"dp2", 0, 1, 2, 2}, 2); // queued behind the first
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    BOOST_REQUIRE(rails.start());
+    auto r = rails.finish(false);
+    BOOST_CHECK(r.retry);
+    BOOST_CHECK_EQUAL(r.attempts, attempt);
+    BOOST_CHECK(r.acks.empty());
+  }
+  BOOST_REQUIRE(rails.start());
+  auto ring = rails.giant_ring_diff(12); // what the rail carries now -> the ring
+  auto r = rails.finish(false);
+  BOOST_CHECK(r.fell_back);
+  BOOST_CHECK(writers_of(r.acks) == (std::vector<uint64_t>{1, 2}));
+  for (auto& a : r.acks)
+    BOOST_CHECK(a.ack.fallback);
+  BOOST_CHECK_EQUAL(rails.current().str(), "111"); // nothing was confirmed
+  // The ring sends rank r to r + 1 over all 12 ranks; it replaces the three DP sub-mappings.
+  BOOST_CHECK_EQUAL(ring.adds.size(), 12u);
+  for (auto& x : ring.adds)
+    BOOST_CHECK_EQUAL(x.out - 12, x.in % 12 + 1);
+  BOOST_CHECK_EQUAL(ring.removes.size(), 12u);
+  // From now on every write is served by the ring, at once.
+  rails.write({"pp0-1", 0, 2, 0, 0}, 3);
+  auto late = rails.write({"pp0-1", 0, 2, 1, 0}, 4);
+  BOOST_CHECK(writers_of(late.acks) == (std::vector<uint64_t>{3, 4}));
+  BOOST_CHECK(late.acks.front().ack.fallback);
+  BOOST_CHECK(!rails.start());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+

@@ -398,6 +398,57 @@ BOOST_AUTO_TEST_CASE(mfabric_regional_plan_spreads_pairs_over_numa_nodes) {
     BOOST_CHECK_EQUAL(ends.size(), 4u);
 }
 
+BOOST_AUTO_TEST_CASE(an_mfabric_intent_is_one_regional_plan_per_pod_it_spans) {
+  // Two PoDs of two 2-NIC servers, each PoD with its regional OCS; a third PoD is not used.
+  fabric_config t;
+  t.kind = fabric_kind::mfabric;
+  t.link_gbps = 200;
+  t.nics_per_server = 2;
+  t.pods = {{"p0", {"a", "b"}}, {"p1", {"c", "d"}}, {"p2", {"e", "f"}}};
+  for (auto [id, pod] : {std::pair{"reg0", "p0"}, std::pair{"reg1", "p1"}, std::pair{"reg2", "p2"}}) {
+    ocs_device reg;
+    reg.id = id;
+    reg.tier = ocs_tier::regional;
+    reg.pod = pod;
+    reg.ports = 4;
+    reg.nics = {0, 1};
+    t.ocs.push_back(reg);
+  }
+  auto m = fabric_model::build(t, {}).value;
+  BOOST_REQUIRE(m);
+  // EP all-to-all inside each of PoDs 0 and 1 (servers 0-1 and 2-3, 8 GPUs each).
+  fabric_intent ep{"moe", fabric_stage::train_compute, {{primitive::all_to_all, 1.0}}, {}, 1e9, 16};
+  for (uint32_t s : {0u, 1u, 2u, 3u})
+    for (int g = 0; g < 8; ++g)
+      ep.members.push_back({s, g});
+  port_usage usage(*m);
+  template_cache templates;
+  auto r = materialize_intent(*m, templates.get(*m, ep), ep, usage, nullptr);
+  BOOST_REQUIRE_MESSAGE(r.plan, r.rejection);
+  std::map<uint32_t, int> per_device;
+  for (auto& c : r.plan->circuits)
+    ++per_device[c.device];
+  BOOST_CHECK_EQUAL(per_device.size(), 2u); // reg0 and reg1; reg2's PoD has no demand
+  BOOST_CHECK_EQUAL(per_device[0], 2);      // both NICs of a and b paired
+  BOOST_CHECK_EQUAL(per_device[1], 2);
+  BOOST_CHECK(std::is_sorted(r.plan->circuits.begin(), r.plan->circuits.end()));
+  BOOST_REQUIRE_EQUAL(r.plan->layout.agg.size(), 3u);
+  BOOST_CHECK(!r.plan->layout.agg[0].empty());
+  BOOST_CHECK(!r.plan->layout.agg[1].empty());
+  BOOST_CHECK(r.plan->layout.agg[2].empty());
+  // With PoD 1's NICs held by another owner its region gets no circuits (its traffic stays
+  // on the EPS); PoD 0's region is planned as before.
+  circuit_plan other;
+  other.owner = "other";
+  other.circuits = {{1, 1, 2}, {1, 3, 4}};
+  usage.claim(other);
+  auto blocked = materialize_intent(*m, templates.get(*m, ep), ep, usage, nullptr);
+  BOOST_REQUIRE_MESSAGE(blocked.plan, blocked.rejection);
+  for (auto& c : blocked.plan->circuits)
+    BOOST_CHECK_EQUAL(c.device, 0u);
+  BOOST_CHECK_EQUAL(blocked.plan->circuits.size(), 2u);
+}
+
 BOOST_AUTO_TEST_CASE(a_failed_server_is_replaced_and_only_its_circuits_move) {
   // mFabric region of four 2-NIC servers, both NICs on the regional OCS. The job runs on
   // a, b, c; c fails and the job replaces its ranks on d (RFabric §5.4 (i)).

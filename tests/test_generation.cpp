@@ -107,6 +107,31 @@ BOOST_AUTO_TEST_CASE(balanced_workers_are_left_alone) {
   BOOST_CHECK(plan_migrations(ws, {}).empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_moved_request_stays_put_for_the_cooldown) {
+  balancer_params p;
+  p.theta = 0.25;
+  p.cooldown_ticks = 2;
+  reactive_balancer b{p};
+  // The same skewed loads every tick: the first tick moves request 100 from worker 1.
+  const std::vector<gen_worker> skewed{worker(1, 4, 6, 0, 1000, 0),
+                                       worker(2, 1, 0, 20000, 1000, 1000)};
+  auto first = b.tick(skewed);
+  BOOST_REQUIRE(!first.empty());
+  BOOST_CHECK_EQUAL(first.front().request, 100u);
+  BOOST_CHECK_EQUAL(b.pinned(), first.size());
+  // Reported back on worker 1 (the engine has not moved it yet), it is pinned: tick 2 moves
+  // other requests, never it.
+  auto second = b.tick(skewed);
+  for (auto& m : second)
+    BOOST_CHECK_NE(m.request, 100u);
+  // Two ticks after its move (the cooldown) it may move again.
+  auto third = b.tick(skewed);
+  BOOST_REQUIRE(!third.empty());
+  BOOST_CHECK_EQUAL(third.front().request, 100u);
+  BOOST_CHECK_EQUAL(b.ticks(), 3u);
+  BOOST_CHECK_EQUAL(b.migrations(), first.size() + second.size() + third.size());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 #include <random>

@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/config.hpp"
+#include "scheduler/iteration_ledger.hpp"
 #include "scheduler/job_spec.hpp"
 #include "scheduler/meta_iteration.hpp"
 #include "scheduler/phase_costs.hpp"
@@ -110,6 +111,24 @@ BOOST_AUTO_TEST_CASE(each_strategy_where_it_is_cheapest) {
   BOOST_CHECK_CLOSE(d.delta_cost_per_hour, 8 * 1.85, 1e-9);
   BOOST_CHECK_EQUAL(e.groups().size(), 1u);
   BOOST_CHECK_CLOSE(e.cost_per_hour(), 2 * 8 * 1.85 + 8 * 5.28, 1e-9);
+}
+
+BOOST_AUTO_TEST_CASE(room_and_memory_checks_are_the_ones_placement_uses) {
+  auto e = small_cluster(2);
+  place_and_commit(e, job("A", 10, 5, 3.0, 400, 300));
+  const auto& g = e.groups().begin()->second;
+  auto node = g.rollout_nodes.front();
+  // 400 GB of A's rollout state on its node: 500 more fit (< 1000), 600 do not.
+  BOOST_CHECK(e.rollout_fits(g, job("B", 4, 3, 3.0, 500), node));
+  BOOST_CHECK(!e.rollout_fits(g, job("B", 4, 3, 3.0, 600), node));
+  // The training nodes hold A's 300 GB: 690 more fit, 700 do not; nor does a third member.
+  BOOST_CHECK(e.has_room(g, job("B", 4, 3, 3.0, 100, 690)));
+  BOOST_CHECK(!e.has_room(g, job("B", 4, 3, 3.0, 100, 700)));
+  // A rollout that does not fit A's node is not packed there: it gets fresh rollout nodes.
+  BOOST_CHECK(e.place(job("B", 4, 3, 3.0, 600)).kind == placement_kind::rollout_scaling);
+  place_and_commit(e, job("B", 4, 3, 3.0));
+  BOOST_CHECK(!e.has_room(g, job("C", 1, 1, 3.0)));
+  BOOST_CHECK(e.place(job("C", 1, 1, 3.0)).kind == placement_kind::new_group);
 }
 
 BOOST_AUTO_TEST_CASE(slo_of_new_and_existing_jobs_is_enforced) {
@@ -398,6 +417,64 @@ BOOST_AUTO_TEST_CASE(a_job_spec_is_read_strictly) {
   BOOST_CHECK(all.find("bad.toml:8:") != std::string::npos && all.find("slo") != std::string::npos);
   BOOST_CHECK(all.find("colour") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_SUITE(ledger)
+
+namespace {
+
+loom::group_member ledger_member(const std::string& id, double roll, double train,
+                                 int64_t iterations) {
+  rl_job j{id, 8, 8, 100, 100, 1.5, roll, train, 1};
+  j.iterations = iterations;
+  return {j, {0}};
+}
+
+constexpr int64_t s = 1'000'000'000; // ns
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_sync_ends_an_iteration_and_the_last_one_completes_the_job) {
+  iteration_ledger l{"g1", 8};
+  l.join(ledger_member("A", 10, 5, 2), 0);
+  BOOST_CHECK(!l.phase_done("A", phase_kind::rollout, 9, 12 * s));
+  BOOST_CHECK(!l.phase_done("A", phase_kind::training, 4, 18 * s));
+  auto first = l.phase_done("A", phase_kind::sync, 1, 20 * s);
+  BOOST_REQUIRE(first);
+  BOOST_CHECK(!first->completed);
+  BOOST_CHECK_EQUAL(first->record.index, 0);
+  BOOST_CHECK_EQUAL(first->record.group, "g1");
+  BOOST_CHECK_CLOSE(first->record.duration_s, 20.0, 1e-9);
+  BOOST_CHECK_CLOSE(first->record.solo_s, 14.0, 1e-9);        // what the worker measured
+  BOOST_CHECK_CLOSE(first->record.planned_solo_s, 16.0, 1e-9); // the profile: 10 + 5 + 1
+  auto second = l.phase_done("A", phase_kind::sync, 1, 35 * s);
+  BOOST_REQUIRE(second);
+  BOOST_CHECK(second->completed);
+  BOOST_CHECK_EQUAL(second->record.index, 1);
+  BOOST_CHECK_CLOSE(second->record.duration_s, 15.0, 1e-9);
+  BOOST_CHECK(!l.find("A")); // it left the ledger
+  BOOST_CHECK(!l.phase_done("A", phase_kind::sync, 1, 40 * s));
+  BOOST_CHECK(!l.phase_done("Z", phase_kind::sync, 1, 40 * s));
+}
+
+BOOST_AUTO_TEST_CASE(the_member_that_drifted_most_is_replaced_once_the_group_saturates) {
+  iteration_ledger l{"g1", 8};
+  l.join(ledger_member("A", 10, 5, 0), 0);
+  l.join(ledger_member("B", 4, 3, 0), 0);
+  // Both roll out on node 0; T_cycle is A's 16 s. B's rollout measured at 5 s makes node 0's
+  // load 15 s: slack left. At 6 s (1.5x its profile) the load is 16 s: saturated, and B is
+  // the one that drifted.
+  l.phase_done("B", phase_kind::rollout, 5, 1 * s);
+  BOOST_CHECK(!l.drift_victim());
+  l.phase_done("B", phase_kind::rollout, 6, 2 * s);
+  auto d = l.drift_victim();
+  BOOST_REQUIRE(d);
+  BOOST_CHECK_EQUAL(d->job, "B");
+  BOOST_CHECK_CLOSE(d->rollout_s, 6.0, 1e-9);
+  BOOST_CHECK_CLOSE(d->training_s, 3.0, 1e-9);
+  BOOST_CHECK(!l.drift_victim()); // reported once
+}
+
+BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_CASE(derived_costs_make_sharing_plan_for_warm_starts) {
   auto cfg = parse_config(embedded_config_text(), "embedded");

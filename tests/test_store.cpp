@@ -249,3 +249,71 @@ BOOST_AUTO_TEST_CASE(sigkill_loses_no_acknowledged_write) {
   // One event per acknowledged job, in order.
   BOOST_CHECK_GE(db->last_event_seq(), acked + 1);
 }
+
+BOOST_AUTO_TEST_SUITE(codecs)
+
+BOOST_AUTO_TEST_CASE(events_carry_their_kind_as_enum_and_text_and_read_back) {
+  auto bytes = encode_event(42, {event_kind::fabric_commit_failed, "rl-job", "version=3"});
+  auto e = decode_event(bytes);
+  BOOST_REQUIRE(e);
+  BOOST_CHECK_EQUAL(e->time_ns, 42);
+  BOOST_CHECK_EQUAL(e->event.kind, event_kind::fabric_commit_failed);
+  BOOST_CHECK_EQUAL(e->event.subject, "rl-job");
+  BOOST_CHECK_EQUAL(e->event.detail, "version=3");
+  v1::Event raw;
+  BOOST_REQUIRE(raw.ParseFromString(bytes));
+  BOOST_CHECK_EQUAL(raw.kind(), "fabric_commit_failed"); // readable by v1 readers from before
+  // A record from before the enum has only the text.
+  raw.clear_event_kind();
+  raw.set_kind("job_placed");
+  BOOST_CHECK_EQUAL(decode_event(raw.SerializeAsString())->event.kind, event_kind::job_placed);
+  raw.set_kind("job_teleported");
+  BOOST_CHECK(!decode_event(raw.SerializeAsString()));
+}
+
+BOOST_AUTO_TEST_CASE(job_records_keep_every_state_and_v1_states_read_as_placed) {
+  rl_job j{"A", 8, 16, 100, 200, 1.5, 300, 150, 12};
+  j.model_gb = 29.5;
+  j.iterations = 40;
+  for (auto state : all_values<job_state>()) {
+    auto back = decode_job(encode_job({j, state, "g3", "why"}));
+    BOOST_REQUIRE(back);
+    BOOST_CHECK_EQUAL(back->state, state);
+    BOOST_CHECK_EQUAL(back->job.training_gpus, 16);
+    BOOST_CHECK_EQUAL(back->job.iterations, 40);
+    BOOST_CHECK_CLOSE(back->job.sync_s, 12.0, 1e-9);
+  }
+  v1::Job running;
+  running.set_id("B");
+  running.set_state(v1::JOB_STATE_RUNNING);
+  BOOST_CHECK_EQUAL(decode_job(running.SerializeAsString())->state, job_state::placed);
+  running.set_state(v1::JOB_STATE_UNSPECIFIED);
+  BOOST_CHECK(!decode_job(running.SerializeAsString()));
+}
+
+BOOST_AUTO_TEST_CASE(a_device_plan_reads_back_and_old_text_stages_are_understood) {
+  device_plan_record rec{"agg0", 7, fabric_stage::gen,
+                         {{1, 2, "rl-job", 7, fabric_stage::gen},
+                          {3, 4, "other", 5, fabric_stage::weight_sync}},
+                         {{1, 18}, {2, 17}}};
+  auto back = decode_device_plan(encode_device_plan(rec));
+  BOOST_REQUIRE(back);
+  BOOST_CHECK_EQUAL(back->device, "agg0");
+  BOOST_CHECK_EQUAL(back->version, 7u);
+  BOOST_CHECK_EQUAL(back->stage, fabric_stage::gen);
+  BOOST_REQUIRE_EQUAL(back->circuits.size(), 2u);
+  BOOST_CHECK_EQUAL(back->circuits[1].owner, "other");
+  BOOST_CHECK_EQUAL(back->circuits[1].stage, fabric_stage::weight_sync);
+  BOOST_CHECK(back->cross_connects == rec.cross_connects);
+  v1::CircuitPlan old;
+  old.set_device("core0");
+  auto* c = old.add_circuits();
+  c->set_a(1);
+  c->set_b(2);
+  c->set_owner("x");
+  c->set_stage("grad-sync");
+  BOOST_CHECK_EQUAL(decode_device_plan(old.SerializeAsString())->circuits[0].stage,
+                    fabric_stage::train_grad_sync);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

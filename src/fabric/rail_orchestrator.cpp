@@ -35,9 +35,15 @@ rail_write_outcome rail_orchestrator::write(const topo_write& w, uint64_t writer
   }
   writing_.erase(key);
   const auto& t = *out.transition;
-  // In the giant ring every operation is served; O1 needs nothing unless it must wait.
-  if (fallen_back_ || (t.reprogram.empty() && !waits(stages))) {
+  if (fallen_back_) {
+    // The giant ring serves every operation; the topology only follows the writes.
     barrier_.confirm(t);
+    out.acks.push_back(acks_for(std::move(writers)));
+    return out;
+  }
+  if (t.reprogram.empty() && !waits(stages)) {
+    // O1: the rails already serve these stages. Nothing is confirmed: a pending transition
+    // of other stages is not on the rails yet.
     out.acks.push_back(acks_for(std::move(writers)));
     return out;
   }
