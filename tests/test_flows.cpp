@@ -1,0 +1,189 @@
+// Message flows, asserted one message at a time with CAF's test DSL on its deterministic
+// scheduler: the real actors (scheduler, executor, fabric controller, emulated OCS) and a real
+// RocksDB store, with the worker edge played by the test.
+
+#define CAF_SUITE flows
+#include <caf/test/dsl.hpp>
+#include <caf/test/unit_test_impl.hpp>
+
+#include "core/actors.hpp"
+#include "core/metrics.hpp"
+#include "core/type_registry.hpp"
+#include "drivers/ocs_driver.hpp"
+#include "fabric/fabric_controller.hpp"
+#include "scheduler/cluster_scheduler.hpp"
+#include "scheduler/group_executor.hpp"
+#include "store/store_actor.hpp"
+#include "tests/support/fabric_fixtures.hpp"
+#include "tests/support/process.hpp"
+
+namespace loom {
+
+// The DSL compares expected message contents element by element.
+bool operator==(const phase_grant& x, const phase_grant& y) {
+  return x.job == y.job && x.phase == y.phase && x.gpus == y.gpus && x.switch_s == y.switch_s
+         && x.cold == y.cold;
+}
+
+} // namespace loom
+
+using namespace loom;
+
+namespace {
+
+struct loom_config : caf::actor_system_config {
+  loom_config() {
+    register_loom_types(*this);
+  }
+};
+
+/// A worker edge that does nothing by itself: the test speaks for it.
+worker_actor::behavior_type silent_worker() {
+  return {
+    [](run_atom, const phase_grant&) {},
+    [](resize_atom, const std::string&, int) {},
+    [](leave_atom, const std::string&) {},
+  };
+}
+
+struct fixture : test_coordinator_fixture<loom_config> {
+  test::temp_dir dir;
+  store_actor store_handle;
+
+  fixture() {
+    auto db = database::open(dir / "store");
+    CAF_REQUIRE(db);
+    store_handle = sys.spawn(store, std::shared_ptr<database>{std::move(*db)},
+                             std::make_shared<service_metrics>());
+    run();
+  }
+
+  ~fixture() override {
+    caf::anon_send_exit(store_handle, caf::exit_reason::user_shutdown);
+  }
+};
+
+/// One node of 8 GPUs per pool: any job of 8 and 8 GPUs gets a new group.
+cluster one_node_cluster() {
+  cluster c;
+  c.name = "flows";
+  c.cross_link_gbps = 20;
+  c.gpus = builtin_gpus();
+  c.rollout = {{"r0", pool_kind::rollout, "H20", 8, 2048}};
+  c.training = {{"t0", pool_kind::training, "H800", 8, 2048}};
+  return c;
+}
+
+} // namespace
+
+CAF_TEST_FIXTURE_SCOPE(weave_flow, fixture)
+
+CAF_TEST(submit_place_join_grant_release) {
+  auto worker = sys.spawn(silent_worker);
+  weave_policy policy;
+  cluster_scheduler_config cfg{one_node_cluster(), policy, true, true, {}, {}};
+  auto scheduler = sys.spawn(cluster_scheduler, cfg, store_handle, worker, observer_actor{});
+  run();
+  rl_job job{"A", 8, 8, 100, 100, 1.5, 100, 50, 0};
+  job.iterations = 1;
+  // Submit: Algorithm 1 decides, the decision is written (durably) before anyone hears it.
+  self->send(scheduler, submit_atom::value, job);
+  expect((submit_atom, rl_job), from(self).to(scheduler).with(submit_atom::value, _));
+  expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
+  expect((uint64_t), from(store_handle).to(scheduler).with(_));
+  // Then the job joins its group's executor, and the client hears the placement.
+  using scheduler_impl =
+    std::remove_pointer_t<cluster_scheduler_actor::stateful_pointer<cluster_scheduler_state>>;
+  auto& st = deref<scheduler_impl>(scheduler).state;
+  CAF_REQUIRE_EQUAL(st.executors.size(), 1u);
+  auto executor = st.executors.begin()->second;
+  expect((join_atom, loom::group_member), from(scheduler).to(executor).with(join_atom::value, _));
+  expect((placement_reply), from(scheduler).to(self).with(_));
+  // The one-time staging (WEAVE §5.1), then the first run permit goes to the worker edge: a
+  // warm start, 100 GB from host DRAM over 8 GPUs at 25 GB/s each.
+  CAF_CHECK(sched.trigger_timeout());
+  expect((staged_atom, std::string), from(executor).to(executor).with(staged_atom::value, "A"));
+  expect((run_atom, phase_grant), from(executor).to(worker)
+                                     .with(run_atom::value,
+                                           phase_grant{"A", phase_kind::rollout, 8, 0.5, false}));
+  // The worker's releases go straight back to the executor: training, then sync, is permitted.
+  inject((done_atom, std::string, phase_kind, double),
+         from(worker).to(executor).with(done_atom::value, "A", phase_kind::rollout, 90.0));
+  expect((run_atom, phase_grant), from(executor).to(worker)
+                                     .with(run_atom::value,
+                                           phase_grant{"A", phase_kind::training, 8, 0.5, false}));
+  inject((done_atom, std::string, phase_kind, double),
+         from(worker).to(executor).with(done_atom::value, "A", phase_kind::training, 45.0));
+  expect((run_atom, phase_grant), from(executor).to(worker)
+                                     .with(run_atom::value,
+                                           phase_grant{"A", phase_kind::sync, 0, 0, false}));
+  // The sync ends its only iteration: the job leaves, the scheduler durably finishes it, and
+  // the emptied group's executor stops.
+  inject((done_atom, std::string, phase_kind, double),
+         from(worker).to(executor).with(done_atom::value, "A", phase_kind::sync, 1.0));
+  expect((leave_atom, std::string), from(executor).to(worker).with(leave_atom::value, "A"));
+  expect((finish_atom, std::string), from(executor).to(scheduler).with(finish_atom::value, "A"));
+  expect((leave_atom, std::string), from(scheduler).to(executor).with(leave_atom::value, "A"));
+  expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
+  expect((uint64_t), from(store_handle).to(scheduler).with(_));
+  expect((caf::exit_msg), from(scheduler).to(executor).with(_));
+  CAF_CHECK(st.executors.empty());
+  CAF_CHECK(st.jobs.at("A").state == job_state::finished);
+  caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
+
+CAF_TEST_FIXTURE_SCOPE(fabric_flow, fixture)
+
+CAF_TEST(intent_materialise_apply_persist_answer) {
+  auto model = test::two_pods(2);
+  emulated_ocs_config oc;
+  oc.latency = {25, 25};
+  std::map<std::string, ocs_driver_actor> drivers;
+  std::map<std::string, emulated_ocs_actor> devices;
+  for (auto& d : model.devices) {
+    oc.device = d.id;
+    oc.size = {d.ports, d.ports};
+    devices[d.id] = sys.spawn(emulated_ocs, oc);
+    drivers[d.id] = caf::actor_cast<ocs_driver_actor>(devices[d.id]);
+  }
+  auto ctl = sys.spawn(fabric_controller, model, drivers, store_handle,
+                       fabric_controller_config{}, std::vector<stored_record>{});
+  run();
+  // An all-reduce among both PoDs' ranks at a stage boundary: a plan on the Agg of both PoDs
+  // and on the core.
+  fabric_intent intent{"job", fabric_stage::train_grad_sync, {{primitive::all_reduce, 1.0}}, {},
+                       4e9, 0};
+  for (uint32_t s = 0; s < model.servers.size(); ++s)
+    for (int g = 0; g < model.servers[s].gpus; ++g)
+      intent.members.push_back({s, g});
+  self->send(ctl, intent_atom::value, intent, commit_window{window_kind::stage_boundary, 1.0});
+  expect((intent_atom, fabric_intent, commit_window), from(self).to(ctl).with(intent_atom::value, _, _));
+  // Every touched device gets its diff; each confirms after its switching latency.
+  std::vector<emulated_ocs_actor> touched;
+  for (auto& [id, dev] : devices)
+    if (allow((apply_atom, xc_diff), from(ctl).to(dev).with(apply_atom::value, _)))
+      touched.push_back(dev);
+  CAF_REQUIRE_EQUAL(touched.size(), devices.size());
+  // 25 ms of switching, well inside the controller's apply timeout.
+  CAF_CHECK_EQUAL(advance_time(std::chrono::milliseconds{25}), touched.size());
+  for (auto& dev : touched) {
+    expect((commit_atom, uint64_t), from(dev).to(dev).with(commit_atom::value, _));
+    expect((apply_report), from(dev).to(ctl).with(_));
+  }
+  // Only once every device took its diff are the plans written, and only then answered.
+  expect((write_atom, write_batch), from(ctl).to(store_handle).with(write_atom::value, _));
+  expect((uint64_t), from(store_handle).to(ctl).with(_));
+  fabric_decision d;
+  self->receive([&](const fabric_decision& x) { d = x; });
+  CAF_CHECK(d.outcome == fabric_outcome::committed);
+  CAF_CHECK_EQUAL(d.version, 1u);
+  CAF_CHECK(d.circuits > 0);
+  for (auto& [id, dev] : devices)
+    caf::anon_send_exit(dev, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(ctl, caf::exit_reason::user_shutdown);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
