@@ -1,5 +1,7 @@
 #include "app/commands.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 
 namespace loom {
@@ -15,10 +17,20 @@ std::vector<std::unique_ptr<subcommand>> loom_subcommands() {
   return out;
 }
 
-config_result load_config(const std::string& path) {
-  if (path.empty())
-    return parse_config(embedded_config_text(), "<embedded conf/loom.toml>");
-  return load_config_file(path);
+std::optional<config> load_config(const std::string& path) {
+  auto result = path.empty()
+                  ? parse_config(embedded_config_text(), "<embedded conf/loom.toml>")
+                  : load_config_file(path);
+  if (!result.value)
+    print_errors(result.errors, "config");
+  return std::move(result.value);
+}
+
+void add_log_level(CLI::App& cmd, std::string& level, const char* help) {
+  std::vector<std::string> names;
+  for (auto l : all_values<log_level>())
+    names.emplace_back(to_string(l));
+  cmd.add_option("--log-level", level, help)->check(CLI::IsMember(names))->capture_default_str();
 }
 
 void print_errors(const std::vector<config_error>& errors, const char* what) {

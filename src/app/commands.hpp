@@ -32,11 +32,15 @@ std::vector<std::unique_ptr<subcommand>> loom_subcommands();
 
 // -- what the subcommands share -------------------------------------------------------------
 
-/// The config named on the command line, or the embedded defaults when none is.
-config_result load_config(const std::string& path);
+/// The config named on the command line, or the embedded defaults when none is; nothing
+/// after printing its errors (the caller exits with exit_config_error).
+std::optional<config> load_config(const std::string& path);
 
 /// Every error as FILE:LINE:COL: KEY: MESSAGE on stderr, then how many there were in `what`.
 void print_errors(const std::vector<config_error>& errors, const char* what);
+
+/// Adds --log-level, checked against the level names, to a subcommand.
+void add_log_level(CLI::App& cmd, std::string& level, const char* help);
 
 /// The level a --log-level value names (CLI11 has checked it is one).
 log_level level_named(const std::string& name);

@@ -22,20 +22,17 @@ public:
     cmd_->add_option("-c,--config", config_, "Config file (TOML); default: the embedded "
                                               "conf/loom.toml")
       ->check(CLI::ExistingFile);
-    cmd_->add_option("--log-level", level_, "Override the config's log level")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+    add_log_level(*cmd_, level_, "Override the config's log level");
   }
 
   std::optional<int> run_if_given() override {
     if (!*cmd_)
       return std::nullopt;
-    auto result = load_config(config_);
-    if (!result.value) {
-      print_errors(result.errors, "config");
+    auto cfg = load_config(config_);
+    if (!cfg)
       return exit_config_error;
-    }
-    setup_logging(level_.empty() ? result.value->level : level_named(level_));
-    return serve(*result.value);
+    setup_logging(level_.empty() ? cfg->level : level_named(level_));
+    return serve(*cfg);
   }
 
 private:
@@ -56,12 +53,10 @@ public:
   std::optional<int> run_if_given() override {
     if (!*cmd_)
       return std::nullopt;
-    auto result = load_config(path_);
-    if (!result.value) {
-      print_errors(result.errors, "config");
+    auto cfg = load_config(path_);
+    if (!cfg)
       return exit_config_error;
-    }
-    auto& c = *result.value;
+    auto& c = *cfg;
     std::printf("%s: ok: cluster '%s', %zu rollout nodes (%d GPUs, $%.2f/h), %zu training nodes "
                 "(%d GPUs, $%.2f/h), fabric %s with %zu ToRs, %zu OCS, %zu links\n",
                 c.source.c_str(), c.cluster.name.c_str(), c.cluster.rollout.size(),

@@ -20,8 +20,6 @@ namespace loom {
 
 namespace {
 
-const std::vector<std::string> level_names{"trace", "debug", "info", "warn", "error"};
-
 /// Runs a loaded scenario and prints its table; the exit code.
 template <class Scenario, class Runner>
 int run_scenario(const Scenario& sc, size_t items, const char* item_name, Runner run,
@@ -67,9 +65,7 @@ public:
                 "DIR/timings.json (wall-clock figures) and DIR/store/POLICY (RocksDB).");
     cmd_->add_option("scenario", path_, "Scenario file (TOML)")->required()->check(CLI::ExistingFile);
     cmd_->add_option("--out", out_, "Output directory")->capture_default_str();
-    cmd_->add_option("--log-level", level_, "Log level")
-      ->check(CLI::IsMember(level_names))
-      ->capture_default_str();
+    add_log_level(*cmd_, level_, "Log level");
   }
 
   std::optional<int> run_if_given() override {
@@ -135,9 +131,7 @@ public:
     cmd_->add_flag("--hang", emu_.hang, "Fault: accept sessions and commands, never answer");
     cmd_->add_option("--max-sessions", emu_.max_sessions, "Concurrent sessions")
       ->capture_default_str();
-    cmd_->add_option("--log-level", level_, "Log level")
-      ->check(CLI::IsMember(level_names))
-      ->capture_default_str();
+    add_log_level(*cmd_, level_, "Log level");
   }
 
   std::optional<int> run_if_given() override {
@@ -181,14 +175,12 @@ public:
     for (auto* cmd : cmds_) {
       if (!*cmd)
         continue;
-      auto result = load_config(config_);
-      if (!result.value) {
-        print_errors(result.errors, "config");
+      auto cfg = load_config(config_);
+      if (!cfg)
         return exit_config_error;
-      }
       setup_logging(log_level::warn);
       request_.command = cmd->get_name();
-      return run_admin(*result.value, request_);
+      return run_admin(*cfg, request_);
     }
     return std::nullopt;
   }
