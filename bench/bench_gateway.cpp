@@ -20,6 +20,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/inspect.hpp"
 #include "core/metrics.hpp"
 #include "core/type_registry.hpp"
 #include "gateway/gateway.hpp"

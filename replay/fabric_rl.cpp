@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "core/metrics.hpp"
 #include "drivers/ocs_driver.hpp"
 #include "fabric/broadcast.hpp"

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/inspect.hpp"
+
 namespace loom::replay {
 
 namespace {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "core/type_registry.hpp"
 #include "loom.pb.h"
 #include "store/store_actor.hpp"

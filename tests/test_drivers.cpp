@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "drivers/latency_model.hpp"
 #include "drivers/ocs_driver.hpp"
 #include "drivers/tl1_codec.hpp"

@@ -8,6 +8,7 @@
 
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "core/metrics.hpp"
 #include "core/type_registry.hpp"
 #include "drivers/ocs_driver.hpp"

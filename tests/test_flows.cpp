@@ -7,6 +7,7 @@
 #include <caf/test/unit_test_impl.hpp>
 
 #include "core/actors.hpp"
+#include "core/inspect.hpp"
 #include "core/metrics.hpp"
 #include "core/type_registry.hpp"
 #include "drivers/ocs_driver.hpp"

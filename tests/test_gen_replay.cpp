@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/gpu.hpp"
+#include "core/inspect.hpp"
 #include "core/metrics.hpp"
 #include "generation/balancer.hpp"
 #include "generation/gen_planner.hpp"

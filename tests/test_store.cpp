@@ -6,6 +6,7 @@
 #include <rocksdb/db.h>
 
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "core/type_registry.hpp"
 #include "loom.pb.h"
 #include "store/codecs.hpp"

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "core/type_registry.hpp"
 #include "drivers/asio.hpp"
 #include "drivers/ocs_driver.hpp"

@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "core/inspect.hpp"
+
 namespace loom {
 
 observer_actor::behavior_type

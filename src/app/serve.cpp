@@ -11,6 +11,7 @@
 #include "app/metrics_observer.hpp"
 #include "app/signals.hpp"
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "core/type_registry.hpp"
 #include "drivers/ocs_driver.hpp"
 #include "fabric/fabric_controller.hpp"

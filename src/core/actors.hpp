@@ -1,8 +1,9 @@
 #pragma once
 // The whole message protocol of a Loom process, on one page: every atom and every typed actor
 // interface. Actors implement these in their own components; nothing else declares one. The
-// messages carry the plain data of the components' types.hpp; core/inspect.hpp makes them
-// CAF messages.
+// message types are only declared here (core/fwd.hpp); they are the plain data of the
+// components' types.hpp, and core/inspect.hpp, which every source that sends or receives them
+// includes, makes them CAF messages.
 
 #include <caf/atom.hpp>
 #include <caf/fwd.hpp>
@@ -13,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/inspect.hpp"
+#include "core/fwd.hpp"
 
 namespace loom {
 

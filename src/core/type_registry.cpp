@@ -5,6 +5,7 @@
 
 #include "core/actors.hpp"
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 
 namespace loom {
 

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "fabric/controller_steps.hpp"
 #include "fabric/safe_window.hpp"
 #include "store/persist.hpp"

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "fabric/controller_steps.hpp"
 #include "store/persist.hpp"
 

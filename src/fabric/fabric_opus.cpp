@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "fabric/controller_steps.hpp"
 #include "store/persist.hpp"
 

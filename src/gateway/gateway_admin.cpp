@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "gateway/gateway_steps.hpp"
 #include "scheduler/job_spec.hpp"
 

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "gateway/gateway_steps.hpp"
 
 namespace loom::gateway_steps {

@@ -3,6 +3,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/inspect.hpp"
+
 namespace loom {
 
 balancer_actor::behavior_type balancer(balancer_actor::stateful_pointer<balancer_state> self,

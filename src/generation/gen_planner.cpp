@@ -5,6 +5,7 @@
 #include <chrono>
 #include <limits>
 
+#include "core/inspect.hpp"
 #include "store/persist.hpp"
 
 namespace loom {

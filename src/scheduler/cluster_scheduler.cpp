@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "scheduler/group_executor.hpp"
 #include "scheduler/phase_costs.hpp"
 #include "store/persist.hpp"

@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/inspect.hpp"
 #include "scheduler/placement.hpp"
 
 namespace loom {

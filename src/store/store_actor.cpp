@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.hpp"
+#include "core/inspect.hpp"
 
 namespace loom {
 

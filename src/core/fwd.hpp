@@ -1,0 +1,54 @@
+#pragma once
+// Forward declarations of every message type, so that core/actors.hpp names the whole
+// protocol without pulling in any component's definitions. A source that sends or receives
+// these messages includes core/inspect.hpp (the definitions and their inspect()).
+
+#include <cstdint>
+
+namespace loom {
+
+// core/types.hpp
+enum class worker_role : uint8_t;
+struct cross_connect;
+struct xc_diff;
+struct apply_report;
+struct driver_health;
+struct ocs_fault;
+
+// store/types.hpp
+enum class record_kind : uint8_t;
+struct record_write;
+struct write_batch;
+struct stored_record;
+
+// scheduler/types.hpp
+enum class phase_kind : uint8_t;
+struct rl_job;
+struct group_member;
+struct phase_grant;
+struct placement_reply;
+struct job_status;
+struct group_status;
+struct iteration_record;
+struct cluster_record;
+
+// generation/types.hpp
+struct gen_snapshot;
+struct gen_decision;
+struct gen_worker;
+struct migration;
+
+// fabric/types.hpp
+struct fabric_intent;
+struct commit_window;
+struct fabric_decision;
+struct fabric_plan_status;
+struct circuit_layout;
+struct opus_job;
+struct topo_write;
+struct topo_ack;
+
+// gateway/types.hpp
+struct wire_frame;
+
+} // namespace loom
