@@ -51,7 +51,7 @@ struct dense_fabric {
 
   dense_fabric(const loom::rfabric_shape& shape, const std::vector<loom::rank_ref>& ranks) {
     auto f = loom::make_rfabric(shape);
-    model = *loom::fabric_model::build(f.topology, f.nodes).value;
+    model = *loom::fabric_model::build(f.config, f.nodes).value;
     std::mt19937_64 rng{5};
     std::uniform_real_distribution<double> bytes{1e8, 1e10};
     std::vector<loom::rank_flow> flows;

@@ -58,7 +58,7 @@ std::vector<std::vector<rank_ref>> domain_groups(const std::vector<parallel_dim>
 collective_result evaluate_collective(const rfabric_shape& shape, const collective_setup& setup,
                                       uint64_t seed) {
   auto shaped = make_rfabric(shape);
-  auto model = fabric_model::build(shaped.topology, shaped.nodes).value;
+  auto model = fabric_model::build(shaped.config, shaped.nodes).value;
   std::mt19937_64 rng{seed};
   std::lognormal_distribution<double> load{0.0, setup.expert_skew};
   std::vector<rank_flow> flows;

@@ -142,7 +142,7 @@ caf::error run_periods(driver& drv, const fabric_model& model, std::unique_ptr<d
 caf::expected<json> rl_json(const fabric_scenario& sc, const rl_section& rl,
                             const std::string& dir, std::string& summary) {
   auto shaped = make_rfabric(sc.shape);
-  auto built = fabric_model::build(shaped.topology, shaped.nodes);
+  auto built = fabric_model::build(shaped.config, shaped.nodes);
   if (!built.value)
     return make_error(errc::invalid_config, built.error);
   auto db = open_scratch_store(dir + "/store/rl");

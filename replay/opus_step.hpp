@@ -4,11 +4,12 @@
 // rail, run as a discrete-event simulation. Every stage runs the shim (Opus Alg. 1-3): on
 // demand it writes before a phase's first operation and waits for the ACK; with provisioning
 // it writes right after a phase's last operation and keeps computing; PP Send/Recv writes on
-// every operation from both stages. The controller barrier is opus_controller; the rail
-// orchestrator applies one transition at a time, only when no communication is in flight on
-// the stages it reprograms (G2), and no operation starts on a stage being reprogrammed or on
-// a topology that does not serve it (G1). An apply that does not confirm within the timeout
-// is retried; after the retries the rail falls back to a static giant ring.
+// every operation from both stages. The writes go through the rail_orchestrator the fabric
+// controller runs live (the barrier, one transition at a time, O1, retries and the giant-ring
+// fallback); the simulation adds what the live shims guarantee by themselves: a transition
+// starts only when no communication is in flight on the stages it reprograms (G2), and no
+// operation starts on a stage being reprogrammed or on a topology that does not serve it (G1).
+// An apply that does not confirm within the timeout fails and is retried.
 
 #include <cstdint>
 #include <string>

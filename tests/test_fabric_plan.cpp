@@ -22,7 +22,7 @@ namespace {
 
 fabric_model shaped(const rfabric_shape& s) {
   auto f = make_rfabric(s);
-  auto m = fabric_model::build(f.topology, f.nodes).value;
+  auto m = fabric_model::build(f.config, f.nodes).value;
   BOOST_REQUIRE(m);
   return std::move(*m);
 }

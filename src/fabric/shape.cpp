@@ -6,7 +6,7 @@ namespace loom {
 
 shaped_fabric make_rfabric(const rfabric_shape& s) {
   shaped_fabric out;
-  auto& t = out.topology;
+  auto& t = out.config;
   t.kind = fabric_kind::rfabric;
   t.link_gbps = s.link_gbps;
   t.nics_per_server = s.gpus_per_server;

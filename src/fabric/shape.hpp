@@ -25,7 +25,7 @@ struct rfabric_shape {
 };
 
 struct shaped_fabric {
-  fabric_config topology;
+  fabric_config config;
   std::vector<node> nodes;
 };
 

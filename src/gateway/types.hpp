@@ -11,7 +11,7 @@ namespace loom {
 struct wire_frame {
   std::string identity; // ZeroMQ routing id of the connection
   std::string payload;  // the loom.v1.Envelope bytes (empty unless single_part)
-  worker_role role = worker_role::admin; // the role its CURVE key is configured for
+  worker_role role = worker_role::rollout; // the role its CURVE key is configured for
   bool authenticated = false;            // false: insecure mode, no key, no role
   bool single_part = true; // loom.v1 is one frame per message; anything else is malformed
 };

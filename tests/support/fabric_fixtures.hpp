@@ -16,7 +16,7 @@ inline fabric_model two_pods(int uplinks) {
   s.tor_uplinks = uplinks;
   s.boundary_ports = 2;
   auto f = make_rfabric(s);
-  return *fabric_model::build(f.topology, f.nodes).value;
+  return *fabric_model::build(f.config, f.nodes).value;
 }
 
 /// PoD p0 (server a, rails 0-1) has two OCS-Agg devices: its ToRs go up into agg-a only, its
