@@ -14,6 +14,7 @@
 #include "fabric/fabric_controller.hpp"
 #include "scheduler/cluster_scheduler.hpp"
 #include "scheduler/group_executor.hpp"
+#include "store/codecs.hpp"
 #include "store/store_actor.hpp"
 #include "tests/support/fabric_fixtures.hpp"
 #include "tests/support/process.hpp"
@@ -130,6 +131,38 @@ CAF_TEST(submit_place_join_grant_release) {
   expect((caf::exit_msg), from(scheduler).to(executor).with(_));
   CAF_CHECK(st.executors.empty());
   CAF_CHECK(st.jobs.at("A").state == job_state::finished);
+  caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
+CAF_TEST(restart_places_again_what_was_placed_or_drifting_and_lists_the_rest) {
+  auto worker = sys.spawn(silent_worker);
+  rl_job placed{"A", 8, 8, 100, 100, 1.5, 100, 50, 0};
+  rl_job drifting = placed;
+  drifting.id = "B";
+  rl_job finished = placed;
+  finished.id = "C";
+  cluster c = one_node_cluster();
+  c.rollout.push_back({"r1", pool_kind::rollout, "H20", 8, 2048});
+  c.training.push_back({"t1", pool_kind::training, "H800", 8, 2048});
+  cluster_scheduler_config cfg{c, weave_policy{}, true, true, {}, {}};
+  cfg.restore = {{"A", encode_job({placed, job_state::placed, "g1", ""})},
+                 {"B", encode_job({drifting, job_state::drifted, "", "measured"})},
+                 {"C", encode_job({finished, job_state::finished, "", ""})}};
+  auto scheduler = sys.spawn(cluster_scheduler, cfg, store_handle, worker, observer_actor{});
+  sched.prioritize(scheduler);
+  sched.run_once(); // it starts: the records are read back
+  // A and B go through admission again, each decision durable before its executor hears it.
+  expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
+  expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
+  run();
+  using scheduler_impl =
+    std::remove_pointer_t<cluster_scheduler_actor::stateful_pointer<cluster_scheduler_state>>;
+  auto& st = deref<scheduler_impl>(scheduler).state;
+  CAF_CHECK(st.jobs.at("A").state == job_state::placed);
+  CAF_CHECK(st.jobs.at("B").state == job_state::placed);
+  CAF_CHECK(st.jobs.at("C").state == job_state::finished);
+  CAF_CHECK_EQUAL(st.engine->jobs(), 2u);
   caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
 }

@@ -214,8 +214,9 @@ void depart(scheduler_ptr self, const std::string& id, job_state state,
 }
 
 /// After a restart: the jobs the store kept. Placed ones go through admission again (their
-/// groups and executors are rebuilt, the same decisions for the same jobs in the same order);
-/// finished, failed, rejected and cancelled ones are listed as they ended.
+/// groups and executors are rebuilt, the same decisions for the same jobs in the same order),
+/// and so do drifted ones (stopped to be placed again when the service went down); finished,
+/// failed, rejected and cancelled ones are listed as they ended.
 void restore(scheduler_ptr self) {
   auto& st = self->state;
   size_t readmitted = 0;
@@ -225,7 +226,7 @@ void restore(scheduler_ptr self) {
       spdlog::warn("event=job_restore_skipped job={}", r.key);
       continue;
     }
-    if (rec->state != job_state::placed) {
+    if (rec->state != job_state::placed && rec->state != job_state::drifted) {
       st.jobs[rec->job.id] = {rec->job, rec->state, 0, rec->reason};
       continue;
     }
