@@ -1,112 +1,133 @@
-// An RL framework's driver process on libloomclient (WEAVE §5.1 shim): it runs a job's
-// iterations, asking Loom before every phase and reporting when it ends, with heartbeats from
-// a thread of their own. The "work" is a sleep of the given length, so it can stand in for a
-// real framework in demos and tests.
-//
-//   loom-example-worker --endpoint tcp://127.0.0.1:5555 --server-key KEYS/server.pub
-//       --key KEYS/worker --job math-7b --role rollout --iterations 3 --phase-ms 50
+// An RL framework's worker process on libloomclient (WEAVE §5.1 shim). It runs a job's
+// iterations in its role's phases, each held with a loom::phase_guard: a driver (a single
+// controller, veRL-style) runs rollout, training and sync; a rollout worker the rollouts; a
+// trainer the training and the sync that follows it. The "work" is a sleep of the given
+// length, so it can stand in for a real framework in demos and tests. Run with --help.
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
-#include "loom.pb.h"
+#include <CLI/CLI.hpp>
+
 #include "loom/client.hpp"
 
 namespace {
 
-const char* arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0)
-      return argv[i + 1];
-  return fallback;
+struct settings {
+  loom::client_options client;
+  std::string server_key, key, job = "job", role = "driver", id;
+  int iterations = 3;
+  int phase_ms = 50;
+  int timeout_ms = 0;
+};
+
+std::vector<std::string> phases_of(const std::string& role) {
+  if (role == "rollout")
+    return {"rollout"};
+  if (role == "train")
+    return {"training", "sync"};
+  return {"rollout", "training", "sync"};
+}
+
+void say(const char* format, auto... xs) {
+  std::printf(format, xs...);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+enum class step { done, again, stop };
+
+/// One phase, held for `phase_ms`; a rollout reports its responses done (WEAVE §4.3).
+step run_phase(loom::client& c, const settings& s, const std::string& phase, int it) {
+  loom::phase_guard held{c, s.job, phase, std::chrono::milliseconds{s.timeout_ms}};
+  if (!held) {
+    if (held.error().restart_iteration()) {
+      say("restart %s iteration %d: %s", s.job.c_str(), it, held.error().message.c_str());
+      return step::again;
+    }
+    std::fprintf(stderr, "acquire %s failed: %s\n", phase.c_str(), held.error().message.c_str());
+    return step::stop;
+  }
+  say("grant %s %s iteration %d gpus %u", s.job.c_str(), phase.c_str(), it, held.grant().gpus());
+  std::this_thread::sleep_for(std::chrono::milliseconds{s.phase_ms});
+  if (phase == "rollout")
+    c.progress(s.job, 256, 256);
+  if (held.done())
+    return step::done;
+  if (held.error().restart_iteration()) {
+    say("restart %s iteration %d: %s", s.job.c_str(), it, held.error().message.c_str());
+    return step::again;
+  }
+  std::fprintf(stderr, "release %s failed: %s\n", phase.c_str(), held.error().message.c_str());
+  return step::stop;
+}
+
+/// The iterations in the role's phases; an iteration the service restarted under runs again.
+int run(loom::client& c, const settings& s) {
+  for (int it = 0; it < s.iterations;) {
+    auto outcome = step::done;
+    for (auto& phase : phases_of(s.role))
+      if ((outcome = run_phase(c, s, phase, it)) != step::done)
+        break;
+    if (outcome == step::stop)
+      return 1;
+    if (outcome == step::done)
+      ++it;
+  }
+  return 0;
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-  loom::client_options opt;
-  opt.endpoint = arg(argc, argv, "--endpoint", "tcp://127.0.0.1:5555");
-  std::string server_key = arg(argc, argv, "--server-key", "");
-  std::string key = arg(argc, argv, "--key", "");
-  if (!server_key.empty()) {
-    opt.server_public_key = loom::read_key(server_key);
-    opt.public_key = loom::read_key(key + ".pub");
-    opt.secret_key = loom::read_key(key + ".secret");
+  settings s;
+  CLI::App app{"A worker of an RL job on Loom: runs its role's phases of each iteration when "
+               "the service grants them (the work itself is a sleep)."};
+  app.add_option("--endpoint", s.client.endpoint, "the service's gateway")
+    ->capture_default_str();
+  app.add_option("--server-key", s.server_key, "the service's public key file (omit if insecure)");
+  app.add_option("--key", s.key, "this worker's key pair prefix (KEY.pub, KEY.secret)");
+  app.add_option("--job", s.job, "the job it runs (submitted before)")->required();
+  app.add_option("--role", s.role, "driver (every phase), rollout, or train")
+    ->check(CLI::IsMember({"driver", "rollout", "train"}))
+    ->capture_default_str();
+  app.add_option("--id", s.id, "worker id (default: JOB-ROLE)");
+  app.add_option("--iterations", s.iterations, "iterations to run")->capture_default_str();
+  app.add_option("--phase-ms", s.phase_ms, "how long each phase works")->capture_default_str();
+  app.add_option("--timeout-ms", s.timeout_ms,
+                 "give up waiting for a phase after this long (0: wait as long as it takes)")
+    ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (!s.server_key.empty()) {
+    s.client.server_public_key = loom::read_key(s.server_key);
+    s.client.public_key = loom::read_key(s.key + ".pub");
+    s.client.secret_key = loom::read_key(s.key + ".secret");
   }
-  std::string job = arg(argc, argv, "--job", "job");
-  std::string role = arg(argc, argv, "--role", "rollout");
-  std::string worker_id = arg(argc, argv, "--id", (job + "-worker").c_str());
-  int iterations = std::atoi(arg(argc, argv, "--iterations", "3"));
-  int phase_ms = std::atoi(arg(argc, argv, "--phase-ms", "50"));
-  opt.timeout = std::chrono::milliseconds{std::atoi(arg(argc, argv, "--timeout-ms", "60000"))};
+  if (s.id.empty())
+    s.id = s.job + "-" + s.role;
 
-  loom::client c{opt};
-  auto registered = c.register_worker(role, worker_id, job);
+  loom::client c{s.client};
+  auto registered = c.register_worker(s.role, s.id, s.job);
   if (!registered || !registered->has_registered()) {
     std::fprintf(stderr, "register failed: %s\n",
                  registered && registered->has_error() ? registered->error().message().c_str()
                                                        : "no answer");
     return 1;
   }
-  std::printf("registered %s resumed=%d\n", worker_id.c_str(), registered->registered().resumed());
-  std::fflush(stdout);
-  c.on_command([&](const loom::v1::Envelope& e) {
+  say("registered %s resumed=%d", s.id.c_str(), int(registered->registered().resumed()));
+  c.on_command([](const loom::v1::Envelope& e) {
     if (e.has_tail_migration())
-      std::printf("tail %s now on %u GPUs\n", e.tail_migration().job().c_str(),
-                  e.tail_migration().gpus());
+      say("tail %s now on %u GPUs", e.tail_migration().job().c_str(), e.tail_migration().gpus());
     if (e.has_job_left())
-      std::printf("left %s: %s\n", e.job_left().job().c_str(), e.job_left().reason().c_str());
-    std::fflush(stdout);
+      say("left %s: %s", e.job_left().job().c_str(), e.job_left().reason().c_str());
   });
-  int status = 0;
-  for (int it = 0; it < iterations && status == 0; ++it)
-    for (auto phase : {"rollout", "training", "sync"}) {
-      loom::v1::Envelope acquire;
-      acquire.mutable_phase_acquire()->set_job(job);
-      acquire.mutable_phase_acquire()->set_phase(std::string{phase} == "rollout" ? loom::v1::PHASE_ROLLOUT
-                                                 : std::string{phase} == "training" ? loom::v1::PHASE_TRAINING
-                                                                                    : loom::v1::PHASE_SYNC);
-      auto reply = c.call(acquire);
-      if (reply && reply->has_error() && reply->error().code() == loom::v1::ERROR_NOT_REGISTERED) {
-        // The service restarted: it re-admitted the job; run this iteration again.
-        std::printf("restart %s iteration %d: %s\n", job.c_str(), it,
-                    reply->error().message().c_str());
-        std::fflush(stdout);
-        --it;
-        break;
-      }
-      if (!reply || !reply->has_phase_grant()) {
-        std::fprintf(stderr, "acquire %s failed: %s\n", phase,
-                     reply && reply->has_error() ? reply->error().message().c_str() : "no answer");
-        status = 1;
-        break;
-      }
-      auto grant = reply->phase_grant();
-      std::printf("grant %s %s iteration %d gpus %u\n", job.c_str(), phase, it, grant.gpus());
-      std::fflush(stdout);
-      auto start = std::chrono::steady_clock::now();
-      std::this_thread::sleep_for(std::chrono::milliseconds{phase_ms});
-      if (std::string{phase} == "rollout") {
-        loom::v1::Envelope progress;
-        progress.mutable_progress()->set_job(job);
-        progress.mutable_progress()->set_responses_done(256);
-        progress.mutable_progress()->set_responses_total(256);
-        c.send(progress);
-      }
-      if (!c.release(job, phase,
-                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                       .count())) {
-        status = 1;
-        break;
-      }
-    }
-  loom::v1::Envelope bye;
-  bye.mutable_goodbye()->set_reason(status == 0 ? "iterations done" : "failed");
-  bye.mutable_goodbye()->set_job_finished(status == 0);
-  c.send(bye);
-  std::printf("finished %s status %d\n", job.c_str(), status);
+  const int status = run(c, s);
+  // A driver or trainer finishing its last iteration completes the job; a rollout worker
+  // leaves that to them.
+  c.goodbye(status == 0 ? "iterations done" : "failed", status == 0 && s.role != "rollout");
+  say("finished %s status %d", s.job.c_str(), status);
   return status;
 }

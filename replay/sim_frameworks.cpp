@@ -169,6 +169,24 @@ void resized(sim_ptr self, const std::string& job, int gpus) {
   plan_rollout(self, job, r);
 }
 
+/// The job joined a group: its Init (WEAVE §5.1: control plane and state into host DRAM) takes
+/// the cold start the executor expects, then the framework says its state is staged.
+void joined(sim_ptr self, const member_joined& j) {
+  auto it = self->state.runs.find(j.job);
+  if (it == self->state.runs.end())
+    return;
+  auto& r = it->second;
+  r.executor = caf::actor_cast<group_executor_actor>(self->current_sender());
+  self->delayed_send(self, span(j.staging_s), staged_atom::value, j.job, ++r.joins);
+}
+
+/// A phase's end, reported to the executor (which answers once it is durable).
+void report_done(sim_ptr self, const job_run& r, const std::string& job, phase_kind phase,
+                 double solo_s) {
+  self->request(r.executor, caf::infinite, done_atom::value, job, phase, solo_s)
+    .then([](ok_atom) {}, [](const caf::error&) {});
+}
+
 /// A phase event is due: the rollout's tail threshold or end, or a training or sync end.
 void woken(sim_ptr self, const std::string& job, uint64_t version) {
   auto& st = self->state;
@@ -185,18 +203,18 @@ void woken(sim_ptr self, const std::string& job, uint64_t version) {
     }
     ++r.version;
     r.held = 0;
-    self->send(r.executor, done_atom::value, job, phase_kind::rollout, r.draw.rollout_s);
+    report_done(self, r, job, phase_kind::rollout, r.draw.rollout_s);
     return;
   }
   const auto& a = spec_of(self, r);
   if (r.phase == phase_kind::training) {
     // The same work on however many GPUs the group trains with.
     st.ledger->training_busy_gpu_s += r.draw.training_s * a.job.training_gpus;
-    self->send(r.executor, done_atom::value, job, phase_kind::training, r.draw.training_s);
+    report_done(self, r, job, phase_kind::training, r.draw.training_s);
     return;
   }
   ++r.done;
-  self->send(r.executor, done_atom::value, job, phase_kind::sync, sync_seconds(self, a.job));
+  report_done(self, r, job, phase_kind::sync, sync_seconds(self, a.job));
 }
 
 } // namespace
@@ -225,12 +243,20 @@ sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state
     },
     [self](arrive_atom, uint64_t index) { submit(self, self->state.jobs[index].job.id); },
     [self](crash_atom, uint64_t index) { crash(self, index); },
+    [self](join_atom, const member_joined& j) { joined(self, j); },
+    [self](staged_atom, const std::string& job, uint64_t join) {
+      auto& r = self->state.runs.at(job);
+      if (join == r.joins && r.executor)
+        self->send(r.executor, staged_atom::value, job);
+    },
     [self](run_atom, const phase_grant& g) { permitted(self, g); },
     [self](resize_atom, const std::string& job, int gpus) { resized(self, job, gpus); },
-    [self](leave_atom, const std::string& job) {
+    [self](leave_atom, const std::string& job, job_state) {
       auto it = self->state.runs.find(job);
-      if (it != self->state.runs.end())
+      if (it != self->state.runs.end()) {
+        ++it->second.joins; // a pending staging report is stale
         stop(self, it->second);
+      }
     },
     [self](wake_atom, const std::string& job, uint64_t version) { woken(self, job, version); },
   };

@@ -35,6 +35,7 @@ struct sim_frameworks_state {
     group_executor_actor executor;
     phase_kind phase = phase_kind::rollout;
     uint64_t version = 0;      // invalidates wakes of superseded phase plans
+    uint64_t joins = 0;        // invalidates staging reports of an earlier placement
     caf::timespan last{0};     // when progress was last brought up to date
     realized_iteration draw;
     double progress = 0;       // rollout seconds done at full speed

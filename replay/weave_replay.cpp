@@ -31,6 +31,7 @@ struct policy_log {
   std::vector<iteration_record> iterations;
   sim_ledger ledger;
   std::vector<double> decision_us;
+  int64_t overruns = 0; // phases past the overrun factor (WEAVE §5.3)
 };
 
 struct recorder_state {
@@ -50,6 +51,7 @@ observer_actor::behavior_type recorder(observer_actor::stateful_pointer<recorder
     [self](iteration_atom, iteration_record& r) {
       self->state.log->iterations.push_back(std::move(r));
     },
+    [self](overrun_atom, const std::string&, phase_kind, double) { ++self->state.log->overruns; },
   };
 }
 
@@ -126,6 +128,7 @@ ordered_json policy_json(const weave_scenario& sc, policy_log& log, double start
   out["rejections"] = log.ledger.rejected; // "job: reason", in decision order
   out["crashes"] = log.ledger.crashes;
   out["submissions"] = log.ledger.submissions;
+  out["phase_overruns"] = log.overruns;
   return out;
 }
 

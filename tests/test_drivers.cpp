@@ -178,10 +178,6 @@ void apply(replay::driver& drv, const emulated_ocs_actor& ocs, xc_diff diff, out
   drv.run_to_quiescence();
 }
 
-errc code_of(const caf::error& e) {
-  BOOST_REQUIRE(e);
-  return static_cast<errc>(e.code());
-}
 
 emulated_ocs_config config(uint64_t seed = 1) {
   emulated_ocs_config c;

@@ -7,6 +7,7 @@
 #include <caf/test/unit_test_impl.hpp>
 
 #include "core/actors.hpp"
+#include "core/error.hpp"
 #include "core/inspect.hpp"
 #include "core/metrics.hpp"
 #include "core/type_registry.hpp"
@@ -42,9 +43,10 @@ struct loom_config : caf::actor_system_config {
 /// A worker edge that does nothing by itself: the test speaks for it.
 worker_actor::behavior_type silent_worker() {
   return {
+    [](join_atom, const member_joined&) {},
     [](run_atom, const phase_grant&) {},
     [](resize_atom, const std::string&, int) {},
-    [](leave_atom, const std::string&) {},
+    [](leave_atom, const std::string&, job_state) {},
   };
 }
 
@@ -101,31 +103,47 @@ CAF_TEST(submit_place_join_grant_release) {
   auto executor = st.executors.begin()->second;
   expect((join_atom, loom::group_member), from(scheduler).to(executor).with(join_atom::value, _));
   expect((placement_reply), from(scheduler).to(self).with(_));
-  // The one-time staging (WEAVE §5.1), then the first run permit goes to the worker edge: a
-  // warm start, 100 GB from host DRAM over 8 GPUs at 25 GB/s each.
-  CAF_CHECK(sched.trigger_timeout());
-  expect((staged_atom, std::string), from(executor).to(executor).with(staged_atom::value, "A"));
+  // The executor tells the worker edge; nothing runs until the edge says the job's state is
+  // staged (WEAVE §5.1 Init). No timer stands in for it.
+  expect((join_atom, member_joined), from(executor).to(worker).with(join_atom::value, _));
+  CAF_CHECK(!sched.has_pending_timeout());
+  inject((staged_atom, std::string), from(worker).to(executor).with(staged_atom::value, "A"));
+  // Its place in the turn order is written; its first run permit is a warm start, 100 GB from
+  // host DRAM over 8 GPUs at 25 GB/s each.
+  expect((write_atom, write_batch), from(executor).to(store_handle).with(write_atom::value, _));
   expect((run_atom, phase_grant), from(executor).to(worker)
                                      .with(run_atom::value,
                                            phase_grant{"A", phase_kind::rollout, 8, 0.5, false}));
-  // The worker's releases go straight back to the executor: training, then sync, is permitted.
+  expect((uint64_t), from(store_handle).to(executor).with(_));
+  expect((progress_atom, job_progress), from(executor).to(scheduler).with(progress_atom::value, _));
+  // The worker's releases (the test sends them and hears the answers) go straight back to
+  // the executor: training, then sync, is permitted.
   inject((done_atom, std::string, phase_kind, double),
-         from(worker).to(executor).with(done_atom::value, "A", phase_kind::rollout, 90.0));
+         from(self).to(executor).with(done_atom::value, "A", phase_kind::rollout, 90.0));
   expect((run_atom, phase_grant), from(executor).to(worker)
                                      .with(run_atom::value,
                                            phase_grant{"A", phase_kind::training, 8, 0.5, false}));
+  // A report of a phase the job is not running is refused, not applied.
   inject((done_atom, std::string, phase_kind, double),
-         from(worker).to(executor).with(done_atom::value, "A", phase_kind::training, 45.0));
+         from(self).to(executor).with(done_atom::value, "A", phase_kind::sync, 1.0));
+  inject((done_atom, std::string, phase_kind, double),
+         from(self).to(executor).with(done_atom::value, "A", phase_kind::training, 45.0));
+  self->receive([](ok_atom) {}); // the rollout's report
+  self->receive([](ok_atom) { CAF_FAIL("a sync before training was applied"); },
+                [](const caf::error& err) { CAF_CHECK(code_of(err) == errc::out_of_turn); });
+  self->receive([](ok_atom) {});
   expect((run_atom, phase_grant), from(executor).to(worker)
                                      .with(run_atom::value,
                                            phase_grant{"A", phase_kind::sync, 0, 0, false}));
   // The sync ends its only iteration: the job leaves, the scheduler durably finishes it, and
   // the emptied group's executor stops.
   inject((done_atom, std::string, phase_kind, double),
-         from(worker).to(executor).with(done_atom::value, "A", phase_kind::sync, 1.0));
-  expect((leave_atom, std::string), from(executor).to(worker).with(leave_atom::value, "A"));
+         from(self).to(executor).with(done_atom::value, "A", phase_kind::sync, 1.0));
+  expect((leave_atom, std::string, job_state),
+         from(executor).to(worker).with(leave_atom::value, "A", job_state::finished));
   expect((finish_atom, std::string), from(executor).to(scheduler).with(finish_atom::value, "A"));
-  expect((leave_atom, std::string), from(scheduler).to(executor).with(leave_atom::value, "A"));
+  expect((leave_atom, std::string, job_state),
+         from(scheduler).to(executor).with(leave_atom::value, "A", job_state::finished));
   expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
   expect((uint64_t), from(store_handle).to(scheduler).with(_));
   expect((caf::exit_msg), from(scheduler).to(executor).with(_));
@@ -135,7 +153,39 @@ CAF_TEST(submit_place_join_grant_release) {
   caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
-CAF_TEST(restart_places_again_what_was_placed_or_drifting_and_lists_the_rest) {
+CAF_TEST(a_submission_repeated_while_the_first_is_persisted_gets_the_same_answer) {
+  auto worker = sys.spawn(silent_worker);
+  cluster_scheduler_config cfg{one_node_cluster(), weave_policy{}, true, true, {}, {}};
+  auto scheduler = sys.spawn(cluster_scheduler, cfg, store_handle, worker, observer_actor{});
+  run();
+  rl_job job{"A", 8, 8, 100, 100, 1.5, 100, 50, 0};
+  self->send(scheduler, submit_atom::value, job);
+  self->send(scheduler, submit_atom::value, job);
+  // The first is decided and on its way to the disk; the second arrives meanwhile and waits.
+  expect((submit_atom, rl_job), from(self).to(scheduler).with(submit_atom::value, _));
+  expect((submit_atom, rl_job), from(self).to(scheduler).with(submit_atom::value, _));
+  expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
+  expect((uint64_t), from(store_handle).to(scheduler).with(_));
+  run();
+  // One decision, written once, answered twice the same way.
+  for (int i = 0; i < 2; ++i)
+    self->receive([](const placement_reply& r) {
+      CAF_CHECK(r.kind == placement_kind::new_group);
+      CAF_CHECK_EQUAL(r.group, "g1");
+    });
+  using scheduler_impl =
+    std::remove_pointer_t<cluster_scheduler_actor::stateful_pointer<cluster_scheduler_state>>;
+  CAF_CHECK_EQUAL(deref<scheduler_impl>(scheduler).state.engine->groups().size(), 1u);
+  // Once placed, the name is taken.
+  self->send(scheduler, submit_atom::value, job);
+  run();
+  self->receive([](const placement_reply&) { CAF_FAIL("placed twice"); },
+                [](const caf::error& err) { CAF_CHECK(code_of(err) == errc::already_exists); });
+  caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
+CAF_TEST(restart_keeps_what_was_decided_and_places_again_only_what_was_drifting) {
   auto worker = sys.spawn(silent_worker);
   rl_job placed{"A", 8, 8, 100, 100, 1.5, 100, 50, 0};
   rl_job drifting = placed;
@@ -145,24 +195,43 @@ CAF_TEST(restart_places_again_what_was_placed_or_drifting_and_lists_the_rest) {
   cluster c = one_node_cluster();
   c.rollout.push_back({"r1", pool_kind::rollout, "H20", 8, 2048});
   c.training.push_back({"t1", pool_kind::training, "H800", 8, 2048});
-  cluster_scheduler_config cfg{c, weave_policy{}, true, true, {}, {}};
-  cfg.restore = {{"A", encode_job({placed, job_state::placed, "g1", ""})},
-                 {"B", encode_job({drifting, job_state::drifted, "", "measured"})},
-                 {"C", encode_job({finished, job_state::finished, "", ""})}};
+  weave_policy alone; // one job per group: B needs a group of its own
+  alone.max_group_size = 1;
+  cluster_scheduler_config cfg{c, alone, true, true, {}, {}};
+  // A was placed on the second nodes as g3 and ran 5 iterations; ids went up to g6 before.
+  cfg.restore.jobs = {{"A", encode_job({placed, job_state::placed, "g3", ""})},
+                      {"B", encode_job({drifting, job_state::drifted, "", "measured"})},
+                      {"C", encode_job({finished, job_state::finished, "", ""})}};
+  cfg.restore.groups = {{"g3", encode_group({"g3", {"A"}, {"r1"}, {"t1"}})}};
+  cfg.restore.placements = {{"A", encode_placement({"A", "g3", {{"r1", 8}}, {{"t1", 8}}})}};
+  cfg.restore.progress = {{"A", encode_progress({"A", "g3", 0, 7, 5})}};
+  cfg.restore.meta = encode_scheduler_meta(7);
   auto scheduler = sys.spawn(cluster_scheduler, cfg, store_handle, worker, observer_actor{});
   sched.prioritize(scheduler);
-  sched.run_once(); // it starts: the records are read back
-  // A and B go through admission again, each decision durable before its executor hears it.
-  expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
-  expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
-  run();
+  sched.run_once(); // it starts: the records are taken back
   using scheduler_impl =
     std::remove_pointer_t<cluster_scheduler_actor::stateful_pointer<cluster_scheduler_state>>;
   auto& st = deref<scheduler_impl>(scheduler).state;
+  CAF_REQUIRE_EQUAL(st.executors.count(3), 1u);
+  auto executor = st.executors.at(3);
+  // A comes back where it was, with its turn and count; only B is decided (and written) again.
+  expect((restore_atom, loom::group_member, job_progress),
+         from(scheduler).to(executor).with(restore_atom::value, _, _));
+  expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
+  run();
   CAF_CHECK(st.jobs.at("A").state == job_state::placed);
+  CAF_CHECK_EQUAL(st.jobs.at("A").group, 3u);
   CAF_CHECK(st.jobs.at("B").state == job_state::placed);
+  CAF_CHECK_EQUAL(st.jobs.at("B").group, 7u); // group ids are never reused
   CAF_CHECK(st.jobs.at("C").state == job_state::finished);
   CAF_CHECK_EQUAL(st.engine->jobs(), 2u);
+  // Its executor resumes its count once its workers say it is staged.
+  self->send(executor, status_atom::value, std::string{"A"});
+  run();
+  self->receive([](const member_status& m) {
+    CAF_CHECK_EQUAL(m.iterations_done, 5);
+    CAF_CHECK(!m.staged);
+  });
   caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
 }

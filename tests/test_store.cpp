@@ -33,10 +33,6 @@ std::string job_bytes(const std::string& id, uint32_t gpus) {
   return job.SerializeAsString();
 }
 
-errc code_of(const caf::error& err) {
-  BOOST_REQUIRE(err.category() == error_category());
-  return static_cast<errc>(err.code());
-}
 
 } // namespace
 

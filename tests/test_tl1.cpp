@@ -57,10 +57,6 @@ tl1_client_options fast_options() {
   return o;
 }
 
-errc code_of(const caf::error& e) {
-  BOOST_REQUIRE(e);
-  return static_cast<errc>(e.code());
-}
 
 /// Raw TCP, for what no well-behaved client sends.
 std::string raw_exchange(uint16_t port, const std::string& bytes, std::chrono::milliseconds wait) {

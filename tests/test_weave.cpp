@@ -38,6 +38,7 @@ observer_actor::behavior_type observer(observer_actor::stateful_pointer<log_stat
   return {
     [self](cluster_atom, const cluster_record& r) { self->state.cluster->push_back(r); },
     [self](iteration_atom, const iteration_record& r) { self->state.iterations->push_back(r); },
+    [](overrun_atom, const std::string&, phase_kind, double) {},
   };
 }
 

@@ -17,17 +17,21 @@ BOOST_AUTO_TEST_CASE(an_acquire_waits_for_the_permit_and_a_permit_for_the_acquir
   // The worker asks first: it waits, and the permit answers it (and only it).
   BOOST_CHECK(!m.acquire("A", phase_kind::rollout, {"w1", 7, t0}));
   BOOST_CHECK_EQUAL(m.waiting(), 1u);
+  BOOST_CHECK(m.waiting("A", phase_kind::rollout, "w1", 7));
   BOOST_CHECK(m.grant({"A", phase_kind::training, 8, 0, false}).empty()); // another phase
   auto answered = m.grant({"A", phase_kind::rollout, 8, 1.5, true});
   BOOST_REQUIRE_EQUAL(answered.size(), 1u);
   BOOST_CHECK_EQUAL(answered[0].identity, "w1");
   BOOST_CHECK_EQUAL(answered[0].request_id, 7u);
-  // The training permit came first: it was kept, and the next acquire takes it at once.
+  BOOST_CHECK(!m.waiting("A", phase_kind::rollout, "w1", 7));
+  // The training permit came first: it holds for every worker of the job until released.
   auto kept = m.acquire("A", phase_kind::training, {"w1", 8, t0});
   BOOST_REQUIRE(kept);
   BOOST_CHECK_EQUAL(kept->gpus, 8);
-  BOOST_CHECK(!m.acquire("A", phase_kind::training, {"w1", 9, t0})); // consumed
-  BOOST_CHECK_EQUAL(m.kept(), 0u);
+  BOOST_CHECK(m.acquire("A", phase_kind::training, {"w2", 1, t0}));
+  m.release("A", phase_kind::training);
+  BOOST_CHECK(!m.acquire("A", phase_kind::training, {"w1", 9, t0})); // the next one waits
+  BOOST_CHECK_EQUAL(m.kept(), 1u); // the rollout's, until its release
 }
 
 BOOST_AUTO_TEST_CASE(a_job_that_leaves_takes_its_waiters_and_permits_along) {
@@ -37,27 +41,52 @@ BOOST_AUTO_TEST_CASE(a_job_that_leaves_takes_its_waiters_and_permits_along) {
   m.acquire("A", phase_kind::sync, {"w2", 2, t0});
   m.acquire("B", phase_kind::rollout, {"w3", 3, t0});
   m.grant({"A", phase_kind::training, 8, 0, false});
+  BOOST_CHECK(m.waiting("A"));
   auto dropped = m.drop("A");
   BOOST_CHECK_EQUAL(dropped.size(), 2u);
+  BOOST_CHECK(!m.waiting("A"));
   BOOST_CHECK_EQUAL(m.waiting(), 1u); // B's
   BOOST_CHECK_EQUAL(m.kept(), 0u);
   BOOST_CHECK_EQUAL(m.grant({"B", phase_kind::rollout, 8, 0, false}).size(), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_job_placed_again_keeps_its_waiters_but_not_its_permits) {
+  grant_matcher m;
+  auto t0 = std::chrono::steady_clock::time_point{};
+  m.grant({"A", phase_kind::rollout, 8, 0, false});
+  m.acquire("A", phase_kind::training, {"w1", 1, t0});
+  m.revoke("A");
+  BOOST_CHECK_EQUAL(m.kept(), 0u);
+  BOOST_CHECK(m.waiting("A", phase_kind::training, "w1", 1));
+  // A waiting request can be taken out to be answered otherwise, once.
+  BOOST_CHECK(m.withdraw("A", phase_kind::training, "w1", 1));
+  BOOST_CHECK(!m.withdraw("A", phase_kind::training, "w1", 1));
+  m.acquire("B", phase_kind::sync, {"w2", 2, t0});
+  BOOST_CHECK_EQUAL(m.drop_all().size(), 1u);
+  BOOST_CHECK_EQUAL(m.waiting(), 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(sessions)
 
+session worker(std::string conn, std::chrono::steady_clock::time_point t, std::string key = "K1",
+               std::string incarnation = "p1", worker_role role = worker_role::rollout) {
+  return session{std::move(conn), role, "n0", "A", t, std::move(key), std::move(incarnation)};
+}
+
 BOOST_AUTO_TEST_CASE(a_worker_id_resumes_on_a_new_connection_and_silence_expires_it) {
   session_table t;
   auto t0 = std::chrono::steady_clock::time_point{} + 1h;
-  BOOST_CHECK(!t.open("w1", {"conn-1", worker_role::rollout, "n0", "A", t0}));
-  BOOST_CHECK(!t.open("admin", {"conn-2", worker_role::admin, "", "", t0}));
+  BOOST_CHECK(t.open("w1", worker("conn-1", t0), 6s) == open_outcome::opened);
+  BOOST_CHECK(t.open("admin", {"conn-2", worker_role::admin, "", "", t0, "KA", "a"}, 6s)
+              == open_outcome::opened);
   BOOST_REQUIRE(t.worker_of("conn-1"));
-  // The same worker id on another connection takes the session over.
-  BOOST_CHECK(t.open("w1", {"conn-3", worker_role::rollout, "n0", "A", t0}));
+  // The same process on another connection (a restarted service, a reconnect) resumes.
+  BOOST_CHECK(t.open("w1", worker("conn-3", t0), 6s) == open_outcome::resumed);
   BOOST_CHECK(!t.worker_of("conn-1"));
   BOOST_CHECK(t.identities_of("A") == std::vector<std::string>{"conn-3"});
+  BOOST_CHECK(t.workers_of("A") == std::vector<std::string>{"w1 (rollout)"});
   BOOST_CHECK(t.touch("conn-3", t0 + 5s));
   BOOST_CHECK(!t.touch("conn-1", t0 + 5s));
   // Silent for more than the limit: expired, admin sessions never.
@@ -69,6 +98,35 @@ BOOST_AUTO_TEST_CASE(a_worker_id_resumes_on_a_new_connection_and_silence_expires
   BOOST_CHECK_EQUAL(t.by_role()[worker_role::rollout], 0u);
   t.close("conn-2");
   BOOST_CHECK(!t.worker_of("conn-2"));
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_id_is_bound_to_its_key_role_and_live_process) {
+  session_table t;
+  auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+  BOOST_REQUIRE(t.open("w1", worker("conn-1", t0), 6s) == open_outcome::opened);
+  // Another key, or the same key in another role: never.
+  BOOST_CHECK(t.open("w1", worker("conn-2", t0, "K2"), 6s) == open_outcome::forbidden);
+  BOOST_CHECK(t.open("w1", worker("conn-2", t0, "K1", "p1", worker_role::train), 6s)
+              == open_outcome::forbidden);
+  // A second process with the same key while the first is alive: refused, the first keeps it.
+  BOOST_CHECK(t.check("w1", worker("conn-2", t0 + 1s, "K1", "p2"), 6s) == open_outcome::conflict);
+  BOOST_CHECK(t.open("w1", worker("conn-2", t0 + 1s, "K1", "p2"), 6s) == open_outcome::conflict);
+  BOOST_CHECK(t.identities_of("A") == std::vector<std::string>{"conn-1"});
+  // Once the first has gone silent past the limit, the second takes the id over.
+  BOOST_CHECK(t.open("w1", worker("conn-2", t0 + 7s, "K1", "p2"), 6s) == open_outcome::resumed);
+  BOOST_CHECK(t.identities_of("A") == std::vector<std::string>{"conn-2"});
+}
+
+BOOST_AUTO_TEST_CASE(roles_run_their_own_phases_and_only_shims_announce_fabric) {
+  BOOST_CHECK(may_run(worker_role::driver, phase_kind::training));
+  BOOST_CHECK(may_run(worker_role::rollout, phase_kind::rollout));
+  BOOST_CHECK(!may_run(worker_role::rollout, phase_kind::training));
+  BOOST_CHECK(!may_run(worker_role::train, phase_kind::rollout));
+  BOOST_CHECK(may_run(worker_role::train, phase_kind::sync));
+  BOOST_CHECK(!may_run(worker_role::ocs_agent, phase_kind::rollout));
+  BOOST_CHECK(!runs_job(worker_role::collective_shim));
+  BOOST_CHECK(announces_fabric(worker_role::collective_shim));
+  BOOST_CHECK(!announces_fabric(worker_role::rollout));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -128,7 +186,12 @@ BOOST_AUTO_TEST_CASE(answers_carry_both_the_enum_and_its_text) {
   wire::fill(s, placement_reply{"A", placement_kind::rollout_scaling, "g2", {}, {}, 1, 2, ""});
   BOOST_CHECK_EQUAL(s.outcome(), "rollout_scaling");
   BOOST_CHECK_EQUAL(s.placement(), v1::PLACEMENT_KIND_ROLLOUT_SCALING);
+  // Actors' errors reach the wire typed.
+  BOOST_CHECK_EQUAL(wire::error_code(errc::job_ended), v1::ERROR_JOB_ENDED);
+  BOOST_CHECK_EQUAL(wire::error_code(errc::out_of_turn), v1::ERROR_RESTART_ITERATION);
+  BOOST_CHECK_EQUAL(wire::error_code(errc::already_exists), v1::ERROR_ALREADY_EXISTS);
   // Roles and phases map both ways; unknown ones are refused.
+  BOOST_CHECK_EQUAL(*wire::role_of(v1::ROLE_DRIVER), worker_role::driver);
   BOOST_CHECK_EQUAL(*wire::role_of(v1::ROLE_OCS_AGENT), worker_role::ocs_agent);
   BOOST_CHECK(!wire::role_of(v1::ROLE_UNSPECIFIED));
   for (auto p : all_values<phase_kind>())

@@ -2,12 +2,16 @@
 // libloomclient: how RL-framework workers and operators talk to `loom serve` (loom.v1 over a
 // ZeroMQ DEALER socket, CURVE-encrypted unless the service runs insecure).
 //
-// Thread-safe: any thread may call; a caller holds the socket only for short poll slices, so
-// the heartbeat thread and other callers interleave, and replies are matched by request id.
-// Blocking API: call() / acquire() wait for the reply. Callback API: on_command() sees every
-// command (tail migration, job left, ...) as it arrives. ZeroMQ reconnects with exponential
-// backoff (100 ms up to 5 s); when a restarted service no longer knows the session, the client
-// registers again under the same worker id and resends the request.
+// One I/O thread per client owns the socket: it sends what callers queue, files replies by
+// request id, sends heartbeats at the service's rate and hands commands (tail migration, job
+// left, waiting reasons) to a callback or a queue. Any thread may call. ZeroMQ reconnects with
+// exponential backoff (100 ms up to 5 s).
+//
+// When the service goes away (it says ServiceStopping, or a restarted one no longer knows the
+// session), the client registers again under the same worker id, from the same process. A
+// PhaseAcquire still waiting is sent again (nothing ran yet); any other request in flight is
+// answered ERROR_RESTART_ITERATION: the phase it reported on is run again, from the rollout of
+// the job's current iteration, which the restarted service resumes at.
 
 #include <chrono>
 #include <functional>
@@ -15,52 +19,119 @@
 #include <optional>
 #include <string>
 
-namespace loom::v1 {
-class Envelope;
-class PhaseGrant;
-} // namespace loom::v1
+#include "loom.pb.h"
 
 namespace loom {
+
+/// Waits as long as it takes.
+inline constexpr std::chrono::milliseconds no_timeout{0};
 
 struct client_options {
   std::string endpoint = "tcp://127.0.0.1:5555";
   std::string server_public_key; // Z85; empty: plain text (the service must run insecure)
   std::string public_key;        // this client's Z85 key pair
   std::string secret_key;
+  // Calls other than PhaseAcquire (which waits for its turn as long as it takes unless given
+  // a timeout); no_timeout waits for every call as long as it takes.
   std::chrono::milliseconds timeout{5000};
 };
 
 /// Reads a key file written by `loom keygen` (one Z85 key); empty if it cannot.
 std::string read_key(const std::string& path);
 
+/// A call that did not succeed: the service's typed error (a loom.v1.ErrorCode), or 0 when no
+/// answer came in time.
+struct call_error {
+  int code = 0;
+  std::string message;
+  /// The service restarted (or the job was placed again) under the phase: run the job's
+  /// iteration again from its rollout.
+  bool restart_iteration() const;
+  /// The job finished, failed, was cancelled or rejected: stop.
+  bool job_ended() const;
+};
+
+/// A value, or why there is none.
+template <class T>
+struct outcome {
+  std::optional<T> value;
+  call_error error;
+  explicit operator bool() const { return value.has_value(); }
+  T& operator*() { return *value; }
+  const T& operator*() const { return *value; }
+  T* operator->() { return &*value; }
+  const T* operator->() const { return &*value; }
+};
+
 class client {
 public:
   explicit client(client_options options);
+  /// Says nothing to the service (see goodbye) and never blocks past a short linger.
   ~client();
   client(const client&) = delete;
   client& operator=(const client&) = delete;
 
   /// Sends `request` (version and request id are set here) and waits for the reply with the
-  /// same request id; nothing after the timeout.
+  /// same request id, at most `options.timeout`; nothing if none came.
   std::optional<v1::Envelope> call(v1::Envelope request);
-  /// Sends a one-way message (progress, goodbye).
+  std::optional<v1::Envelope> call(v1::Envelope request, std::chrono::milliseconds timeout);
+  /// Sends a one-way message (progress, goodbye); never blocks.
   void send(v1::Envelope message);
 
-  /// Registers (remembered for re-registration) and starts heartbeats at the service's rate.
+  /// Registers (remembered for registering again) and starts heartbeats at the service's rate.
+  /// Roles: driver (every phase of its job), rollout, train, collective-shim, ocs-agent, admin.
   std::optional<v1::Envelope> register_worker(const std::string& role, const std::string& worker_id,
                                               const std::string& job, const std::string& node = "");
-  /// WEAVE §5.1: blocks until the phase is granted ("rollout", "training", "sync").
-  std::optional<v1::PhaseGrant> acquire(const std::string& job, const std::string& phase,
-                                        std::chrono::milliseconds timeout);
-  bool release(const std::string& job, const std::string& phase, double solo_s);
+  /// WEAVE §5.1 Init done: the job's state is in host DRAM (its first acquire says so too).
+  std::optional<call_error> staged(const std::string& job);
+  /// WEAVE §5.1: blocks until the phase ("rollout", "training", "sync") is granted.
+  outcome<v1::PhaseGrant> acquire(const std::string& job, const std::string& phase,
+                                  std::chrono::milliseconds timeout = no_timeout);
+  /// The phase is done; `solo_s`: how long the same work takes alone on full GPUs.
+  std::optional<call_error> release(const std::string& job, const std::string& phase,
+                                    double solo_s);
+  /// Rollout progress (WEAVE §4.3: drives long-tail migration).
+  void progress(const std::string& job, uint32_t responses_done, uint32_t responses_total);
+  /// Leaves: `job_finished` tells the service the job is complete.
+  void goodbye(const std::string& reason, bool job_finished);
 
-  /// Commands from the service: pulled, or pushed to a callback (on a caller's thread).
+  /// Commands from the service: pulled, or pushed to a callback (on the I/O thread).
   std::optional<v1::Envelope> next_command(std::chrono::milliseconds wait);
   void on_command(std::function<void(const v1::Envelope&)> callback);
+  /// Why the last acquire of this client waits (the service's Waiting), or empty.
+  std::string waiting_reason() const;
 
 private:
   struct impl;
   std::unique_ptr<impl> impl_;
+};
+
+/// A phase held for the lifetime of the guard (RAII over acquire/release): constructed, it
+/// blocks until the phase is granted; destroyed (or done()), it releases the phase with the
+/// time it was held, or with the solo time given to done(). Check it before running the phase.
+class phase_guard {
+public:
+  phase_guard(client& c, std::string job, std::string phase,
+              std::chrono::milliseconds timeout = no_timeout);
+  ~phase_guard();
+  phase_guard(const phase_guard&) = delete;
+  phase_guard& operator=(const phase_guard&) = delete;
+
+  explicit operator bool() const { return granted_.has_value(); }
+  const v1::PhaseGrant& grant() const { return *granted_; }
+  /// Why the phase was not granted, or why its release failed.
+  const call_error& error() const { return error_; }
+  /// Releases now; `solo_s` < 0: the time the phase was held. False if the service refused.
+  bool done(double solo_s = -1);
+
+private:
+  client& client_;
+  std::string job_;
+  std::string phase_;
+  std::optional<v1::PhaseGrant> granted_;
+  call_error error_;
+  std::chrono::steady_clock::time_point since_;
+  bool released_ = false;
 };
 
 } // namespace loom

@@ -1,40 +1,47 @@
 #!/usr/bin/python3
-"""A veRL-style driver on Loom: each iteration asks for its rollout, training and sync phases
-in turn and reports back; the work itself is a sleep. Usage:
+"""A rollout worker on Loom: each iteration it asks for the rollout phase, generates (a sleep),
+reports its progress, and releases it. With --role driver it runs every phase of the job
+(rollout, training, sync), as a framework's single controller does. Usage:
 
-  PYTHONPATH=build/python python/examples/rollout_worker.py --endpoint tcp://127.0.0.1:5555 \\
-      --server-key KEYS/server.pub --key KEYS/worker --job math-7b --iterations 3
+  PYTHONPATH=python /usr/bin/python3 python/examples/rollout_worker.py \\
+      --endpoint tcp://127.0.0.1:5555 --server-key KEYS/server.pub --key KEYS/worker \\
+      --job math-7b --iterations 3 [--role driver]
 """
 
 import time
 
-from loom_client import Client, Restarted, worker_arguments
+from loom_client import Job, JobEnded, Restarted, worker_arguments
+
+PHASES = {"rollout": ("rollout",), "driver": ("rollout", "training", "sync")}
 
 
 def main():
     p = worker_arguments(__doc__)
     p.add_argument("--id")
-    p.add_argument("--role", default="rollout")
-    p.add_argument("--phase-ms", type=int, default=50)
+    p.add_argument("--role", default="rollout", choices=sorted(PHASES))
     a = p.parse_args()
-    c = Client(a.endpoint, a.server_key, a.key, timeout_s=60)
-    reg = c.register(a.role, a.id or f"{a.job}-py", job=a.job)
-    print(f"registered {a.id or a.job + '-py'} resumed={int(reg.resumed)}", flush=True)
+    job = Job(a.job, role=a.role, worker_id=a.id or f"{a.job}-{a.role}-py",
+              endpoint=a.endpoint, server_key=a.server_key, key=a.key, timeout_s=60)
+    print(f"registered {a.id or a.job} resumed={int(job.registration.resumed)}", flush=True)
+    job.on_tail_migration(lambda gpus: print(f"tail {a.job} now on {gpus} GPUs", flush=True))
     it = 0
-    while it < a.iterations:
-        try:
-            for phase in ("rollout", "training", "sync"):
-                grant = c.acquire(a.job, phase)
-                print(f"grant {a.job} {phase} iteration {it} gpus {grant.gpus}", flush=True)
-                start = time.monotonic()
-                time.sleep(a.phase_ms / 1000.0)
-                if phase == "rollout":
-                    c.progress(a.job, 256, 256)
-                c.release(a.job, phase, time.monotonic() - start)
-            it += 1
-        except Restarted as e:
-            print(f"restart {a.job} iteration {it}: {e.message}", flush=True)
-    c.close("iterations done", job_finished=True)
+    try:
+        while it < a.iterations:
+            try:
+                for phase in PHASES[a.role]:
+                    with job.phase(phase) as held:
+                        print(f"grant {a.job} {phase} iteration {it} gpus {held.gpus}",
+                              flush=True)
+                        time.sleep(a.phase_ms / 1000.0)
+                        if phase == "rollout":
+                            job.progress(256, 256)
+                it += 1
+            except Restarted as e:
+                print(f"restart {a.job} iteration {it}: {e.message}", flush=True)
+    except JobEnded as e:
+        print(f"ended {a.job}: {e.message}", flush=True)
+    # A driver completes its job; a rollout worker leaves that to the trainer.
+    job.close("iterations done", finished=a.role == "driver")
     print(f"finished {a.job} status 0", flush=True)
 
 

@@ -1,33 +1,40 @@
 #!/usr/bin/python3
 """A trainer process on Loom: registers with the train role and runs the training phase of
-each iteration when granted, watching for commands (the job leaving its group). Usage:
+each iteration, then the sync of the new weights to the rollout workers, when granted. Its
+rollouts come from a rollout worker (rollout_worker.py) of the same job. After its last
+iteration it completes the job. Usage:
 
-  PYTHONPATH=build/python python/examples/trainer.py --endpoint tcp://127.0.0.1:5555 \\
+  PYTHONPATH=python /usr/bin/python3 python/examples/trainer.py --endpoint tcp://127.0.0.1:5555 \\
       --server-key KEYS/server.pub --key KEYS/trainer --job math-7b --iterations 3
 """
 
 import time
 
-from loom_client import Client, worker_arguments
+from loom_client import Job, JobEnded, Restarted, worker_arguments
 
 
 def main():
-    p = worker_arguments(__doc__)
-    p.add_argument("--step-ms", type=int, default=50)
-    a = p.parse_args()
-    c = Client(a.endpoint, a.server_key, a.key, timeout_s=60)
-    c.register("train", f"{a.job}-trainer", job=a.job)
-    for it in range(a.iterations):
-        grant = c.acquire(a.job, "training")
-        print(f"training {a.job} iteration {it} on {grant.gpus} GPUs", flush=True)
-        start = time.monotonic()
-        time.sleep(a.step_ms / 1000.0)
-        c.release(a.job, "training", time.monotonic() - start)
-        cmd = c.next_command(0)
-        if cmd is not None and cmd.WhichOneof("body") == "job_left":
-            print(f"{a.job} left its group: {cmd.job_left.reason}", flush=True)
-            break
-    c.close()
+    a = worker_arguments(__doc__).parse_args()
+    job = Job(a.job, role="train", worker_id=f"{a.job}-trainer", endpoint=a.endpoint,
+              server_key=a.server_key, key=a.key, timeout_s=60)
+    job.on_job_left(lambda state, reason: print(f"{a.job} left its group: {reason}", flush=True))
+    it = 0
+    try:
+        while it < a.iterations:
+            try:
+                with job.phase("training") as held:
+                    print(f"training {a.job} iteration {it} on {held.gpus} GPUs", flush=True)
+                    time.sleep(a.phase_ms / 1000.0)
+                with job.phase("sync"):
+                    time.sleep(a.phase_ms / 1000.0)
+                it += 1
+            except Restarted as e:
+                print(f"restart {a.job} iteration {it}: {e.message}", flush=True)
+        job.finish()
+    except JobEnded as e:
+        print(f"ended {a.job}: {e.message}", flush=True)
+        job.close()
+    print(f"finished {a.job} status 0", flush=True)
 
 
 if __name__ == "__main__":

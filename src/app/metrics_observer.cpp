@@ -22,6 +22,9 @@ metrics_observer(observer_actor::stateful_pointer<metrics_observer_state> self,
       bool within = r.solo_s <= 0 || r.duration_s <= r.slo * r.solo_s;
       self->state.metrics->iterations(within).Increment();
     },
+    [self](overrun_atom, const std::string&, phase_kind phase, double) {
+      self->state.metrics->phase_overruns(std::string{to_string(phase)}).Increment();
+    },
   };
 }
 

@@ -18,6 +18,7 @@
 #include "gateway/gateway.hpp"
 #include "gateway/keys.hpp"
 #include "scheduler/cluster_scheduler.hpp"
+#include "store/codecs.hpp"
 #include "store/store_actor.hpp"
 
 namespace loom {
@@ -131,15 +132,26 @@ caf::expected<cluster_scheduler_actor> start_scheduler(caf::actor_system& sys,
                                                        const worker_actor& worker,
                                                        const observer_actor& observer,
                                                        service_actors& actors) {
-  auto restore = ask_store<std::vector<stored_record>>(sys, store, scan_atom::value,
-                                                       record_kind::jobs, std::string{});
-  if (!restore)
-    return restore.error();
   cluster_scheduler_config sc;
+  for (auto [kind, into] : {std::pair{record_kind::jobs, &sc.restore.jobs},
+                            std::pair{record_kind::groups, &sc.restore.groups},
+                            std::pair{record_kind::placements, &sc.restore.placements},
+                            std::pair{record_kind::progress, &sc.restore.progress}}) {
+    auto records = ask_store<std::vector<stored_record>>(sys, store, scan_atom::value, kind,
+                                                         std::string{});
+    if (!records)
+      return records.error();
+    *into = std::move(*records);
+  }
+  auto meta = ask_store<std::string>(sys, store, get_atom::value, record_kind::meta,
+                                     std::string{scheduler_meta_key});
+  if (meta)
+    sc.restore.meta = std::move(*meta);
+  else if (code_of(meta.error()) != errc::not_found)
+    return meta.error();
   sc.cluster = cfg.cluster;
   sc.policy = cfg.policy.weave;
   sc.sync_writes = cfg.storage.sync_writes;
-  sc.restore = std::move(*restore);
   return actors.add(sys.spawn(cluster_scheduler, sc, store, worker, observer));
 }
 
@@ -151,6 +163,17 @@ gateway_config gateway_settings(const config& cfg) {
   gc.tail_threshold = cfg.policy.weave.tail_migration_threshold;
   gc.default_slo = cfg.policy.weave.default_slo;
   return gc;
+}
+
+/// Workers hear the service is going away (and register with the next one); waiting requests
+/// are answered. Bounded: a stop never waits on a busy gateway for long.
+void tell_sessions_stopping(caf::actor_system& sys, const gateway_actor& gw) {
+  caf::scoped_actor self{sys};
+  self->request(gw, std::chrono::seconds{1}, stopping_atom::value)
+    .receive([](ok_atom) {},
+             [](caf::error& err) {
+               spdlog::warn("event=stopping_notice_failed error=\"{}\"", render(err));
+             });
 }
 
 /// Every actor of the service, then the gateway's socket; runs until a shutdown signal.
@@ -185,7 +208,8 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, std::shared_pt
   spdlog::info("event=serve_ready pid={}", static_cast<long>(getpid()));
   int sig = await_shutdown_signal();
   spdlog::info("event=shutdown_requested signal={}", sigabbrev_np(sig));
-  socket->stop();
+  tell_sessions_stopping(sys, gw);
+  socket->stop(); // what the gateway queued goes out first
   return caf::none;
 }
 

@@ -1,16 +1,19 @@
 #include "loom/client.hpp"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <zmq.hpp>
-
-#include "loom.pb.h"
 
 namespace loom {
 
@@ -21,9 +24,19 @@ std::string read_key(const std::string& path) {
   return key.size() == 40 ? key : std::string{};
 }
 
+bool call_error::restart_iteration() const {
+  return code == v1::ERROR_RESTART_ITERATION;
+}
+
+bool call_error::job_ended() const {
+  return code == v1::ERROR_JOB_ENDED;
+}
+
 namespace {
 
-constexpr auto slice = std::chrono::milliseconds{5};
+using clock_type = std::chrono::steady_clock;
+constexpr auto register_retry = std::chrono::milliseconds{500};
+constexpr auto register_patience = std::chrono::seconds{3};
 
 std::optional<v1::Phase> phase_of(const std::string& p) {
   if (p == "rollout")
@@ -35,6 +48,42 @@ std::optional<v1::Phase> phase_of(const std::string& p) {
   return std::nullopt;
 }
 
+std::optional<v1::Role> role_of(const std::string& r) {
+  static const std::map<std::string, v1::Role> roles{
+    {"rollout", v1::ROLE_ROLLOUT},           {"train", v1::ROLE_TRAIN},
+    {"gen-instance", v1::ROLE_GEN_INSTANCE}, {"collective-shim", v1::ROLE_COLLECTIVE_SHIM},
+    {"ocs-agent", v1::ROLE_OCS_AGENT},       {"admin", v1::ROLE_ADMIN},
+    {"driver", v1::ROLE_DRIVER}};
+  auto it = roles.find(r);
+  return it == roles.end() ? std::nullopt : std::optional{it->second};
+}
+
+/// Random per client: the service tells this process's reconnects from another process.
+std::string new_incarnation() {
+  std::random_device rd;
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx",
+                static_cast<unsigned long long>(uint64_t(rd()) << 32 | rd()));
+  return out;
+}
+
+v1::Envelope error_reply(uint64_t rid, v1::ErrorCode code, std::string message) {
+  v1::Envelope e;
+  e.set_version(1);
+  e.set_request_id(rid);
+  e.mutable_error()->set_code(code);
+  e.mutable_error()->set_message(std::move(message));
+  return e;
+}
+
+call_error error_of(const std::optional<v1::Envelope>& reply) {
+  if (!reply)
+    return {0, "no answer in time"};
+  if (reply->has_error())
+    return {int(reply->error().code()), reply->error().message()};
+  return {v1::ERROR_INTERNAL, "unexpected reply"};
+}
+
 } // namespace
 
 /// One ZeroMQ context (and I/O thread) per process, however many clients it opens.
@@ -44,143 +93,255 @@ zmq::context_t& shared_context() {
 }
 
 struct client::impl {
+  struct pending_call {
+    v1::Envelope request;
+    std::optional<v1::Envelope> reply;
+  };
+
   client_options options;
   zmq::socket_t socket{shared_context(), zmq::socket_type::dealer};
-  std::mutex io;                         // the socket
-  std::mutex state;                      // everything below
+  int wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  std::string incarnation = new_incarnation();
+
+  mutable std::mutex mutex; // everything below
   std::condition_variable arrived;
-  std::map<uint64_t, v1::Envelope> replies;
+  std::map<uint64_t, pending_call> pending;
+  std::deque<std::string> outbox;
   std::deque<v1::Envelope> commands;
   std::function<void(const v1::Envelope&)> callback;
-  std::atomic<uint64_t> next_id{1};
   std::optional<v1::Envelope> registration;
-  std::atomic<uint32_t> heartbeat_ms{0};
+  uint32_t heartbeat_ms = 0;
+  bool lost = false;             // the service no longer knows the session
+  uint64_t registering = 0;      // request id of the Register in flight after a loss
+  clock_type::time_point register_at;
+  std::optional<call_error> fatal; // registering again was refused for good
+  std::string waiting;
+  uint64_t next_id = 1;
   std::atomic<bool> stop{false};
-  std::thread beats;
+  std::thread io;
 
-  void send_now(const v1::Envelope& e) {
-    auto bytes = e.SerializeAsString();
-    std::lock_guard<std::mutex> guard{io};
-    socket.send(zmq::buffer(bytes), zmq::send_flags::none);
+  ~impl() {
+    if (wake >= 0)
+      ::close(wake);
   }
 
-  /// One poll slice: whatever arrives is filed as a reply or a command.
-  void pump(std::chrono::milliseconds wait) {
-    std::vector<v1::Envelope> got;
-    {
-      std::lock_guard<std::mutex> guard{io};
-      zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-      if (zmq::poll(&item, 1, wait) <= 0)
-        return;
-      zmq::message_t msg;
-      while (socket.recv(msg, zmq::recv_flags::dontwait)) {
-        v1::Envelope e;
-        if (e.ParseFromArray(msg.data(), int(msg.size())))
-          got.push_back(std::move(e));
-      }
-    }
-    std::function<void(const v1::Envelope&)> cb;
-    {
-      std::lock_guard<std::mutex> guard{state};
-      cb = callback;
-      for (auto& e : got) {
-        if (e.request_id() != 0)
-          replies[e.request_id()] = std::move(e);
-        else if (!cb)
-          commands.push_back(std::move(e));
-      }
-    }
-    if (cb)
-      for (auto& e : got)
-        if (e.request_id() == 0)
-          cb(e);
-    arrived.notify_all();
+  void notify_io() {
+    uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(wake, &one, sizeof one);
   }
 
-  std::optional<v1::Envelope> wait_for(uint64_t id, std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (true) {
-      {
-        std::unique_lock<std::mutex> lock{state};
-        auto it = replies.find(id);
-        if (it != replies.end()) {
-          auto e = std::move(it->second);
-          replies.erase(it);
-          return e;
-        }
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0)
-        return std::nullopt;
-      pump(std::min(left, slice));
-    }
-  }
+  // -- callers ---------------------------------------------------------------------------------
 
-  std::optional<v1::Envelope> request(v1::Envelope e, std::chrono::milliseconds timeout) {
-    auto id = next_id++;
+  uint64_t enqueue(v1::Envelope e) {
+    std::lock_guard<std::mutex> lock{mutex};
+    auto rid = next_id++;
     e.set_version(1);
-    e.set_request_id(id);
-    send_now(e);
-    return wait_for(id, timeout);
+    e.set_request_id(rid);
+    if (fatal && !e.has_register_()) {
+      pending[rid] = {e, error_reply(rid, v1::ErrorCode(fatal->code), fatal->message)};
+      return rid;
+    }
+    // While the session is being re-established, requests wait for it.
+    if (!lost || e.has_register_())
+      outbox.push_back(e.SerializeAsString());
+    pending[rid] = {std::move(e), std::nullopt};
+    notify_io();
+    return rid;
   }
 
-  std::optional<v1::Envelope> call(const v1::Envelope& e, std::chrono::milliseconds timeout) {
-    auto reply = request(e, timeout);
-    // A restarted service has lost the session: register again under the same id, then retry.
-    std::optional<v1::Envelope> reg;
-    {
-      std::lock_guard<std::mutex> guard{state};
-      reg = registration;
-    }
-    if (reply && reply->has_error() && reply->error().code() == v1::ERROR_NOT_REGISTERED && reg) {
-      auto again = request(*reg, timeout);
-      if (!again || !again->has_registered())
-        return reply;
-      // The restarted service re-admits the job from the start of an iteration: a phase in
-      // flight is not resent, the framework restarts its iteration (and is told so).
-      if (e.has_phase_acquire() || e.has_phase_release()) {
-        reply->mutable_error()->set_message("session re-established after a service restart: "
-                                            "restart the iteration");
-        return reply;
-      }
-      reply = request(e, timeout);
-    }
+  void enqueue_oneway(v1::Envelope e) {
+    e.set_version(1);
+    std::lock_guard<std::mutex> lock{mutex};
+    outbox.push_back(e.SerializeAsString());
+    notify_io();
+  }
+
+  std::optional<v1::Envelope> wait(uint64_t rid, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock{mutex};
+    auto ready = [&] { return pending.at(rid).reply.has_value() || stop.load(); };
+    if (timeout == no_timeout)
+      arrived.wait(lock, ready);
+    else
+      arrived.wait_for(lock, timeout, ready);
+    auto reply = std::move(pending.at(rid).reply);
+    pending.erase(rid);
     return reply;
   }
 
-  void start_heartbeats() {
-    if (beats.joinable())
+  std::optional<v1::Envelope> call(v1::Envelope e, std::chrono::milliseconds timeout) {
+    return wait(enqueue(std::move(e)), timeout);
+  }
+
+  // -- the I/O thread (the only user of the socket) -------------------------------------------
+
+  /// The session is gone: acquires wait to be sent again, other calls in flight are told to
+  /// run the iteration again, and a Register goes out. Under the mutex.
+  void lose_session() {
+    if (!registration)
       return;
-    beats = std::thread([this] {
-      while (!stop) {
-        auto every = std::chrono::milliseconds{std::max<uint32_t>(heartbeat_ms / 2, 1)};
-        auto until = std::chrono::steady_clock::now() + every;
-        while (!stop && std::chrono::steady_clock::now() < until) {
-          // With a callback, non-blocking looks keep commands flowing while no call waits,
-          // without holding the socket from callers; without one, callers pump.
-          bool pushing;
-          {
-            std::lock_guard<std::mutex> guard{state};
-            pushing = static_cast<bool>(callback);
-          }
-          if (pushing)
-            pump(std::chrono::milliseconds{0});
-          std::this_thread::sleep_for(std::chrono::milliseconds{pushing ? 10 : 50});
+    if (!lost) {
+      lost = true;
+      waiting.clear();
+      for (auto& [rid, call] : pending)
+        if (!call.reply && !call.request.has_phase_acquire() && !call.request.has_register_())
+          call.reply = error_reply(rid, v1::ERROR_RESTART_ITERATION,
+                                   "the service went away under this request: run the job's "
+                                   "iteration again from its rollout");
+      arrived.notify_all();
+    }
+    if (!registering)
+      send_registration();
+  }
+
+  void send_registration() {
+    registering = next_id++;
+    register_at = clock_type::now();
+    auto again = *registration;
+    again.set_request_id(registering);
+    outbox.push_back(again.SerializeAsString());
+  }
+
+  /// The answer to a Register sent after a loss. Under the mutex.
+  void registered_again(const v1::Envelope& e) {
+    registering = 0;
+    if (e.has_registered()) {
+      lost = false;
+      heartbeat_ms = e.registered().heartbeat_ms();
+      for (auto& [rid, call] : pending)
+        if (!call.reply)
+          outbox.push_back(call.request.SerializeAsString());
+      return;
+    }
+    auto code = e.has_error() ? e.error().code() : v1::ERROR_INTERNAL;
+    if (code == v1::ERROR_UNAVAILABLE || code == v1::ERROR_CONFLICT) {
+      register_at = clock_type::now() + register_retry; // the next service, or the old session
+      return;
+    }
+    fatal = call_error{int(code), e.has_error() ? e.error().message() : "registration refused"};
+    for (auto& [rid, call] : pending)
+      if (!call.reply)
+        call.reply = error_reply(rid, code, fatal->message);
+    arrived.notify_all();
+  }
+
+  bool loses_session(const v1::Envelope& e) const {
+    return registration && e.has_error() && e.error().code() == v1::ERROR_NOT_REGISTERED;
+  }
+
+  /// A reply is filed, or a command handed on (returned, to run the callback unlocked).
+  std::optional<v1::Envelope> take(v1::Envelope e) {
+    std::lock_guard<std::mutex> lock{mutex};
+    const auto rid = e.request_id();
+    if (rid != 0 && rid == registering) {
+      registered_again(e);
+      return std::nullopt;
+    }
+    auto it = rid ? pending.find(rid) : pending.end();
+    const bool stopping_answer = it != pending.end() && it->second.request.has_phase_acquire()
+                                 && e.has_error() && e.error().code() == v1::ERROR_UNAVAILABLE;
+    if (loses_session(e) || e.has_service_stopping() || stopping_answer) {
+      lose_session();
+      if (it != pending.end() && !it->second.request.has_phase_acquire() && !it->second.reply)
+        it->second.reply = std::move(e);
+      arrived.notify_all();
+      return std::nullopt;
+    }
+    if (it != pending.end()) {
+      it->second.reply = std::move(e);
+      arrived.notify_all();
+      return std::nullopt;
+    }
+    if (rid != 0)
+      return std::nullopt; // a reply nobody waits for any more
+    if (e.has_waiting())
+      waiting = e.waiting().reason();
+    if (callback)
+      return e;
+    commands.push_back(std::move(e));
+    arrived.notify_all();
+    return std::nullopt;
+  }
+
+  void receive() {
+    zmq::message_t msg;
+    while (socket.recv(msg, zmq::recv_flags::dontwait)) {
+      v1::Envelope e;
+      if (!e.ParseFromArray(msg.data(), int(msg.size())))
+        continue;
+      if (auto command = take(std::move(e))) {
+        std::function<void(const v1::Envelope&)> cb;
+        {
+          std::lock_guard<std::mutex> lock{mutex};
+          cb = callback;
         }
-        v1::Envelope hb;
-        hb.set_version(1);
-        hb.mutable_heartbeat();
-        send_now(hb);
+        if (cb)
+          cb(*command);
       }
-    });
+    }
+  }
+
+  /// Sends what is queued; what the socket cannot take now waits for the next turn.
+  void flush() {
+    std::deque<std::string> batch;
+    {
+      std::lock_guard<std::mutex> lock{mutex};
+      batch.swap(outbox);
+    }
+    while (!batch.empty()) {
+      if (!socket.send(zmq::buffer(batch.front()), zmq::send_flags::dontwait))
+        break;
+      batch.pop_front();
+    }
+    if (!batch.empty()) {
+      std::lock_guard<std::mutex> lock{mutex};
+      outbox.insert(outbox.begin(), batch.begin(), batch.end());
+    }
+  }
+
+  /// Heartbeats while the session lives; a Register again while it is lost.
+  void tick(clock_type::time_point& next_beat) {
+    std::lock_guard<std::mutex> lock{mutex};
+    auto now = clock_type::now();
+    if (lost && registration && !fatal
+        && ((!registering && now >= register_at)
+            || (registering && now - register_at > register_patience)))
+      send_registration();
+    if (!registration || lost || now < next_beat)
+      return;
+    v1::Envelope hb;
+    hb.set_version(1);
+    hb.mutable_heartbeat();
+    outbox.push_back(hb.SerializeAsString());
+    next_beat = now + std::chrono::milliseconds{std::max<uint32_t>(heartbeat_ms / 2, 10)};
+  }
+
+  void run() {
+    auto next_beat = clock_type::now();
+    while (!stop.load()) {
+      zmq::pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
+                                 {nullptr, wake, ZMQ_POLLIN, 0}};
+      bool backlog;
+      {
+        std::lock_guard<std::mutex> lock{mutex};
+        backlog = !outbox.empty() || lost;
+      }
+      zmq::poll(items, 2, std::chrono::milliseconds{backlog ? 20 : 100});
+      if (items[1].revents & ZMQ_POLLIN) {
+        uint64_t n;
+        [[maybe_unused]] auto r = ::read(wake, &n, sizeof n);
+      }
+      receive();
+      tick(next_beat);
+      flush();
+    }
+    flush(); // a goodbye queued last still goes out
   }
 };
 
 client::client(client_options options) : impl_(std::make_unique<impl>()) {
   impl_->options = std::move(options);
   auto& s = impl_->socket;
-  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::linger, 200);
   s.set(zmq::sockopt::reconnect_ivl, 100);
   s.set(zmq::sockopt::reconnect_ivl_max, 5000);
   if (!impl_->options.server_public_key.empty()) {
@@ -189,21 +350,28 @@ client::client(client_options options) : impl_(std::make_unique<impl>()) {
     s.set(zmq::sockopt::curve_secretkey, impl_->options.secret_key);
   }
   s.connect(impl_->options.endpoint);
+  impl_->io = std::thread([this] { impl_->run(); });
 }
 
 client::~client() {
   impl_->stop = true;
-  if (impl_->beats.joinable())
-    impl_->beats.join();
+  impl_->notify_io();
+  impl_->arrived.notify_all();
+  if (impl_->io.joinable())
+    impl_->io.join();
 }
 
 std::optional<v1::Envelope> client::call(v1::Envelope request) {
   return impl_->call(std::move(request), impl_->options.timeout);
 }
 
+std::optional<v1::Envelope> client::call(v1::Envelope request,
+                                         std::chrono::milliseconds timeout) {
+  return impl_->call(std::move(request), timeout);
+}
+
 void client::send(v1::Envelope message) {
-  message.set_version(1);
-  impl_->send_now(message);
+  impl_->enqueue_oneway(std::move(message));
 }
 
 std::optional<v1::Envelope> client::register_worker(const std::string& role,
@@ -212,75 +380,122 @@ std::optional<v1::Envelope> client::register_worker(const std::string& role,
                                                     const std::string& node) {
   v1::Envelope reg;
   auto* r = reg.mutable_register_();
-  static const std::map<std::string, v1::Role> roles{
-    {"rollout", v1::ROLE_ROLLOUT},           {"train", v1::ROLE_TRAIN},
-    {"gen-instance", v1::ROLE_GEN_INSTANCE}, {"collective-shim", v1::ROLE_COLLECTIVE_SHIM},
-    {"ocs-agent", v1::ROLE_OCS_AGENT},       {"admin", v1::ROLE_ADMIN}};
-  auto it = roles.find(role);
-  r->set_role(it == roles.end() ? v1::ROLE_UNSPECIFIED : it->second);
+  r->set_role(role_of(role).value_or(v1::ROLE_UNSPECIFIED));
   r->set_worker_id(worker_id);
   r->set_job(job);
   r->set_node(node);
-  auto reply = impl_->request(reg, impl_->options.timeout);
+  r->set_incarnation(impl_->incarnation);
+  auto reply = impl_->call(reg, impl_->options.timeout);
   if (reply && reply->has_registered()) {
-    {
-      std::lock_guard<std::mutex> guard{impl_->state};
-      impl_->registration = reg;
-    }
+    std::lock_guard<std::mutex> lock{impl_->mutex};
+    reg.set_version(1);
+    impl_->registration = reg;
     impl_->heartbeat_ms = reply->registered().heartbeat_ms();
-    impl_->start_heartbeats();
   }
   return reply;
 }
 
-std::optional<v1::PhaseGrant> client::acquire(const std::string& job, const std::string& phase,
-                                              std::chrono::milliseconds timeout) {
+std::optional<call_error> client::staged(const std::string& job) {
+  v1::Envelope e;
+  e.mutable_staged()->set_job(job);
+  auto reply = call(e);
+  if (reply && reply->has_ok())
+    return std::nullopt;
+  return error_of(reply);
+}
+
+outcome<v1::PhaseGrant> client::acquire(const std::string& job, const std::string& phase,
+                                        std::chrono::milliseconds timeout) {
   auto p = phase_of(phase);
   if (!p)
-    return std::nullopt;
+    return {std::nullopt, {v1::ERROR_INVALID, "phase is one of rollout, training, sync"}};
   v1::Envelope e;
   e.mutable_phase_acquire()->set_job(job);
   e.mutable_phase_acquire()->set_phase(*p);
   auto reply = impl_->call(e, timeout);
-  if (!reply || !reply->has_phase_grant())
-    return std::nullopt;
-  return reply->phase_grant();
+  if (reply && reply->has_phase_grant())
+    return {reply->phase_grant(), {}};
+  return {std::nullopt, error_of(reply)};
 }
 
-bool client::release(const std::string& job, const std::string& phase, double solo_s) {
+std::optional<call_error> client::release(const std::string& job, const std::string& phase,
+                                          double solo_s) {
   auto p = phase_of(phase);
   if (!p)
-    return false;
+    return call_error{v1::ERROR_INVALID, "phase is one of rollout, training, sync"};
   v1::Envelope e;
   e.mutable_phase_release()->set_job(job);
   e.mutable_phase_release()->set_phase(*p);
   e.mutable_phase_release()->set_solo_s(solo_s);
   auto reply = call(e);
-  return reply && reply->has_ok();
+  if (reply && reply->has_ok())
+    return std::nullopt;
+  return error_of(reply);
+}
+
+void client::progress(const std::string& job, uint32_t done, uint32_t total) {
+  v1::Envelope e;
+  e.mutable_progress()->set_job(job);
+  e.mutable_progress()->set_responses_done(done);
+  e.mutable_progress()->set_responses_total(total);
+  send(e);
+}
+
+void client::goodbye(const std::string& reason, bool job_finished) {
+  v1::Envelope e;
+  e.mutable_goodbye()->set_reason(reason);
+  e.mutable_goodbye()->set_job_finished(job_finished);
+  send(e);
+  std::lock_guard<std::mutex> lock{impl_->mutex};
+  impl_->registration.reset(); // no heartbeats, no registering again
 }
 
 std::optional<v1::Envelope> client::next_command(std::chrono::milliseconds wait) {
-  auto deadline = std::chrono::steady_clock::now() + wait;
-  while (true) {
-    {
-      std::lock_guard<std::mutex> guard{impl_->state};
-      if (!impl_->commands.empty()) {
-        auto e = std::move(impl_->commands.front());
-        impl_->commands.pop_front();
-        return e;
-      }
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0)
-      return std::nullopt;
-    impl_->pump(std::min(left, slice));
-  }
+  std::unique_lock<std::mutex> lock{impl_->mutex};
+  impl_->arrived.wait_for(lock, wait, [&] { return !impl_->commands.empty(); });
+  if (impl_->commands.empty())
+    return std::nullopt;
+  auto e = std::move(impl_->commands.front());
+  impl_->commands.pop_front();
+  return e;
 }
 
 void client::on_command(std::function<void(const v1::Envelope&)> callback) {
-  std::lock_guard<std::mutex> guard{impl_->state};
+  std::lock_guard<std::mutex> lock{impl_->mutex};
   impl_->callback = std::move(callback);
+}
+
+std::string client::waiting_reason() const {
+  std::lock_guard<std::mutex> lock{impl_->mutex};
+  return impl_->waiting;
+}
+
+phase_guard::phase_guard(client& c, std::string job, std::string phase,
+                         std::chrono::milliseconds timeout)
+  : client_(c), job_(std::move(job)), phase_(std::move(phase)) {
+  auto granted = client_.acquire(job_, phase_, timeout);
+  if (granted)
+    granted_ = std::move(*granted);
+  else
+    error_ = std::move(granted.error);
+  since_ = clock_type::now();
+}
+
+phase_guard::~phase_guard() {
+  done();
+}
+
+bool phase_guard::done(double solo_s) {
+  if (!granted_ || released_)
+    return !error_.code;
+  released_ = true;
+  if (solo_s < 0)
+    solo_s = std::chrono::duration<double>(clock_type::now() - since_).count();
+  if (auto err = client_.release(job_, phase_, solo_s)) {
+    error_ = std::move(*err);
+    return false;
+  }
+  return true;
 }
 
 } // namespace loom

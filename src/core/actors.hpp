@@ -61,6 +61,12 @@ using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using frame_atom = caf::atom_constant<caf::atom("frame")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 using connect_atom = caf::atom_constant<caf::atom("connect")>;
+using restore_atom = caf::atom_constant<caf::atom("restore")>;
+using status_atom = caf::atom_constant<caf::atom("status")>;
+using job_atom = caf::atom_constant<caf::atom("job")>;
+using progress_atom = caf::atom_constant<caf::atom("progress")>;
+using overrun_atom = caf::atom_constant<caf::atom("overrun")>;
+using stopping_atom = caf::atom_constant<caf::atom("stopping")>;
 using caf::flush_atom;
 using caf::get_atom;
 using caf::ok_atom;
@@ -85,31 +91,44 @@ using store_actor = caf::typed_actor<
 
 /// Sees what the scheduler decides and how iterations run (replay's recorder; live metrics).
 using observer_actor = caf::typed_actor<caf::reacts_to<cluster_atom, cluster_record>,
-                                        caf::reacts_to<iteration_atom, iteration_record>>;
+                                        caf::reacts_to<iteration_atom, iteration_record>,
+                                        // A phase ran past its overrun deadline (elapsed s).
+                                        caf::reacts_to<overrun_atom, std::string, phase_kind,
+                                                       double>>;
 
 /// The edge that runs phases: simulated RL frameworks in replay, worker sessions behind the
-/// gateway live. In both modes it reports a job's phases (done_atom, tail_atom) straight to the
-/// executor that sent the job's last permit.
+/// gateway live. In both modes it reports a job's phases (staged_atom, done_atom, tail_atom)
+/// straight to the executor the job joined.
 using worker_actor = caf::typed_actor<
+  // The job joined the sending executor's group: stage its state, then say so.
+  caf::reacts_to<join_atom, member_joined>,
   // A run permit (WEAVE §5.1): run the phase now on the granted GPUs.
   caf::reacts_to<run_atom, phase_grant>,
   // The running rollout of a job now has this many GPUs (tail consolidation or growth).
   caf::reacts_to<resize_atom, std::string, int>,
-  // The job left its group: drop whatever it runs.
-  caf::reacts_to<leave_atom, std::string>>;
+  // The job left its group (finished, failed, cancelled, drifted): drop whatever it runs.
+  caf::reacts_to<leave_atom, std::string, job_state>>;
 
 /// One per co-execution group: round-robin run permits, tail migration (WEAVE §4.3).
 using group_executor_actor = caf::typed_actor<
   // A placed job joins with the rollout nodes it is pinned to.
   caf::reacts_to<join_atom, group_member>,
-  caf::reacts_to<leave_atom, std::string>,
+  // After a restart: a placed job comes back where it stood in the round robin.
+  caf::reacts_to<restore_atom, group_member, job_progress>,
+  // The job left its group, finished, failed, cancelled or drifted.
+  caf::reacts_to<leave_atom, std::string, job_state>,
+  // The job's workers have its state in host DRAM (WEAVE §5.1 Init): it takes its turns now.
+  caf::reacts_to<staged_atom, std::string>,
   // The worker finished a phase; `solo_s` is how long the same work takes alone on full GPUs.
-  caf::reacts_to<done_atom, std::string, phase_kind, double>,
+  // Answered once what it changed is durable (an iteration end); a report of a phase the job
+  // is not running is an error.
+  caf::replies_to<done_atom, std::string, phase_kind, double>::with<ok_atom>,
   // The job's rollout has the tail threshold of its responses done.
   caf::reacts_to<tail_atom, std::string>,
-  // Internal: a joined job's cold start (control plane and state into host DRAM) is done off
-  // the GPUs; it now queues for its first rollout, which starts warm.
-  caf::reacts_to<staged_atom, std::string>>;
+  // Where the job stands: iterations, phase, and why it waits.
+  caf::replies_to<status_atom, std::string>::with<member_status>,
+  // Internal: the phase permitted with this grant sequence number may have overrun.
+  caf::reacts_to<overrun_atom, std::string, uint64_t>>;
 
 /// One per cluster: admission and placement (WEAVE §4.2 Alg. 1), persisted before answered.
 using cluster_scheduler_actor = caf::typed_actor<
@@ -123,7 +142,11 @@ using cluster_scheduler_actor = caf::typed_actor<
   // The job's measured phases outgrew its profile and saturate its group: stop and re-place
   // it with the measured rollout and training times; the count is iterations it has done.
   caf::reacts_to<drift_atom, std::string, double, double, int64_t>,
+  // An executor's durable record of a job's turn and iterations (kept for status answers).
+  caf::reacts_to<progress_atom, job_progress>,
   caf::replies_to<jobs_atom>::with<std::vector<job_status>>,
+  // One job, with where it runs and, while placed, its executor's view of it.
+  caf::replies_to<job_atom, std::string>::with<job_status>,
   caf::replies_to<groups_atom>::with<std::vector<group_status>>>;
 
 /// Replay's simulated RL frameworks: they submit jobs at their arrival times, run the phases
@@ -132,6 +155,7 @@ using simulated_frameworks_actor = worker_actor::extend<
   caf::reacts_to<connect_atom, cluster_scheduler_actor>, // the scheduler to submit to
   caf::reacts_to<arrive_atom, uint64_t>,                 // job index: submit it now
   caf::reacts_to<wake_atom, std::string, uint64_t>,      // a phase event is due (version)
+  caf::reacts_to<staged_atom, std::string, uint64_t>,    // a job's Init is done (join count)
   caf::reacts_to<crash_atom, uint64_t>>;                 // job index: it crashes now
 
 // -- OrchestrRL: generation planner, balancer, engines -------------------------------------
@@ -198,7 +222,9 @@ using gateway_actor = worker_actor::extend<
   // fabric controller is null when the service runs no fabric.
   caf::reacts_to<connect_atom, cluster_scheduler_actor, fabric_controller_actor>,
   caf::reacts_to<frame_atom, wire_frame>,
-  caf::reacts_to<sweep_atom>>; // heartbeat check
+  caf::reacts_to<sweep_atom>, // heartbeat check
+  // The service is stopping: every session is told so (answered once the notices are queued).
+  caf::replies_to<stopping_atom>::with<ok_atom>>;
 
 /// The in-process emulated OCS: the driver protocol plus fault injection. Its latencies run on
 /// the actor clock, so replay advances them virtually.

@@ -211,6 +211,13 @@ void read_weave_policy(table_reader& w, weave_policy& out) {
       out.*field = *v;
   if (auto v = w.optional<bool>("topology_aware_sync", out.topology_aware_sync))
     out.topology_aware_sync = *v;
+  for (auto [key, field] : {std::pair{"overrun_factor", &weave_policy::overrun_factor},
+                            std::pair{"stuck_factor", &weave_policy::stuck_factor}})
+    if (auto v = at_least<double>(w, key, w.optional<double>(key, out.*field), 1.0))
+      out.*field = *v;
+  if (out.stuck_factor < out.overrun_factor)
+    w.error("stuck_factor", fmt::format("must be at least overrun_factor ({}), got {}",
+                                        out.overrun_factor, out.stuck_factor));
   w.reject_unknown();
 }
 

@@ -22,6 +22,9 @@ const char* to_string(errc x) {
     case errc::driver_unreachable: return "driver_unreachable";
     case errc::driver_auth: return "driver_auth";
     case errc::driver_protocol: return "driver_protocol";
+    case errc::job_ended: return "job_ended";
+    case errc::already_exists: return "already_exists";
+    case errc::out_of_turn: return "out_of_turn";
   }
   return "unknown";
 }
@@ -50,6 +53,16 @@ std::string render(const caf::error& err) {
   if (err.category() == error_category())
     return render_loom_error(err.code(), err.context());
   return caf::to_string(err);
+}
+
+errc code_of(const caf::error& err) {
+  return err && err.category() == error_category() ? static_cast<errc>(err.code()) : errc::ok;
+}
+
+std::string message_of(const caf::error& err) {
+  if (err.category() == error_category() && err.context().match_elements<std::string>())
+    return err.context().get_as<std::string>(0);
+  return render(err);
 }
 
 } // namespace loom

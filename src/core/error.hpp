@@ -24,6 +24,10 @@ enum class errc : uint8_t {
   driver_unreachable, // no connection to the OCS device
   driver_auth,        // the OCS device refused the login
   driver_protocol,    // the peer does not speak the expected protocol
+  job_ended,          // the job finished, failed, was cancelled or rejected
+  already_exists,     // a job of that name is placed or being placed
+  out_of_turn,        // a report or request for a phase the job is not at (e.g. after a
+                      // restart, which resumes jobs at the start of their iteration)
 };
 
 const char* to_string(errc x);
@@ -38,5 +42,9 @@ std::string render_loom_error(uint8_t code, const caf::message& context);
 
 /// Renders an error of any category as "category: code: message" for logs and CLI output.
 std::string render(const caf::error& err);
+
+/// The loom code of an error (ok for another category) and its message alone.
+errc code_of(const caf::error& err);
+std::string message_of(const caf::error& err);
 
 } // namespace loom

@@ -23,10 +23,14 @@ struct stored_record;
 
 // scheduler/types.hpp
 enum class phase_kind : uint8_t;
+enum class job_state : uint8_t;
 struct rl_job;
 struct group_member;
 struct phase_grant;
 struct placement_reply;
+struct job_progress;
+struct member_joined;
+struct member_status;
 struct job_status;
 struct group_status;
 struct iteration_record;

@@ -83,19 +83,37 @@ typename Inspector::result_type inspect(Inspector& f, phase_grant& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, placement_reply& x) {
   return f(caf::meta::type_name("placement_reply"), x.job, x.kind, x.group, x.rollout_nodes,
-           x.training_nodes, x.delta_cost_per_hour, x.cost_per_hour, x.reason);
+           x.training_nodes, x.delta_cost_per_hour, x.cost_per_hour, x.reason,
+           x.group_cost_per_hour);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
+  return f(caf::meta::type_name("job_progress"), x.job, x.group, x.position, x.round,
+           x.iterations_done);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, member_joined& x) {
+  return f(caf::meta::type_name("member_joined"), x.job, x.group, x.staging_s);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, member_status& x) {
+  return f(caf::meta::type_name("member_status"), x.job, x.iterations_done, x.phase, x.staged,
+           x.running, x.waiting, x.overruns);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_status& x) {
   return f(caf::meta::type_name("job_status"), x.job, x.state, x.group, x.slo, x.solo_s,
-           x.reason);
+           x.reason, x.iterations, x.rollout_nodes, x.training_nodes, x.member);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_status& x) {
   return f(caf::meta::type_name("group_status"), x.group, x.jobs, x.rollout_nodes,
-           x.training_nodes, x.saturated, x.cost_per_hour);
+           x.training_nodes, x.saturated, x.cost_per_hour, x.iterations_done);
 }
 
 template <class Inspector>
@@ -221,7 +239,7 @@ typename Inspector::result_type inspect(Inspector& f, topo_ack& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, wire_frame& x) {
   return f(caf::meta::type_name("wire_frame"), x.identity, x.payload, x.role, x.authenticated,
-           x.single_part);
+           x.key, x.single_part);
 }
 
 } // namespace loom

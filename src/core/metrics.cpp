@@ -29,6 +29,11 @@ service_metrics::service_metrics() : registry_(std::make_shared<prometheus::Regi
   store_batches_ = &counters(r, "loom_store_batches_total",
                              "Atomic write batches committed to RocksDB").Add({});
   store_errors_ = &counters(r, "loom_store_errors_total", "Store requests that failed").Add({});
+  store_syncs_ = &counters(r, "loom_store_syncs_total",
+                           "Synced WAL writes (one per group commit of queued batches)")
+                   .Add({});
+  phase_overruns_ = &counters(r, "loom_phase_overruns_total",
+                              "Phases past their job's worst case times the overrun factor");
   config_generation_ = &gauges(r, "loom_config_generation",
                                "Generation of the configuration in force (1 at start)").Add({});
   gateway_messages_ = &counters(r, "loom_gateway_messages_total",
@@ -78,6 +83,10 @@ prometheus::Counter& service_metrics::iterations(bool within_slo) {
 
 prometheus::Counter& service_metrics::ocs_plans(const std::string& outcome) {
   return ocs_plans_->Add({{"outcome", outcome}});
+}
+
+prometheus::Counter& service_metrics::phase_overruns(const std::string& phase) {
+  return phase_overruns_->Add({{"phase", phase}});
 }
 
 prometheus::Gauge& service_metrics::workers_alive(const std::string& role) {

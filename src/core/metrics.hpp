@@ -25,6 +25,8 @@ public:
   prometheus::Counter& store_writes(const std::string& kind);
   prometheus::Counter& store_batches() { return *store_batches_; }
   prometheus::Counter& store_errors() { return *store_errors_; }
+  /// Synced WAL writes: one per group-committed run of batches.
+  prometheus::Counter& store_syncs() { return *store_syncs_; }
   /// Incremented each time a validated config is put in force.
   prometheus::Gauge& config_generation() { return *config_generation_; }
   /// Gateway frames by direction ("in" | "out") and body type.
@@ -43,6 +45,8 @@ public:
   prometheus::Gauge& groups() { return *groups_; }
   /// Iterations finished, and those within their job's SLO (WEAVE's attainment).
   prometheus::Counter& iterations(bool within_slo);
+  /// Phases that ran past their job's worst case times the overrun factor (WEAVE §5.3).
+  prometheus::Counter& phase_overruns(const std::string& phase);
   /// Placement decision time (WEAVE Alg. 1), seconds.
   prometheus::Histogram& decision_latency() { return *decision_latency_; }
   /// Fabric plan outcomes (committed, deferred, kept, unchanged).
@@ -64,6 +68,8 @@ private:
   prometheus::Family<prometheus::Counter>* store_writes_;
   prometheus::Counter* store_batches_;
   prometheus::Counter* store_errors_;
+  prometheus::Counter* store_syncs_;
+  prometheus::Family<prometheus::Counter>* phase_overruns_;
   prometheus::Gauge* config_generation_;
 };
 

@@ -16,6 +16,11 @@ struct weave_policy {
   double tail_migration_cost_s = 2;      // WEAVE §4.3: re-prefill of the consolidated tail
   bool topology_aware_sync = true;       // WEAVE §5.2: one copy across the link, then broadcast
   double intra_cluster_gbps = 400;       // InfiniBand per node, for the broadcast stage
+  // WEAVE §5.3 stragglers, as multiples of a phase's worst case (plus its switch): past the
+  // first a phase is reported as overrunning and handled by the drift path; past the second
+  // its job fails alone and its group goes on.
+  double overrun_factor = 2;
+  double stuck_factor = 10;
 };
 
 struct planner_policy {

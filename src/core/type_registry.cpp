@@ -26,6 +26,11 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<phase_kind>("loom.phase_kind");
   cfg.add_message_type<phase_grant>("loom.phase_grant");
   cfg.add_message_type<placement_reply>("loom.placement_reply");
+  cfg.add_message_type<job_progress>("loom.job_progress");
+  cfg.add_message_type<std::vector<job_progress>>("loom.job_progresses");
+  cfg.add_message_type<member_joined>("loom.member_joined");
+  cfg.add_message_type<member_status>("loom.member_status");
+  cfg.add_message_type<job_state>("loom.job_state");
   cfg.add_message_type<job_status>("loom.job_status");
   cfg.add_message_type<std::vector<job_status>>("loom.job_statuses");
   cfg.add_message_type<group_status>("loom.group_status");

@@ -24,17 +24,19 @@ enum class worker_role : uint8_t {
   collective_shim, // a collective shim (Opus)
   ocs_agent,       // an OCS agent speaking for a switch
   admin,           // operators and the loom CLI
+  driver,          // a framework's single controller, running every phase of its job
 };
 
 template <>
 struct enum_names<worker_role> {
-  static constexpr std::array<std::pair<worker_role, std::string_view>, 6> table{{
+  static constexpr std::array<std::pair<worker_role, std::string_view>, 7> table{{
     {worker_role::rollout, "rollout"},
     {worker_role::train, "train"},
     {worker_role::gen_instance, "gen-instance"},
     {worker_role::collective_shim, "collective-shim"},
     {worker_role::ocs_agent, "ocs-agent"},
     {worker_role::admin, "admin"},
+    {worker_role::driver, "driver"},
   }};
 };
 

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/error.hpp"
+#include "core/inspect.hpp"
 #include "gateway/gateway_steps.hpp"
 
 namespace loom {
@@ -27,6 +29,11 @@ void send_error(self_ptr self, const std::string& identity, uint64_t request_id,
   send_frame(self, identity, e);
 }
 
+void send_failure(self_ptr self, const std::string& identity, uint64_t request_id,
+                  const caf::error& err) {
+  send_error(self, identity, request_id, wire::error_code(code_of(err)), message_of(err));
+}
+
 void update_alive(self_ptr self) {
   auto by_role = self->state.sessions.by_role();
   for (auto role : all_values<worker_role>())
@@ -39,31 +46,96 @@ namespace {
 
 using namespace gateway_steps;
 
+std::chrono::milliseconds alive_limit(const gateway_config& c) {
+  return std::chrono::milliseconds{c.heartbeat_ms * c.heartbeat_misses};
+}
+
+/// The refusal of a worker id the table will not give to this registrant, or nothing.
+std::optional<std::pair<v1::ErrorCode, std::string>>
+refusal(const gateway_config& c, const std::string& worker_id, open_outcome outcome) {
+  if (outcome == open_outcome::forbidden)
+    return std::pair{v1::ERROR_FORBIDDEN,
+                     fmt::format("worker id '{}' is registered with another key or role",
+                                 worker_id)};
+  if (outcome == open_outcome::conflict)
+    return std::pair{v1::ERROR_CONFLICT,
+                     fmt::format("worker id '{}' is held by a live session of another process; "
+                                 "it is freed after {} ms without heartbeats",
+                                 worker_id, alive_limit(c).count())};
+  return std::nullopt;
+}
+
+void open_session(self_ptr self, const std::string& identity, uint64_t rid,
+                  const std::string& worker_id, session s) {
+  auto& st = self->state;
+  auto outcome = st.sessions.open(worker_id, s, alive_limit(st.config));
+  if (auto no = refusal(st.config, worker_id, outcome)) {
+    send_error(self, identity, rid, no->first, no->second);
+    return;
+  }
+  update_alive(self);
+  spdlog::info("event=worker_registered worker={} role={} job={} node={} resumed={}", worker_id,
+               s.role, s.job, s.node, outcome == open_outcome::resumed);
+  reply(self, identity, rid, [&](v1::Envelope& e) {
+    auto* x = e.mutable_registered();
+    x->set_session(worker_id);
+    x->set_heartbeat_ms(st.config.heartbeat_ms);
+    x->set_resumed(outcome == open_outcome::resumed);
+  });
+}
+
+/// A job's worker registers only for a job the scheduler has and that has not ended.
+void open_job_session(self_ptr self, const std::string& identity, uint64_t rid,
+                      const std::string& worker_id, session s) {
+  auto job = s.job;
+  self->request(self->state.scheduler, caf::infinite, job_atom::value, job)
+    .then(
+      [=](const job_status& js) {
+        if (js.state != job_state::placed && js.state != job_state::drifted)
+          send_error(self, identity, rid, v1::ERROR_JOB_ENDED,
+                     fmt::format("job '{}' is {}{}", job, js.state,
+                                 js.reason.empty() ? "" : ": " + js.reason));
+        else
+          open_session(self, identity, rid, worker_id, s);
+      },
+      [=](caf::error& err) {
+        send_error(self, identity, rid, wire::error_code(code_of(err)),
+                   fmt::format("{}: submit the job before its workers register",
+                               message_of(err)));
+      });
+}
+
 void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope& env) {
   auto& st = self->state;
   auto& r = env.register_();
+  auto rid = env.request_id();
   auto role = wire::role_of(r.role());
   if (!role || r.worker_id().empty()) {
-    send_error(self, frame.identity, env.request_id(), v1::ERROR_INVALID,
+    send_error(self, frame.identity, rid, v1::ERROR_INVALID,
                "Register needs a role and a worker_id");
     return;
   }
   if (!st.config.insecure && (!frame.authenticated || *role != frame.role)) {
-    send_error(self, frame.identity, env.request_id(), v1::ERROR_FORBIDDEN,
+    send_error(self, frame.identity, rid, v1::ERROR_FORBIDDEN,
                fmt::format("this key is registered for role '{}', not '{}'", frame.role, *role));
     return;
   }
-  bool resumed = st.sessions.open(
-    r.worker_id(), {frame.identity, *role, r.node(), r.job(), self->clock().now()});
-  update_alive(self);
-  spdlog::info("event=worker_registered worker={} role={} job={} node={} resumed={}",
-               r.worker_id(), *role, r.job(), r.node(), resumed);
-  reply(self, frame.identity, env.request_id(), [&](v1::Envelope& e) {
-    auto* x = e.mutable_registered();
-    x->set_session(r.worker_id());
-    x->set_heartbeat_ms(st.config.heartbeat_ms);
-    x->set_resumed(resumed);
-  });
+  if (runs_job(*role) && r.job().empty()) {
+    send_error(self, frame.identity, rid, v1::ERROR_INVALID,
+               fmt::format("a {} worker names the job it runs", *role));
+    return;
+  }
+  session s{frame.identity, *role,     r.node(),        runs_job(*role) ? r.job() : "",
+            self->clock().now(), frame.key, r.incarnation()};
+  if (auto no = refusal(st.config, r.worker_id(),
+                        st.sessions.check(r.worker_id(), s, alive_limit(st.config)))) {
+    send_error(self, frame.identity, rid, no->first, no->second);
+    return;
+  }
+  if (runs_job(*role))
+    open_job_session(self, frame.identity, rid, r.worker_id(), std::move(s));
+  else
+    open_session(self, frame.identity, rid, r.worker_id(), std::move(s));
 }
 
 void handle_frame(self_ptr self, const wire_frame& frame) {
@@ -81,6 +153,12 @@ void handle_frame(self_ptr self, const wire_frame& frame) {
     send_error(self, frame.identity, env.request_id(), v1::ERROR_UNSUPPORTED_VERSION,
                fmt::format("protocol version {} is not supported; this gateway speaks {}",
                            env.version(), protocol_version));
+    return;
+  }
+  if (st.stopping) {
+    if (env.request_id() != 0)
+      send_error(self, frame.identity, env.request_id(), v1::ERROR_UNAVAILABLE,
+                 "the service is stopping: register again with the next one");
     return;
   }
   if (env.body_case() == v1::Envelope::kRegister) {
@@ -104,14 +182,13 @@ void handle_frame(self_ptr self, const wire_frame& frame) {
 /// WEAVE §5.3: a worker silent too long is dead; its job fails alone, its group goes on.
 void sweep(self_ptr self) {
   auto& st = self->state;
-  auto limit = std::chrono::milliseconds{st.config.heartbeat_ms * st.config.heartbeat_misses};
   auto now = self->clock().now();
-  for (auto& [worker, s] : st.sessions.expire(now, limit)) {
+  for (auto& [worker, s] : st.sessions.expire(now, alive_limit(st.config))) {
     spdlog::warn("event=worker_dead worker={} role={} job={} silent_ms={}", worker, s.role,
                  s.job,
                  std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_seen).count());
     st.metrics->workers_dead().Increment();
-    if (!s.job.empty() && (s.role == worker_role::rollout || s.role == worker_role::train))
+    if (runs_job(s.role))
       self->request(st.scheduler, caf::infinite, fail_atom::value, s.job,
                     fmt::format("worker {} stopped sending heartbeats", worker))
         .then([](ok_atom) {}, [](caf::error&) {});
@@ -120,43 +197,22 @@ void sweep(self_ptr self) {
   self->delayed_send(self, std::chrono::milliseconds{st.config.heartbeat_ms}, sweep_atom::value);
 }
 
-/// Sends a command to every live session of a job.
-template <class Fill>
-void command_job(self_ptr self, const std::string& job, Fill fill) {
-  for (auto& identity : self->state.sessions.identities_of(job)) {
+/// The service is going away: waiting requests are answered and every session is told, so
+/// that workers register again with the next service.
+ok_atom stopping(self_ptr self) {
+  auto& st = self->state;
+  st.stopping = true;
+  for (auto& w : st.grants.drop_all())
+    send_error(self, w.identity, w.request_id, v1::ERROR_UNAVAILABLE,
+               "the service is stopping: register again with the next one");
+  auto sessions = st.sessions.identities();
+  for (auto& identity : sessions) {
     v1::Envelope e;
-    fill(e);
+    e.mutable_service_stopping()->set_reason("the service is stopping");
     send_frame(self, identity, e);
   }
-}
-
-/// The executor's permit: it answers the workers waiting for it, or waits for them.
-void permit(self_ptr self, const phase_grant& g) {
-  auto& st = self->state;
-  spdlog::info("event=phase_granted job={} phase={} gpus={} switch_s={:.2f} cold={}", g.job,
-               g.phase, g.gpus, g.switch_s, g.cold);
-  st.executor_of[g.job] = caf::actor_cast<group_executor_actor>(self->current_sender());
-  auto now = self->clock().now();
-  for (auto& w : st.grants.grant(g)) {
-    st.metrics->grant_latency().Observe(std::chrono::duration<double>(now - w.since).count());
-    reply(self, w.identity, w.request_id,
-          [&](v1::Envelope& e) { wire::fill(*e.mutable_phase_grant(), g); });
-  }
-}
-
-/// The job left its group: what waited for it goes, and its workers hear so.
-void job_left(self_ptr self, const std::string& job) {
-  auto& st = self->state;
-  st.grants.drop(job);
-  st.tail_sent.erase(job);
-  auto ex = st.executor_of.find(job);
-  if (ex != st.executor_of.end() && caf::actor_cast<caf::actor_addr>(ex->second)
-                                      == self->current_sender())
-    st.executor_of.erase(ex);
-  command_job(self, job, [&](v1::Envelope& e) {
-    e.mutable_job_left()->set_job(job);
-    e.mutable_job_left()->set_reason("the job left its group");
-  });
+  spdlog::info("event=gateway_stopping sessions={}", sessions.size());
+  return ok_atom::value;
 }
 
 } // namespace
@@ -176,7 +232,9 @@ gateway_actor::behavior_type gateway(gateway_actor::stateful_pointer<gateway_sta
     },
     [self](frame_atom, const wire_frame& frame) { handle_frame(self, frame); },
     [self](sweep_atom) { sweep(self); },
-    // worker_actor: the executors' run permits and commands.
+    [self](stopping_atom) { return stopping(self); },
+    // worker_actor: the executors' side.
+    [self](join_atom, const member_joined& m) { job_joined(self, m); },
     [self](run_atom, const phase_grant& g) { permit(self, g); },
     [self](resize_atom, const std::string& job, int gpus) {
       command_job(self, job, [&](v1::Envelope& e) {
@@ -184,7 +242,7 @@ gateway_actor::behavior_type gateway(gateway_actor::stateful_pointer<gateway_sta
         e.mutable_tail_migration()->set_gpus(uint32_t(gpus));
       });
     },
-    [self](leave_atom, const std::string& job) { job_left(self, job); },
+    [self](leave_atom, const std::string& job, job_state why) { job_left(self, job, why); },
   };
 }
 

@@ -1,15 +1,16 @@
 #pragma once
 // The gateway actor: every ZeroMQ peer's entry into the actor system, and the live worker edge
-// of the WEAVE executors (worker_actor). Sessions are keyed by worker id (a reconnect with the
-// same id takes the session over); a worker silent for heartbeat_misses intervals is declared
-// dead and its job fails alone (WEAVE §5.3). A phase blocks until granted (WEAVE §5.1): the
-// executor's permit answers the worker's PhaseAcquire, whichever comes first; the worker's
-// phase reports go straight to the executor that permitted the job's last phase. Malformed
-// frames and unknown protocol versions get a typed Error; nothing else happens.
+// of the WEAVE executors (worker_actor). Sessions are keyed by worker id and bound to the key,
+// role and job they registered with (sessions.hpp); a session acts only on its own job, in its
+// role's phases. A worker silent for heartbeat_misses intervals is declared dead and its job
+// fails alone (WEAVE §5.3). A phase blocks until granted (WEAVE §5.1): the executor's permit
+// answers the worker's PhaseAcquire, whichever comes first; the job's first acquire (or a
+// Staged) tells its executor its state is staged. Phase reports go straight to the executor
+// the job joined. Every request is answered: malformed frames, unknown protocol versions,
+// unknown or ended jobs and refused actions get a typed Error.
 
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 
 #include "core/actors.hpp"
@@ -28,6 +29,14 @@ struct gateway_config {
   double default_slo = 1.5;
 };
 
+/// What the gateway knows of a job: the executor it joined (its phase reports go there) and
+/// what it told that executor.
+struct job_link {
+  group_executor_actor executor;
+  bool staged = false;    // the executor heard the job's state is staged
+  bool tail_sent = false; // its current rollout reached the tail threshold (WEAVE §4.3)
+};
+
 struct gateway_state {
   static inline const char* name = "gateway";
   gateway_config config;
@@ -37,8 +46,8 @@ struct gateway_state {
   fabric_controller_actor fabric;     // null: the service runs no fabric
   session_table sessions;
   grant_matcher grants;
-  std::map<std::string, group_executor_actor> executor_of; // job -> sender of its last permit
-  std::set<std::string> tail_sent; // jobs whose current rollout hit the tail
+  std::map<std::string, job_link> jobs;
+  bool stopping = false; // the service is going away: sessions were told, requests refused
 };
 
 gateway_actor::behavior_type gateway(gateway_actor::stateful_pointer<gateway_state> self,

@@ -12,10 +12,8 @@ namespace loom::gateway_steps {
 
 namespace {
 
-auto internal_error(self_ptr self, const std::string& identity, uint64_t rid) {
-  return [self, identity, rid](caf::error& err) {
-    send_error(self, identity, rid, v1::ERROR_INTERNAL, render(err));
-  };
+auto failure(self_ptr self, const std::string& identity, uint64_t rid) {
+  return [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); };
 }
 
 void submit(self_ptr self, const std::string& identity, uint64_t rid, const v1::SubmitJob& job) {
@@ -34,31 +32,37 @@ void submit(self_ptr self, const std::string& identity, uint64_t rid, const v1::
         reply(self, identity, rid,
               [&](v1::Envelope& e) { wire::fill(*e.mutable_submit_reply(), r); });
       },
-      internal_error(self, identity, rid));
+      failure(self, identity, rid));
 }
 
-/// Every job, or only `only` (an unknown one is an error).
-void list_jobs(self_ptr self, const std::string& identity, uint64_t rid, std::string only) {
+void list_jobs(self_ptr self, const std::string& identity, uint64_t rid) {
   self->request(self->state.scheduler, caf::infinite, jobs_atom::value)
     .then(
-      [self, identity, rid, only](const std::vector<job_status>& jobs) {
-        if (only.empty()) {
-          reply(self, identity, rid, [&](v1::Envelope& e) {
-            auto* list = e.mutable_job_list();
-            for (auto& s : jobs)
-              wire::fill(*list->add_jobs(), s);
-          });
-          return;
-        }
-        for (auto& s : jobs)
-          if (s.job == only) {
-            reply(self, identity, rid,
-                  [&](v1::Envelope& e) { wire::fill(*e.mutable_job_info(), s); });
-            return;
-          }
-        send_error(self, identity, rid, v1::ERROR_NOT_FOUND, fmt::format("no job '{}'", only));
+      [self, identity, rid](const std::vector<job_status>& jobs) {
+        reply(self, identity, rid, [&](v1::Envelope& e) {
+          auto* list = e.mutable_job_list();
+          for (auto& s : jobs)
+            wire::fill(*list->add_jobs(), s);
+        });
       },
-      internal_error(self, identity, rid));
+      failure(self, identity, rid));
+}
+
+/// One job: where it runs, how far it got, its workers, and why it waits.
+void inspect_job(self_ptr self, const std::string& identity, uint64_t rid,
+                 const std::string& job) {
+  self->request(self->state.scheduler, caf::infinite, job_atom::value, job)
+    .then(
+      [self, identity, rid](const job_status& s) {
+        reply(self, identity, rid, [&](v1::Envelope& e) {
+          auto* info = e.mutable_job_info();
+          wire::fill(*info, s);
+          wire::fill_detail(*info, s);
+          for (auto& w : self->state.sessions.workers_of(s.job))
+            info->add_workers(w);
+        });
+      },
+      failure(self, identity, rid));
 }
 
 void cancel(self_ptr self, const std::string& identity, uint64_t rid, const std::string& job) {
@@ -66,9 +70,7 @@ void cancel(self_ptr self, const std::string& identity, uint64_t rid, const std:
     .then([self, identity, rid](ok_atom) {
             reply(self, identity, rid, [](v1::Envelope& e) { e.mutable_ok(); });
           },
-          [self, identity, rid](caf::error& err) {
-            send_error(self, identity, rid, v1::ERROR_NOT_FOUND, render(err));
-          });
+          failure(self, identity, rid));
 }
 
 void list_groups(self_ptr self, const std::string& identity, uint64_t rid) {
@@ -81,7 +83,7 @@ void list_groups(self_ptr self, const std::string& identity, uint64_t rid) {
             wire::fill(*list->add_groups(), g);
         });
       },
-      internal_error(self, identity, rid));
+      failure(self, identity, rid));
 }
 
 void list_fabric(self_ptr self, const std::string& identity, uint64_t rid) {
@@ -98,7 +100,7 @@ void list_fabric(self_ptr self, const std::string& identity, uint64_t rid) {
             wire::fill(*list->add_plans(), p);
         });
       },
-      internal_error(self, identity, rid));
+      failure(self, identity, rid));
 }
 
 } // namespace
@@ -107,10 +109,8 @@ bool handle_admin(self_ptr self, const std::string& identity, const v1::Envelope
   auto rid = env.request_id();
   switch (env.body_case()) {
     case v1::Envelope::kSubmitJob: submit(self, identity, rid, env.submit_job()); return true;
-    case v1::Envelope::kListJobs: list_jobs(self, identity, rid, ""); return true;
-    case v1::Envelope::kInspectJob:
-      list_jobs(self, identity, rid, env.inspect_job().job());
-      return true;
+    case v1::Envelope::kListJobs: list_jobs(self, identity, rid); return true;
+    case v1::Envelope::kInspectJob: inspect_job(self, identity, rid, env.inspect_job().job()); return true;
     case v1::Envelope::kCancelJob: cancel(self, identity, rid, env.cancel_job().job()); return true;
     case v1::Envelope::kListGroups: list_groups(self, identity, rid); return true;
     case v1::Envelope::kListFabric: list_fabric(self, identity, rid); return true;

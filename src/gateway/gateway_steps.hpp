@@ -1,9 +1,10 @@
 #pragma once
-// The gateway's steps, shared by its sources (gateway.cpp: frames, sessions and the executors'
-// side; gateway_admin.cpp: operators' requests; gateway_worker.cpp: registered peers'
-// traffic). Internal.
+// The gateway's steps, shared by its sources (gateway.cpp: frames, sessions, stopping;
+// gateway_jobs.cpp: the executors' side and jobs without one; gateway_admin.cpp: operators'
+// requests; gateway_worker.cpp: registered peers' traffic). Internal.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "gateway/gateway.hpp"
@@ -18,6 +19,10 @@ void send_frame(self_ptr self, const std::string& identity, v1::Envelope& e);
 void send_error(self_ptr self, const std::string& identity, uint64_t request_id,
                 v1::ErrorCode code, std::string message);
 
+/// Answers a request with an actor's error, typed by its code.
+void send_failure(self_ptr self, const std::string& identity, uint64_t request_id,
+                  const caf::error& err);
+
 /// Answers a request with the reply `fill` builds.
 template <class Fill>
 void reply(self_ptr self, const std::string& identity, uint64_t request_id, Fill fill) {
@@ -25,6 +30,16 @@ void reply(self_ptr self, const std::string& identity, uint64_t request_id, Fill
   e.set_request_id(request_id);
   fill(e);
   send_frame(self, identity, e);
+}
+
+/// Sends a command to every live session of a job.
+template <class Fill>
+void command_job(self_ptr self, const std::string& job, Fill fill) {
+  for (auto& identity : self->state.sessions.identities_of(job)) {
+    v1::Envelope e;
+    fill(e);
+    send_frame(self, identity, e);
+  }
 }
 
 /// Admin requests (the loom CLI); false if the envelope is not one.
@@ -36,5 +51,29 @@ void handle_worker(self_ptr self, const std::string& identity, session& s,
 
 /// The live sessions per role, as gauges.
 void update_alive(self_ptr self);
+
+// -- jobs (gateway_jobs.cpp) ------------------------------------------------------------------
+
+/// The executor the job joined, or null.
+group_executor_actor executor_of(self_ptr self, const std::string& job);
+
+/// A worker of the job has its state staged: its executor hears so once per placement.
+void stage(self_ptr self, const std::string& job);
+
+/// A request for a job the gateway has no executor for. If the scheduler has it placed (its
+/// executor's join is on its way) `placed` runs; else `refused` runs and the request is
+/// answered with why: the job is unknown, or ended.
+void when_placed(self_ptr self, const std::string& job, const std::string& identity,
+                 uint64_t request_id, std::function<void()> placed,
+                 std::function<bool()> refused);
+
+/// Tells a worker whose acquire waits why it waits. A driver (it runs its job's phases in
+/// turn) asking for a phase its job is not at is told to run its iteration again.
+void explain_wait(self_ptr self, const std::string& job, phase_kind phase,
+                  const std::string& identity, uint64_t request_id, bool in_turn_only);
+
+void job_joined(self_ptr self, const member_joined& m);
+void permit(self_ptr self, const phase_grant& g);
+void job_left(self_ptr self, const std::string& job, job_state why);
 
 } // namespace loom::gateway_steps

@@ -1,5 +1,7 @@
-// The gateway's traffic from registered peers: heartbeats, the WEAVE phase shim (acquire,
-// release, progress), goodbyes, and the fabric's intents and Opus topo_writes.
+// The gateway's traffic from registered peers: heartbeats, the WEAVE phase shim (staged,
+// acquire, release, progress), goodbyes, and the fabric's intents and Opus topo_writes. A
+// session acts only on its own job and in its role's phases; fabric traffic is the collective
+// shims'.
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -13,51 +15,122 @@ namespace loom::gateway_steps {
 
 namespace {
 
-void acquire(self_ptr self, const std::string& identity, uint64_t rid,
+/// Why this session may not act on this job and phase, or empty.
+std::string refusal(const session& s, const std::string& job, std::optional<phase_kind> phase) {
+  if (!runs_job(s.role))
+    return fmt::format("a {} session runs no job's phases", s.role);
+  if (job != s.job)
+    return fmt::format("this session runs job '{}', not '{}'", s.job, job);
+  if (phase && !may_run(s.role, *phase))
+    return fmt::format("a {} worker does not run the {} phase", s.role, *phase);
+  return {};
+}
+
+/// Checks the job and phase fields and the session's right to them; false once answered.
+bool admitted(self_ptr self, const std::string& identity, uint64_t rid, const session& s,
+              const std::string& job, std::optional<phase_kind> phase, bool needs_phase) {
+  if (job.empty() || (needs_phase && !phase)) {
+    send_error(self, identity, rid, v1::ERROR_INVALID,
+               needs_phase ? "needs a job and a phase (rollout, training, sync)" : "needs a job");
+    return false;
+  }
+  if (auto why = refusal(s, job, phase); !why.empty()) {
+    send_error(self, identity, rid, v1::ERROR_FORBIDDEN, why);
+    return false;
+  }
+  return true;
+}
+
+void acquire(self_ptr self, const std::string& identity, const session& s, uint64_t rid,
              const v1::PhaseAcquire& a) {
   auto& st = self->state;
   auto phase = wire::phase_of(a.phase());
-  if (!phase || a.job().empty()) {
-    send_error(self, identity, rid, v1::ERROR_INVALID, "PhaseAcquire needs a job and a phase");
+  if (!admitted(self, identity, rid, s, a.job(), phase, true))
+    return;
+  const auto job = a.job();
+  auto granted = st.grants.acquire(job, *phase, {identity, rid, self->clock().now()});
+  if (granted) {
+    st.metrics->grant_latency().Observe(0);
+    reply(self, identity, rid,
+          [&](v1::Envelope& e) { wire::fill(*e.mutable_phase_grant(), *granted); });
     return;
   }
-  auto granted = st.grants.acquire(a.job(), *phase, {identity, rid, self->clock().now()});
-  if (!granted)
-    return; // answered when the executor permits it
-  st.metrics->grant_latency().Observe(0);
-  reply(self, identity, rid,
-        [&](v1::Envelope& e) { wire::fill(*e.mutable_phase_grant(), *granted); });
+  // A worker asking for a phase has the job's state staged (WEAVE §5.1 Init done).
+  if (executor_of(self, job)) {
+    stage(self, job);
+    explain_wait(self, job, *phase, identity, rid, s.role == worker_role::driver);
+    return;
+  }
+  when_placed(
+    self, job, identity, rid, [] {},
+    [self, job, p = *phase, identity, rid] {
+      return self->state.grants.withdraw(job, p, identity, rid);
+    });
 }
 
-/// The worker's phase report, straight to the executor that permitted the job's phase.
-template <class... Ts>
-void report(self_ptr self, const std::string& job, Ts... xs) {
-  auto ex = self->state.executor_of.find(job);
-  if (ex != self->state.executor_of.end())
-    self->send(ex->second, xs...);
-}
-
-void release(self_ptr self, const std::string& identity, uint64_t rid,
+void release(self_ptr self, const std::string& identity, const session& s, uint64_t rid,
              const v1::PhaseRelease& r) {
   auto phase = wire::phase_of(r.phase());
-  if (!phase || r.job().empty() || r.solo_s() < 0) {
-    send_error(self, identity, rid, v1::ERROR_INVALID,
-               "PhaseRelease needs a job, a phase and solo_s >= 0");
+  if (!admitted(self, identity, rid, s, r.job(), phase, true))
+    return;
+  if (r.solo_s() < 0) {
+    send_error(self, identity, rid, v1::ERROR_INVALID, "PhaseRelease needs solo_s >= 0");
     return;
   }
+  const auto job = r.job();
+  auto executor = executor_of(self, job);
+  if (!executor) {
+    // Placed, but not in the group that permitted the phase: after a restart or a drift.
+    when_placed(
+      self, job, identity, rid,
+      [self, identity, rid, job] {
+        send_error(self, identity, rid, v1::ERROR_RESTART_ITERATION,
+                   fmt::format("job '{}' was placed again since this phase was permitted: run "
+                               "its iteration again from its rollout",
+                               job));
+      },
+      [] { return true; });
+    return;
+  }
+  self->state.grants.release(job, *phase);
   if (*phase == phase_kind::rollout)
-    self->state.tail_sent.erase(r.job());
-  report(self, r.job(), done_atom::value, r.job(), *phase, r.solo_s());
-  reply(self, identity, rid, [](v1::Envelope& e) { e.mutable_ok(); });
+    self->state.jobs[job].tail_sent = false;
+  self->request(executor, caf::infinite, done_atom::value, job, *phase, r.solo_s())
+    .then([self, identity, rid](ok_atom) {
+            reply(self, identity, rid, [](v1::Envelope& e) { e.mutable_ok(); });
+          },
+          [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+}
+
+void staged(self_ptr self, const std::string& identity, const session& s, uint64_t rid,
+            const v1::Staged& m) {
+  if (!admitted(self, identity, rid, s, m.job(), std::nullopt, false))
+    return;
+  auto ok = [self, identity, rid] {
+    reply(self, identity, rid, [](v1::Envelope& e) { e.mutable_ok(); });
+  };
+  if (executor_of(self, m.job())) {
+    stage(self, m.job());
+    ok();
+    return;
+  }
+  // Its executor's join is on its way: its first acquire stages it.
+  when_placed(self, m.job(), identity, rid, ok, [] { return true; });
 }
 
 /// WEAVE §4.3: the rollout reached the tail threshold of its responses.
-void progress(self_ptr self, const v1::Progress& p) {
+void progress(self_ptr self, const session& s, const v1::Progress& p) {
   auto& st = self->state;
-  if (p.responses_total() > 0
-      && double(p.responses_done()) >= st.config.tail_threshold * p.responses_total()
-      && st.tail_sent.insert(p.job()).second)
-    report(self, p.job(), tail_atom::value, p.job());
+  if (!refusal(s, p.job(), phase_kind::rollout).empty())
+    return; // one-way: nothing to answer, nothing done
+  auto link = st.jobs.find(p.job());
+  if (link == st.jobs.end() || !link->second.executor || p.responses_total() == 0)
+    return;
+  if (double(p.responses_done()) >= st.config.tail_threshold * p.responses_total()
+      && !link->second.tail_sent) {
+    link->second.tail_sent = true;
+    self->send(link->second.executor, tail_atom::value, p.job());
+  }
 }
 
 void goodbye(self_ptr self, const std::string& identity, const session& s,
@@ -66,7 +139,7 @@ void goodbye(self_ptr self, const std::string& identity, const session& s,
   auto* worker = st.sessions.worker_of(identity);
   spdlog::info("event=worker_goodbye worker={} job={} finished={} reason=\"{}\"",
                worker ? *worker : "", s.job, g.job_finished(), g.reason());
-  if (g.job_finished() && !s.job.empty())
+  if (g.job_finished() && runs_job(s.role))
     self->request(st.scheduler, caf::infinite, finish_atom::value, s.job)
       .then([](ok_atom) {}, [](caf::error&) {});
   st.sessions.close(identity);
@@ -84,16 +157,14 @@ void topo_write_of(self_ptr self, const std::string& identity, uint64_t rid,
           e.mutable_topo_ack()->set_fallback(a.fallback);
         });
       },
-      [self, identity, rid](caf::error& err) {
-        send_error(self, identity, rid, v1::ERROR_INVALID, render(err));
-      });
+      [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
 }
 
 void fabric_intent_of(self_ptr self, const std::string& identity, uint64_t rid,
                       const v1::FabricIntent& w) {
   auto intent = wire::intent_of(w);
   if (!intent) {
-    send_error(self, identity, rid, v1::ERROR_INVALID, render(intent.error()));
+    send_error(self, identity, rid, v1::ERROR_INVALID, message_of(intent.error()));
     return;
   }
   self->request(self->state.fabric, caf::infinite, intent_atom::value, intent->first,
@@ -103,14 +174,18 @@ void fabric_intent_of(self_ptr self, const std::string& identity, uint64_t rid,
         reply(self, identity, rid,
               [&](v1::Envelope& e) { wire::fill(*e.mutable_fabric_decision(), d); });
       },
-      [self, identity, rid](caf::error& err) {
-        send_error(self, identity, rid, v1::ERROR_INVALID, render(err));
-      });
+      [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
 }
 
-/// Fabric traffic; without a fabric it is unavailable.
-void fabric_traffic(self_ptr self, const std::string& identity, const v1::Envelope& env) {
+/// Fabric traffic: the collective shims'; without a fabric it is unavailable.
+void fabric_traffic(self_ptr self, const std::string& identity, const session& s,
+                    const v1::Envelope& env) {
   auto rid = env.request_id();
+  if (!announces_fabric(s.role)) {
+    send_error(self, identity, rid, v1::ERROR_FORBIDDEN,
+               fmt::format("a {} session may not send {}", s.role, wire::body_name(env)));
+    return;
+  }
   if (!self->state.fabric) {
     send_error(self, identity, rid, v1::ERROR_UNAVAILABLE, "this service runs no fabric");
     return;
@@ -128,17 +203,21 @@ void handle_worker(self_ptr self, const std::string& identity, session& s,
   auto rid = env.request_id();
   switch (env.body_case()) {
     case v1::Envelope::kHeartbeat: return;
-    case v1::Envelope::kPhaseAcquire: acquire(self, identity, rid, env.phase_acquire()); return;
-    case v1::Envelope::kPhaseRelease: release(self, identity, rid, env.phase_release()); return;
-    case v1::Envelope::kProgress: progress(self, env.progress()); return;
+    case v1::Envelope::kStaged: staged(self, identity, s, rid, env.staged()); return;
+    case v1::Envelope::kPhaseAcquire: acquire(self, identity, s, rid, env.phase_acquire()); return;
+    case v1::Envelope::kPhaseRelease: release(self, identity, s, rid, env.phase_release()); return;
+    case v1::Envelope::kProgress: progress(self, s, env.progress()); return;
     case v1::Envelope::kGoodbye: goodbye(self, identity, s, env.goodbye()); return;
     case v1::Envelope::kTopoWrite:
-    case v1::Envelope::kFabricIntent: fabric_traffic(self, identity, env); return;
+    case v1::Envelope::kFabricIntent: fabric_traffic(self, identity, s, env); return;
     case v1::Envelope::kGenStats:
     case v1::Envelope::kCommandAck:
-      send_error(self, identity, rid, v1::ERROR_UNAVAILABLE,
-                 fmt::format("{} is not served live yet", wire::body_name(env)));
-      return;
+      if (s.role == worker_role::gen_instance) {
+        send_error(self, identity, rid, v1::ERROR_UNAVAILABLE,
+                   fmt::format("{} is not served live yet", wire::body_name(env)));
+        return;
+      }
+      [[fallthrough]];
     default:
       send_error(self, identity, rid, v1::ERROR_FORBIDDEN,
                  fmt::format("a {} session may not send {}", s.role, wire::body_name(env)));

@@ -1,7 +1,8 @@
 #pragma once
 // WEAVE §5.1 run permits over the wire, pure: a worker's PhaseAcquire blocks until the
 // executor's permit for that job and phase, and the permit waits for the worker; whichever
-// comes first waits for the other. A permit is consumed by the first acquire that matches it.
+// comes first waits for the other. A permit holds until the phase is released (every worker of
+// the job asking for it meanwhile gets it) or the job leaves.
 
 #include <chrono>
 #include <cstdint>
@@ -24,18 +25,34 @@ struct acquire_waiter {
 
 class grant_matcher {
 public:
-  /// A worker asks for a phase: the permit if the executor already gave it (it is consumed),
-  /// else nothing, and the worker waits.
+  /// A worker asks for a phase: the permit if the executor gave it, else nothing, and the
+  /// worker waits.
   std::optional<phase_grant> acquire(const std::string& job, phase_kind phase,
                                      acquire_waiter waiter);
 
-  /// The executor permits a phase: the workers waiting for it, to be answered now. If none
-  /// waits, the permit is kept for the first to ask.
+  /// The executor permits a phase: the workers waiting for it, to be answered now. The permit
+  /// holds for those who ask later, until the phase is released.
   std::vector<acquire_waiter> grant(const phase_grant& g);
 
-  /// The job left its group: its waiting workers and unclaimed permits go; the waiters are
-  /// returned.
+  /// The phase was reported done: its permit is used up.
+  void release(const std::string& job, phase_kind phase);
+
+  /// The job left its group: its waiting workers (returned, to be answered) and its permits go.
   std::vector<acquire_waiter> drop(const std::string& job);
+
+  /// The job's permits go (it left its group to be placed again); its workers keep waiting.
+  void revoke(const std::string& job);
+
+  /// Workers of the job waiting, for any phase.
+  bool waiting(const std::string& job) const;
+  /// This request still waits.
+  bool waiting(const std::string& job, phase_kind phase, const std::string& identity,
+               uint64_t request_id) const;
+  /// Takes one waiting request out (to answer it otherwise); false if it no longer waits.
+  bool withdraw(const std::string& job, phase_kind phase, const std::string& identity,
+                uint64_t request_id);
+  /// Every waiting request, taken out.
+  std::vector<acquire_waiter> drop_all();
 
   size_t waiting() const;
   size_t kept() const { return granted_.size(); }

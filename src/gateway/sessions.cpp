@@ -1,15 +1,35 @@
 #include "gateway/sessions.hpp"
 
+#include <fmt/format.h>
+
 namespace loom {
 
-bool session_table::open(const std::string& worker_id, session s) {
+open_outcome session_table::check(const std::string& worker_id, const session& s,
+                                   std::chrono::milliseconds alive) const {
   auto it = sessions_.find(worker_id);
-  const bool resumed = it != sessions_.end();
-  if (resumed)
+  if (it == sessions_.end())
+    return open_outcome::opened;
+  const auto& old = it->second;
+  if (old.key != s.key || old.role != s.role)
+    return open_outcome::forbidden;
+  const bool same_process = !s.incarnation.empty() && old.incarnation == s.incarnation;
+  if (!same_process && old.identity != s.identity && s.last_seen - old.last_seen <= alive)
+    return open_outcome::conflict;
+  return open_outcome::resumed;
+}
+
+open_outcome session_table::open(const std::string& worker_id, session s,
+                                 std::chrono::milliseconds alive) {
+  auto outcome = check(worker_id, s, alive);
+  if (outcome == open_outcome::forbidden || outcome == open_outcome::conflict)
+    return outcome;
+  if (auto it = sessions_.find(worker_id); it != sessions_.end())
     worker_of_.erase(it->second.identity);
+  if (auto w = worker_of_.find(s.identity); w != worker_of_.end() && w->second != worker_id)
+    sessions_.erase(w->second); // the connection registers as another worker now
   worker_of_[s.identity] = worker_id;
   sessions_[worker_id] = std::move(s);
-  return resumed;
+  return outcome;
 }
 
 session* session_table::touch(const std::string& identity, time_point now) {
@@ -53,6 +73,21 @@ std::map<worker_role, size_t> session_table::by_role() const {
   std::map<worker_role, size_t> out;
   for (auto& [id, s] : sessions_)
     ++out[s.role];
+  return out;
+}
+
+std::vector<std::string> session_table::identities() const {
+  std::vector<std::string> out;
+  for (auto& [id, s] : sessions_)
+    out.push_back(s.identity);
+  return out;
+}
+
+std::vector<std::string> session_table::workers_of(const std::string& job) const {
+  std::vector<std::string> out;
+  for (auto& [id, s] : sessions_)
+    if (s.job == job)
+      out.push_back(fmt::format("{} ({})", id, s.role));
   return out;
 }
 

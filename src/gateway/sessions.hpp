@@ -1,8 +1,10 @@
 #pragma once
-// The gateway's sessions, pure: keyed by worker id (stable across reconnects: a Register with
-// the same id takes the session over from the old connection), found by the connection's
-// ZeroMQ identity, and expired when silent for too long (WEAVE §5.3: the dead worker's job
-// fails alone). Admin sessions never expire.
+// The gateway's sessions, pure: keyed by worker id, found by the connection's ZeroMQ identity,
+// and expired when silent for too long (WEAVE §5.3: the dead worker's job fails alone). Admin
+// sessions never expire. A worker id belongs to one key and role: a Register of the same id
+// with another key or role is forbidden. The same process (same incarnation) reconnecting,
+// e.g. to a restarted service, resumes its session; another process is refused while the
+// session is alive, and takes it over once it has gone silent.
 
 #include <chrono>
 #include <map>
@@ -11,8 +13,31 @@
 #include <vector>
 
 #include "core/types.hpp"
+#include "scheduler/types.hpp"
 
 namespace loom {
+
+/// Roles whose sessions run one job's phases; their Register names the job.
+constexpr bool runs_job(worker_role r) {
+  return r == worker_role::rollout || r == worker_role::train || r == worker_role::driver;
+}
+
+/// The WEAVE phases a role acquires and releases: a driver (a framework's single controller)
+/// all of them, rollout workers the rollout, trainers the training and the sync of the new
+/// weights that follows it.
+constexpr bool may_run(worker_role r, phase_kind p) {
+  switch (r) {
+    case worker_role::driver: return true;
+    case worker_role::rollout: return p == phase_kind::rollout;
+    case worker_role::train: return p != phase_kind::rollout;
+    default: return false;
+  }
+}
+
+/// Collective shims announce fabric intents and Opus topo_writes; nobody else does.
+constexpr bool announces_fabric(worker_role r) {
+  return r == worker_role::collective_shim;
+}
 
 struct session {
   std::string identity; // the ZeroMQ routing id of its current connection
@@ -20,14 +45,26 @@ struct session {
   std::string node;
   std::string job;
   std::chrono::steady_clock::time_point last_seen;
+  std::string key;         // the CURVE public key it authenticated with (empty: insecure)
+  std::string incarnation; // the client process's random token
+};
+
+enum class open_outcome : uint8_t {
+  opened,    // a new session
+  resumed,   // the same process reconnected, or a silent session was taken over
+  forbidden, // the id belongs to another key or role
+  conflict,  // a live session of another process holds the id
 };
 
 class session_table {
 public:
   using time_point = std::chrono::steady_clock::time_point;
 
-  /// A worker registers; true if it took over an earlier session of the same id.
-  bool open(const std::string& worker_id, session s);
+  /// A worker registers; `alive`: how long a silent session still counts as alive.
+  open_outcome open(const std::string& worker_id, session s, std::chrono::milliseconds alive);
+  /// What open() would answer, changing nothing.
+  open_outcome check(const std::string& worker_id, const session& s,
+                     std::chrono::milliseconds alive) const;
   /// The session of a connection (nullptr: not registered), seen now.
   session* touch(const std::string& identity, time_point now);
   /// The worker id a connection is registered as, or nullptr.
@@ -41,6 +78,10 @@ public:
   std::map<worker_role, size_t> by_role() const;
   /// The connections of a job's sessions.
   std::vector<std::string> identities_of(const std::string& job) const;
+  /// Every live session's connection.
+  std::vector<std::string> identities() const;
+  /// A job's sessions as "worker-id (role)".
+  std::vector<std::string> workers_of(const std::string& job) const;
 
 private:
   std::map<std::string, session> sessions_;        // by worker id

@@ -13,6 +13,7 @@ struct wire_frame {
   std::string payload;  // the loom.v1.Envelope bytes (empty unless single_part)
   worker_role role = worker_role::rollout; // the role its CURVE key is configured for
   bool authenticated = false;            // false: insecure mode, no key, no role
+  std::string key;                       // its CURVE public key (Z85) when authenticated
   bool single_part = true; // loom.v1 is one frame per message; anything else is malformed
 };
 

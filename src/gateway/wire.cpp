@@ -13,11 +13,11 @@ std::string body_name(const v1::Envelope& e) {
 }
 
 // loom.v1's Role and Phase number their values as worker_role and phase_kind do, plus one.
-static_assert(int(v1::ROLE_ADMIN) == int(worker_role::admin) + 1);
+static_assert(int(v1::ROLE_DRIVER) == int(worker_role::driver) + 1);
 static_assert(int(v1::PHASE_SYNC) == int(phase_kind::sync) + 1);
 
 std::optional<worker_role> role_of(v1::Role r) {
-  if (r < v1::ROLE_ROLLOUT || r > v1::ROLE_ADMIN)
+  if (r < v1::ROLE_ROLLOUT || r > v1::ROLE_DRIVER)
     return std::nullopt;
   return worker_role(int(r) - 1);
 }
@@ -30,6 +30,25 @@ std::optional<phase_kind> phase_of(v1::Phase p) {
 
 v1::Phase to_wire(phase_kind p) {
   return v1::Phase(int(p) + 1);
+}
+
+v1::JobState to_wire(job_state s) {
+  return to_proto(s);
+}
+
+v1::ErrorCode error_code(errc code) {
+  switch (code) {
+    case errc::invalid_argument:
+    case errc::invalid_config: return v1::ERROR_INVALID;
+    case errc::not_found: return v1::ERROR_NOT_FOUND;
+    case errc::job_ended: return v1::ERROR_JOB_ENDED;
+    case errc::already_exists: return v1::ERROR_ALREADY_EXISTS;
+    case errc::out_of_turn: return v1::ERROR_RESTART_ITERATION;
+    case errc::driver_refused: return v1::ERROR_REJECTED;
+    case errc::driver_unreachable:
+    case errc::driver_timeout: return v1::ERROR_UNAVAILABLE;
+    default: return v1::ERROR_INTERNAL;
+  }
 }
 
 void fill(v1::PhaseGrant& out, const phase_grant& g) {
@@ -47,6 +66,7 @@ void fill(v1::SubmitReply& out, const placement_reply& r) {
   out.set_group(r.group);
   out.set_reason(r.reason);
   out.set_cost_per_hour(r.cost_per_hour);
+  out.set_group_cost_per_hour(r.group_cost_per_hour);
 }
 
 void fill(v1::JobInfo& out, const job_status& s) {
@@ -57,6 +77,21 @@ void fill(v1::JobInfo& out, const job_status& s) {
   out.set_slo(s.slo);
   out.set_solo_s(s.solo_s);
   out.set_reason(s.reason);
+  out.set_iterations(uint64_t(std::max<int64_t>(0, s.iterations)));
+  out.set_iterations_done(uint64_t(s.member.iterations_done));
+}
+
+void fill_detail(v1::JobInfo& out, const job_status& s) {
+  for (auto& n : s.rollout_nodes)
+    out.add_rollout_nodes(n);
+  for (auto& n : s.training_nodes)
+    out.add_training_nodes(n);
+  if (s.state != job_state::placed)
+    return;
+  out.set_phase(to_wire(s.member.phase));
+  out.set_running(s.member.running);
+  out.set_waiting(s.member.waiting);
+  out.set_overruns(uint32_t(s.member.overruns));
 }
 
 void fill(v1::GroupInfo& out, const group_status& g) {
@@ -69,6 +104,8 @@ void fill(v1::GroupInfo& out, const group_status& g) {
     out.add_training_nodes(n);
   out.set_saturated(g.saturated);
   out.set_cost_per_hour(g.cost_per_hour);
+  for (auto n : g.iterations_done)
+    out.add_iterations_done(uint64_t(n));
 }
 
 void fill(v1::FabricDecision& out, const fabric_decision& d) {

@@ -10,6 +10,7 @@
 
 #include <caf/expected.hpp>
 
+#include "core/error.hpp"
 #include "core/types.hpp"
 #include "fabric/types.hpp"
 #include "loom.pb.h"
@@ -23,10 +24,16 @@ std::string body_name(const v1::Envelope& e);
 std::optional<worker_role> role_of(v1::Role r);
 std::optional<phase_kind> phase_of(v1::Phase p);
 v1::Phase to_wire(phase_kind p);
+v1::JobState to_wire(job_state s);
+
+/// The wire code of an actor's error.
+v1::ErrorCode error_code(errc code);
 
 void fill(v1::PhaseGrant& out, const phase_grant& g);
 void fill(v1::SubmitReply& out, const placement_reply& r);
 void fill(v1::JobInfo& out, const job_status& s);
+/// Adds what an inspected job's status carries beyond the listing.
+void fill_detail(v1::JobInfo& out, const job_status& s);
 void fill(v1::GroupInfo& out, const group_status& g);
 void fill(v1::FabricDecision& out, const fabric_decision& d);
 void fill(v1::FabricPlanInfo& out, const fabric_plan_status& p);

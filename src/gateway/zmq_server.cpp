@@ -28,7 +28,24 @@ struct zmq_server::impl {
       ::close(wake);
   }
 
-  /// ZAP (RFC 27): admit a CURVE client whose key is configured; its role becomes the User-Id.
+  std::map<std::string, std::chrono::steady_clock::time_point> refused_logged;
+
+  /// A refused key is logged once a minute at most, so a client retrying cannot flood the log.
+  void log_refused(const std::string& key, const std::string& address) {
+    auto now = std::chrono::steady_clock::now();
+    auto [it, fresh] = refused_logged.try_emplace(key, now);
+    if (!fresh && now - it->second < std::chrono::minutes{1})
+      return;
+    it->second = now;
+    if (refused_logged.size() > 1024)
+      refused_logged.clear();
+    spdlog::warn("event=gateway_key_refused key={} address={} reason=\"not in "
+                 "[security.clients]\"",
+                 key.empty() ? "none" : key, address);
+  }
+
+  /// ZAP (RFC 27): admit a CURVE client whose key is configured. The User-Id carries its role
+  /// and key ("role:key"), so the gateway can bind sessions to the key.
   void answer_zap() {
     std::vector<zmq::message_t> parts;
     while (true) {
@@ -42,19 +59,23 @@ struct zmq_server::impl {
     }
     if (parts.size() < 6)
       return;
-    std::string role;
+    std::string user, key;
     if (parts[5].to_string_view() == "CURVE" && parts.size() >= 7 && parts[6].size() == 32) {
       char z85[41] = {};
       zmq_z85_encode(z85, static_cast<const uint8_t*>(parts[6].data()), 32);
-      auto it = config.clients.find(z85);
+      key = z85;
+      auto it = config.clients.find(key);
       if (it != config.clients.end())
-        role = to_string(it->second);
+        user = fmt::format("{}:{}", it->second, key);
     }
-    bool ok = !role.empty();
-    if (!ok && on_refused)
-      on_refused();
+    bool ok = !user.empty();
+    if (!ok) {
+      log_refused(key, parts[3].to_string());
+      if (on_refused)
+        on_refused();
+    }
     std::vector<std::string> reply{"1.0", parts[1].to_string(), ok ? "200" : "400",
-                                   ok ? "OK" : "unknown client key", role, ""};
+                                   ok ? "OK" : "unknown client key", user, ""};
     for (size_t i = 0; i < reply.size(); ++i)
       zap.send(zmq::buffer(reply[i]),
                i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
@@ -94,11 +115,16 @@ struct zmq_server::impl {
       wire_frame frame;
       frame.identity = id.to_string();
       if (!rest.empty() && !config.insecure)
-        if (auto* uid = rest.back().gets("User-Id"))
-          if (auto role = parse_name<worker_role>(uid)) {
+        if (auto* uid = rest.back().gets("User-Id")) {
+          std::string_view user{uid};
+          auto colon = user.find(':');
+          if (auto role = parse_name<worker_role>(user.substr(0, colon));
+              role && colon != std::string_view::npos) {
             frame.role = *role;
+            frame.key = std::string{user.substr(colon + 1)};
             frame.authenticated = true;
           }
+        }
       // One frame is the protocol; anything else is malformed and answered as such.
       frame.single_part = rest.size() == 1;
       if (frame.single_part)
@@ -141,7 +167,13 @@ void zmq_server::run(inbound on_frame) {
 
 void zmq_server::serve() {
   auto& i = *impl_;
-  while (!i.stop.load()) {
+  while (true) {
+    if (i.stop.load()) {
+      // What the gateway queued before the stop (e.g. ServiceStopping) still goes out.
+      i.flush_outbox();
+      i.router.set(zmq::sockopt::linger, 500);
+      return;
+    }
     zmq::pollitem_t items[] = {{i.router.handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, i.wake, ZMQ_POLLIN, 0},
                                {i.zap.handle(), 0, ZMQ_POLLIN, 0}};

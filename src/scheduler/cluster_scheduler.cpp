@@ -9,18 +9,12 @@
 #include "core/inspect.hpp"
 #include "scheduler/group_executor.hpp"
 #include "scheduler/phase_costs.hpp"
+#include "scheduler/scheduler_steps.hpp"
 #include "store/persist.hpp"
 
 namespace loom {
 
-namespace {
-
-using scheduler_ptr = cluster_scheduler_actor::stateful_pointer<cluster_scheduler_state>;
-using job_entry = cluster_scheduler_state::job_entry;
-
-int64_t now_ns(scheduler_ptr self) {
-  return self->clock().now().time_since_epoch().count();
-}
+namespace scheduler_steps {
 
 std::string group_name(uint64_t id) {
   return fmt::format("g{}", id);
@@ -33,6 +27,45 @@ std::vector<std::string> node_names(const std::vector<pool_node>& pool,
     out.push_back(pool[size_t(n)].id);
   return out;
 }
+
+double group_cost_per_hour(const placement_engine& engine, uint64_t id) {
+  auto it = engine.groups().find(id);
+  if (it == engine.groups().end())
+    return 0;
+  double cost = 0;
+  for (int n : it->second.rollout_nodes)
+    cost += engine.rollout_pool()[size_t(n)].cost_per_hour;
+  for (int n : it->second.training_nodes)
+    cost += engine.training_pool()[size_t(n)].cost_per_hour;
+  return cost;
+}
+
+group_executor_actor executor_for(scheduler_ptr self, uint64_t id) {
+  auto& st = self->state;
+  if (auto it = st.executors.find(id); it != st.executors.end())
+    return it->second;
+  auto per_node = [](const std::vector<pool_node>& pool) {
+    return pool.empty() ? 8 : pool.front().gpus;
+  };
+  group_executor_config cfg{group_name(id),
+                            per_node(st.engine->rollout_pool()),
+                            per_node(st.engine->training_pool()),
+                            st.engine->groups().at(id).training_gpus,
+                            st.config.policy,
+                            st.config.migrate_tails,
+                            st.config.sync_writes,
+                            st.rollout_node_names};
+  auto exec = self->spawn(group_executor, std::move(cfg), st.worker,
+                          caf::actor_cast<cluster_scheduler_actor>(self), st.observer, st.store);
+  st.executors.emplace(id, exec);
+  return exec;
+}
+
+} // namespace scheduler_steps
+
+namespace {
+
+using namespace scheduler_steps;
 
 /// The group as stored, or an erase when it has no jobs left.
 record_write group_write(const placement_engine& engine, uint64_t id) {
@@ -62,6 +95,10 @@ record_write placement_write(const placement_engine& engine, const rl_job& job, 
   return record_write{record_kind::placements, job.id, encode_placement(p), false};
 }
 
+int64_t now_ns(scheduler_ptr self) {
+  return self->clock().now().time_since_epoch().count();
+}
+
 void observe(scheduler_ptr self, cluster_event event, const std::string& job, double decision_us) {
   auto& st = self->state;
   if (!st.observer)
@@ -72,28 +109,8 @@ void observe(scheduler_ptr self, cluster_event event, const std::string& job, do
                             decision_us});
 }
 
-group_executor_actor executor_for(scheduler_ptr self, uint64_t id) {
-  auto& st = self->state;
-  if (auto it = st.executors.find(id); it != st.executors.end())
-    return it->second;
-  auto per_node = [](const std::vector<pool_node>& pool) {
-    return pool.empty() ? 8 : pool.front().gpus;
-  };
-  group_executor_config cfg{group_name(id),
-                            per_node(st.engine->rollout_pool()),
-                            per_node(st.engine->training_pool()),
-                            st.engine->groups().at(id).training_gpus,
-                            st.config.policy,
-                            st.config.migrate_tails};
-  auto exec = self->spawn(group_executor, std::move(cfg), st.worker,
-                          caf::actor_cast<cluster_scheduler_actor>(self), st.observer);
-  st.executors.emplace(id, exec);
-  return exec;
-}
-
-using placed_callback = std::function<void(caf::expected<placement_reply>)>;
-
-/// What a decision writes: the job (and for a placement its placement and group) and its event.
+/// What a decision writes: the job (and for a placement its placement, its group and the
+/// group counter) and its event.
 write_batch decision_batch(scheduler_ptr self, const rl_job& job, const placement_decision& d,
                            const placement_reply& reply, loom_event& event) {
   auto& st = self->state;
@@ -109,57 +126,72 @@ write_batch decision_batch(scheduler_ptr self, const rl_job& job, const placemen
     {record_kind::jobs, job.id, encode_job({job, job_state::placed, reply.group, ""}), false});
   batch.records.push_back(placement_write(*st.engine, job, d.group, d.rollout_nodes));
   batch.records.push_back(group_write(*st.engine, d.group));
+  if (d.kind == placement_kind::new_group)
+    batch.records.push_back({record_kind::meta, std::string{scheduler_meta_key},
+                             encode_scheduler_meta(st.engine->next_group_id()), false});
   event = {event_kind::job_placed, job.id,
            fmt::format("decision={} group={} delta_cost_per_hour={:.2f} cost_per_hour={:.2f}",
                        reply.kind, reply.group, d.delta_cost_per_hour, reply.cost_per_hour)};
   return batch;
 }
 
-/// Algorithm 1 (or the configured chooser), then durable, then answered and executed.
-void admit(scheduler_ptr self, rl_job job, placed_callback done) {
-  auto& st = self->state;
-  if (auto it = st.jobs.find(job.id); it != st.jobs.end() && it->second.state == job_state::placed) {
-    done(make_error(errc::invalid_argument,
-                    fmt::format("job '{}' is already placed in {}", job.id,
-                                group_name(it->second.group))));
-    return;
+/// Everyone who asked for this submission hears the one answer.
+void answer_all(scheduler_ptr self, const std::string& id, caf::expected<placement_reply> r) {
+  auto waiting = std::move(self->state.admitting[id]);
+  self->state.admitting.erase(id);
+  for (auto& done : waiting)
+    done(r);
+}
+
+placement_reply reply_of(const placement_engine& engine, const rl_job& job,
+                         const placement_decision& d) {
+  placement_reply reply{job.id, d.kind, {}, {}, {}, d.delta_cost_per_hour, 0, d.reason, 0};
+  if (d.kind != placement_kind::rejected) {
+    reply.group = group_name(d.group);
+    reply.rollout_nodes = node_names(engine.rollout_pool(), d.rollout_nodes);
+    reply.training_nodes = node_names(engine.training_pool(),
+                                      engine.groups().at(d.group).training_nodes);
+    reply.group_cost_per_hour = group_cost_per_hour(engine, d.group);
   }
+  reply.cost_per_hour = engine.cost_per_hour();
+  return reply;
+}
+
+/// The decision is durable: it takes effect and is answered.
+void decided(scheduler_ptr self, const rl_job& job, const placement_decision& d,
+             const placement_reply& reply, double decision_us) {
+  auto& st = self->state;
+  if (d.kind == placement_kind::rejected) {
+    st.jobs[job.id] = {job, job_state::rejected, 0, d.reason};
+  } else {
+    st.jobs[job.id] = {job, job_state::placed, d.group, ""};
+    self->send(executor_for(self, d.group), join_atom::value, group_member{job, d.rollout_nodes});
+  }
+  observe(self, event_of(d.kind), job.id, decision_us);
+  answer_all(self, job.id, reply);
+}
+
+void decide(scheduler_ptr self, rl_job job) {
+  auto& st = self->state;
   auto& engine = *st.engine;
   derive_phase_costs(job, st.config.cluster, st.config.policy);
   auto t0 = std::chrono::steady_clock::now();
   auto d = st.config.choose ? st.config.choose(engine, job) : engine.place(job);
   double decision_us =
     std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  placement_reply reply{job.id, d.kind, {}, {}, {}, d.delta_cost_per_hour, 0, d.reason};
-  if (d.kind != placement_kind::rejected) {
+  if (d.kind != placement_kind::rejected)
     engine.commit(job, d);
-    reply.group = group_name(d.group);
-    reply.rollout_nodes = node_names(engine.rollout_pool(), d.rollout_nodes);
-    reply.training_nodes = node_names(engine.training_pool(),
-                                      engine.groups().at(d.group).training_nodes);
-  }
-  reply.cost_per_hour = engine.cost_per_hour();
+  auto reply = reply_of(engine, job, d);
   loom_event event;
   auto batch = decision_batch(self, job, d, reply, event);
   persist(
     self, st.store, std::move(batch), std::move(event),
-    [self, job, d, reply, decision_us, done] {
-      auto& st = self->state;
-      if (d.kind == placement_kind::rejected) {
-        st.jobs[job.id] = {job, job_state::rejected, 0, d.reason};
-      } else {
-        st.jobs[job.id] = {job, job_state::placed, d.group, ""};
-        self->send(executor_for(self, d.group), join_atom::value,
-                   group_member{job, d.rollout_nodes});
-      }
-      observe(self, event_of(d.kind), job.id, decision_us);
-      done(reply);
-    },
-    [self, job, d, done](caf::error err) {
+    [self, job, d, reply, decision_us] { decided(self, job, d, reply, decision_us); },
+    [self, job, d](caf::error err) {
       // Not durable, so not decided: undo it and say why.
       if (d.kind != placement_kind::rejected)
         self->state.engine->remove(job.id);
-      done(std::move(err));
+      answer_all(self, job.id, std::move(err));
     });
 }
 
@@ -173,16 +205,30 @@ event_kind departure_event(job_state state) {
 }
 
 /// Tells the group's executor the job left; an emptied group's executor stops.
-void leave_group(scheduler_ptr self, const std::string& id, uint64_t group) {
+void leave_group(scheduler_ptr self, const std::string& id, uint64_t group, job_state why) {
   auto& st = self->state;
   auto ex = st.executors.find(group);
   if (ex == st.executors.end())
     return;
-  self->send(ex->second, leave_atom::value, id);
+  self->send(ex->second, leave_atom::value, id, why);
   if (!st.engine->groups().count(group)) {
     self->send_exit(ex->second, caf::exit_reason::user_shutdown);
     st.executors.erase(ex);
   }
+}
+
+/// What a departure writes: the job's new state; its placement, progress and group go.
+write_batch departure_batch(scheduler_ptr self, const job_entry& entry, uint64_t group) {
+  auto& st = self->state;
+  const auto& id = entry.job.id;
+  write_batch batch;
+  batch.sync = st.config.sync_writes;
+  batch.records.push_back(
+    {record_kind::jobs, id, encode_job({entry.job, entry.state, "", entry.reason}), false});
+  batch.records.push_back({record_kind::placements, id, {}, true});
+  batch.records.push_back({record_kind::progress, id, {}, true});
+  batch.records.push_back(group_write(*st.engine, group));
+  return batch;
 }
 
 /// A placed job leaves (finished, failed, cancelled, drifted): its group goes on without it.
@@ -191,54 +237,25 @@ void depart(scheduler_ptr self, const std::string& id, job_state state,
   auto& st = self->state;
   auto it = st.jobs.find(id);
   if (it == st.jobs.end() || it->second.state != job_state::placed) {
-    done(make_error(errc::not_found, fmt::format("no placed job '{}'", id)));
+    done(it == st.jobs.end()
+           ? make_error(errc::not_found, fmt::format("no job '{}'", id))
+           : make_error(errc::job_ended, fmt::format("job '{}' is {}, not placed", id,
+                                                     it->second.state)));
     return;
   }
   auto& entry = it->second;
   const uint64_t group = entry.group;
   st.engine->remove(id);
+  st.progress.erase(id);
   entry.state = state;
   entry.reason = reason;
-  leave_group(self, id, group);
-  write_batch batch;
-  batch.sync = st.config.sync_writes;
-  batch.records.push_back({record_kind::jobs, id, encode_job({entry.job, state, "", reason}), false});
-  batch.records.push_back({record_kind::placements, id, {}, true});
-  batch.records.push_back(group_write(*st.engine, group));
+  leave_group(self, id, group, state);
   observe(self, state == job_state::drifted ? cluster_event::drifted : cluster_event::left, id, 0);
-  persist(self, st.store, std::move(batch),
+  persist(self, st.store, departure_batch(self, entry, group),
           {departure_event(state), id,
            fmt::format("group={} reason=\"{}\" cost_per_hour={:.2f}", group_name(group), reason,
                        st.engine->cost_per_hour())},
           [done] { done(caf::error{}); }, [done](caf::error err) { done(std::move(err)); });
-}
-
-/// After a restart: the jobs the store kept. Placed ones go through admission again (their
-/// groups and executors are rebuilt, the same decisions for the same jobs in the same order),
-/// and so do drifted ones (stopped to be placed again when the service went down); finished,
-/// failed, rejected and cancelled ones are listed as they ended.
-void restore(scheduler_ptr self) {
-  auto& st = self->state;
-  size_t readmitted = 0;
-  for (auto& r : st.config.restore) {
-    auto rec = decode_job(r.value);
-    if (!rec) {
-      spdlog::warn("event=job_restore_skipped job={}", r.key);
-      continue;
-    }
-    if (rec->state != job_state::placed && rec->state != job_state::drifted) {
-      st.jobs[rec->job.id] = {rec->job, rec->state, 0, rec->reason};
-      continue;
-    }
-    ++readmitted;
-    admit(self, rec->job, [id = rec->job.id](caf::expected<placement_reply> p) {
-      if (!p)
-        spdlog::error("event=job_restore_failed job={} error=\"{}\"", id, render(p.error()));
-    });
-  }
-  if (!st.config.restore.empty())
-    spdlog::info("event=scheduler_restored jobs={} readmitted={}", st.config.restore.size(),
-                 readmitted);
 }
 
 caf::result<ok_atom> depart_and_answer(scheduler_ptr self, const std::string& id,
@@ -269,39 +286,49 @@ void replace_drifted(scheduler_ptr self, const std::string& id, double rollout_s
          [self, job](caf::error err) {
            if (err)
              return;
-           admit(self, job, [id = job.id](caf::expected<placement_reply> r) {
+           admit(self, job, [self, id = job.id](caf::expected<placement_reply> r) {
+             if (r && r->kind != placement_kind::rejected)
+               return;
              if (!r)
                spdlog::error("event=drift_replacement_failed job={} error=\"{}\"", id,
                              render(r.error()));
+             // Its workers wait for a new group that will not come.
+             if (self->state.worker)
+               self->send(self->state.worker, leave_atom::value, id, job_state::rejected);
            });
          });
 }
 
-std::vector<job_status> job_statuses(const cluster_scheduler_state& st) {
-  std::vector<job_status> out;
-  for (auto& [id, e] : st.jobs)
-    out.push_back({id, e.state, e.state == job_state::placed ? group_name(e.group) : "",
-                   e.job.slo, e.job.solo_s(), e.reason});
-  return out;
-}
-
-std::vector<group_status> group_statuses(const placement_engine& engine) {
-  std::vector<group_status> out;
-  for (auto& [id, g] : engine.groups()) {
-    group_status s{group_name(id), {}, node_names(engine.rollout_pool(), g.rollout_nodes),
-                   node_names(engine.training_pool(), g.training_nodes), g.is_saturated, 0};
-    for (auto& m : g.members)
-      s.jobs.push_back(m.job.id);
-    for (int n : g.rollout_nodes)
-      s.cost_per_hour += engine.rollout_pool()[size_t(n)].cost_per_hour;
-    for (int n : g.training_nodes)
-      s.cost_per_hour += engine.training_pool()[size_t(n)].cost_per_hour;
-    out.push_back(std::move(s));
-  }
-  return out;
+caf::result<placement_reply> submit(scheduler_ptr self, rl_job job) {
+  if (job.id.empty())
+    return make_error(errc::invalid_argument, "a job needs a name");
+  auto rp = self->make_response_promise<placement_reply>();
+  admit(self, std::move(job), [rp](caf::expected<placement_reply> r) mutable {
+    if (r)
+      rp.deliver(std::move(*r));
+    else
+      rp.deliver(std::move(r.error()));
+  });
+  return rp;
 }
 
 } // namespace
+
+void scheduler_steps::admit(scheduler_ptr self, rl_job job, placed_callback done) {
+  auto& st = self->state;
+  if (auto pending = st.admitting.find(job.id); pending != st.admitting.end()) {
+    pending->second.push_back(std::move(done)); // the same submission again: the same answer
+    return;
+  }
+  if (auto it = st.jobs.find(job.id); it != st.jobs.end() && it->second.state == job_state::placed) {
+    done(make_error(errc::already_exists,
+                    fmt::format("job '{}' is already placed in {}", job.id,
+                                group_name(it->second.group))));
+    return;
+  }
+  st.admitting[job.id].push_back(std::move(done));
+  decide(self, std::move(job));
+}
 
 cluster_scheduler_state::~cluster_scheduler_state() {
   for (auto& [id, exec] : executors)
@@ -330,24 +357,17 @@ cluster_scheduler(cluster_scheduler_actor::stateful_pointer<cluster_scheduler_st
   auto& st = self->state;
   st.engine = std::make_unique<placement_engine>(
     make_placement_engine(config.cluster, config.policy, config.migrate_tails));
+  auto names = std::make_shared<std::vector<std::string>>();
+  for (auto& n : st.engine->rollout_pool())
+    names->push_back(n.id);
+  st.rollout_node_names = std::move(names);
   st.config = std::move(config);
   st.store = std::move(store);
   st.worker = std::move(worker);
   st.observer = std::move(observer);
   restore(self);
   return {
-    [self](submit_atom, rl_job job) -> caf::result<placement_reply> {
-      if (job.id.empty())
-        return make_error(errc::invalid_argument, "a job needs a name");
-      auto rp = self->make_response_promise<placement_reply>();
-      admit(self, std::move(job), [rp](caf::expected<placement_reply> r) mutable {
-        if (r)
-          rp.deliver(std::move(*r));
-        else
-          rp.deliver(std::move(r.error()));
-      });
-      return rp;
-    },
+    [self](submit_atom, rl_job job) { return submit(self, std::move(job)); },
     [self](finish_atom, const std::string& id) -> caf::result<ok_atom> {
       return depart_and_answer(self, id, job_state::finished, "");
     },
@@ -361,8 +381,15 @@ cluster_scheduler(cluster_scheduler_actor::stateful_pointer<cluster_scheduler_st
            int64_t done_iterations) {
       replace_drifted(self, id, rollout_s, training_s, done_iterations);
     },
+    [self](progress_atom, const job_progress& p) {
+      auto it = self->state.jobs.find(p.job);
+      if (it != self->state.jobs.end() && it->second.state == job_state::placed
+          && group_name(it->second.group) == p.group)
+        self->state.progress[p.job] = p;
+    },
     [self](jobs_atom) { return job_statuses(self->state); },
-    [self](groups_atom) { return group_statuses(*self->state.engine); },
+    [self](job_atom, const std::string& id) { return inspect_job(self, id); },
+    [self](groups_atom) { return group_statuses(self->state); },
   };
 }
 

@@ -2,7 +2,8 @@
 // The cluster_scheduler actor: admission and inter-group placement (WEAVE §4.2) around the
 // placement_engine core. Every decision is written to the store before anyone hears of it;
 // placed jobs are handed to their group's executor, which it spawns with the group and stops
-// with the group (or with itself).
+// with the group (or with itself). After a restart it takes every acknowledged decision back
+// as it was (restore_plan): groups, ids, nodes, turn order and iteration counts.
 
 #include <functional>
 #include <map>
@@ -14,6 +15,7 @@
 #include "core/cluster.hpp"
 #include "core/policy.hpp"
 #include "scheduler/placement.hpp"
+#include "scheduler/restore_plan.hpp"
 
 namespace loom {
 
@@ -27,9 +29,8 @@ struct cluster_scheduler_config {
   bool migrate_tails = true;
   bool sync_writes = true;
   placement_chooser choose;
-  // Job records read back from the store after a restart (column family "jobs"): placed jobs
-  // are admitted again, in key order, the others are listed as they ended.
-  std::vector<stored_record> restore;
+  // What the store kept from before a restart (empty on a fresh start).
+  stored_schedule restore;
 };
 
 struct cluster_scheduler_state {
@@ -41,14 +42,20 @@ struct cluster_scheduler_state {
     uint64_t group = 0;
     std::string reason;
   };
+  using placed_callback = std::function<void(caf::expected<placement_reply>)>;
 
   cluster_scheduler_config config;
   std::unique_ptr<placement_engine> engine;
+  std::shared_ptr<const std::vector<std::string>> rollout_node_names;
   store_actor store;
   worker_actor worker;
   observer_actor observer;
   std::map<uint64_t, group_executor_actor> executors;
   std::map<std::string, job_entry> jobs;
+  std::map<std::string, job_progress> progress; // executors' last durable record per job
+  // Submissions being decided and persisted: a second one of the same name gets the same
+  // answer (a submission is idempotent by name).
+  std::map<std::string, std::vector<placed_callback>> admitting;
 
   cluster_scheduler_state() = default;
   cluster_scheduler_state(const cluster_scheduler_state&) = delete;

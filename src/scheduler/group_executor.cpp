@@ -3,8 +3,10 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/error.hpp"
 #include "core/inspect.hpp"
 #include "scheduler/placement.hpp"
+#include "store/codecs.hpp"
 
 namespace loom {
 
@@ -16,18 +18,8 @@ int64_t now_ns(executor_ptr self) {
   return self->clock().now().time_since_epoch().count();
 }
 
-void hand_out(executor_ptr self, const executor_actions& actions) {
-  auto& st = self->state;
-  for (auto& g : actions.grants) {
-    if (g.phase == phase_kind::rollout || g.phase == phase_kind::training)
-      spdlog::debug("event=run_permit group={} job={} phase={} gpus={} switch_s={:.2f} cold={}",
-                    st.config.group, g.job, g.phase, g.gpus, g.switch_s, g.cold);
-    if (st.worker)
-      self->send(st.worker, run_atom::value, g);
-  }
-  for (auto& r : actions.resizes)
-    if (st.worker)
-      self->send(st.worker, resize_atom::value, r.job, r.gpus);
+caf::timespan span(double seconds) {
+  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(seconds));
 }
 
 /// What the job's phases cost after another job's on the group's GPUs (WEAVE §3 C3).
@@ -39,6 +31,60 @@ phase_switches switches_of(const group_executor_config& c, const rl_job& job) {
                              c.policy)};
 }
 
+/// WEAVE §5.3 stragglers: the permitted phase is checked at its overrun deadline.
+void watch(executor_ptr self, const phase_grant& g) {
+  auto& st = self->state;
+  auto* m = st.ledger->find(g.job);
+  if (!m)
+    return;
+  watched_phase w{st.next_sequence++, g.phase, now_ns(self),
+                  deadlines_of(m->member.job, g, st.config.training_gpus, st.config.policy)};
+  st.watched[g.job] = w;
+  self->delayed_send(self, span(w.deadlines.overrun_s), overrun_atom::value, g.job, w.sequence);
+}
+
+void hand_out(executor_ptr self, const executor_actions& actions) {
+  auto& st = self->state;
+  for (auto& g : actions.grants) {
+    spdlog::debug("event=run_permit group={} job={} phase={} gpus={} switch_s={:.2f} cold={}",
+                  st.config.group, g.job, g.phase, g.gpus, g.switch_s, g.cold);
+    watch(self, g);
+    if (st.worker)
+      self->send(st.worker, run_atom::value, g);
+  }
+  for (auto& r : actions.resizes)
+    if (st.worker)
+      self->send(st.worker, resize_atom::value, r.job, r.gpus);
+}
+
+/// The job's place in the turn order and its iteration count, durable, then `then`; the
+/// scheduler hears of it for its status answers.
+template <class Then>
+void save_progress(executor_ptr self, const std::string& job, Then then) {
+  auto& st = self->state;
+  auto place = st.schedule->place_of(job);
+  auto* m = st.ledger->find(job);
+  if (!place || !m || !st.store) {
+    then();
+    return;
+  }
+  job_progress p{job, st.config.group, place->position, place->round, m->iteration};
+  write_batch batch;
+  batch.sync = st.config.sync_writes;
+  batch.records.push_back({record_kind::progress, job, encode_progress(p), false});
+  self->request(st.store, caf::infinite, write_atom::value, std::move(batch))
+    .then(
+      [self, p, then](uint64_t) mutable {
+        self->send(self->state.scheduler, progress_atom::value, p);
+        then();
+      },
+      [self, job, then](caf::error& err) mutable {
+        spdlog::error("event=progress_unstored group={} job={} error=\"{}\"",
+                      self->state.config.group, job, render(err));
+        then();
+      });
+}
+
 /// The job ran its last iteration: it leaves the schedule now, before its next rollout is
 /// permitted, and the scheduler hears it finished.
 void complete(executor_ptr self, const std::string& job, executor_actions& actions) {
@@ -46,10 +92,11 @@ void complete(executor_ptr self, const std::string& job, executor_actions& actio
   std::erase_if(actions.grants, [&](auto& g) { return g.job == job; });
   std::erase_if(actions.resizes, [&](auto& r) { return r.job == job; });
   auto freed = st.schedule->remove(job);
+  st.watched.erase(job);
   actions.grants.insert(actions.grants.end(), freed.grants.begin(), freed.grants.end());
   actions.resizes.insert(actions.resizes.end(), freed.resizes.begin(), freed.resizes.end());
   if (st.worker)
-    self->send(st.worker, leave_atom::value, job);
+    self->send(st.worker, leave_atom::value, job, job_state::finished);
   spdlog::info("event=job_completed group={} job={}", st.config.group, job);
   self->request(st.scheduler, caf::infinite, finish_atom::value, job)
     .then([](ok_atom) {}, [](const caf::error&) {});
@@ -66,21 +113,141 @@ void report_drift(executor_ptr self) {
              drift->iterations_done);
 }
 
-void phase_done(executor_ptr self, const std::string& job, phase_kind phase, double solo_s) {
+/// The workers of a joined (or restored) job have its state staged: it takes its turns.
+void staged(executor_ptr self, const std::string& job) {
   auto& st = self->state;
-  if (!st.ledger->find(job) || st.schedule->current_phase(job) != phase)
-    return; // a report from before the job left or re-joined
+  auto* m = st.ledger->find(job);
+  if (!m || st.schedule->contains(job))
+    return;
+  std::optional<turn_place> at;
+  if (auto it = st.restored.find(job); it != st.restored.end()) {
+    at = it->second;
+    st.restored.erase(it);
+  }
+  auto actions = st.schedule->add(m->member, switches_of(st.config, m->member.job), true, at);
+  auto place = st.schedule->place_of(job);
+  spdlog::info("event=job_staged group={} job={} position={} round={} iterations_done={}",
+               st.config.group, job, place->position, place->round, m->iteration);
+  save_progress(self, job, [] {});
+  hand_out(self, actions);
+}
+
+caf::result<ok_atom> phase_done(executor_ptr self, const std::string& job, phase_kind phase,
+                                double solo_s) {
+  auto& st = self->state;
+  if (!st.ledger->find(job))
+    return make_error(errc::job_ended,
+                      fmt::format("job '{}' is no longer in group {}", job, st.config.group));
+  if (st.schedule->current_phase(job) != phase || !st.schedule->running(job))
+    return make_error(errc::out_of_turn,
+                      fmt::format("job '{}' is not running its {} phase; run its iteration again "
+                                  "from its rollout",
+                                  job, phase));
+  st.watched.erase(job);
   auto end = st.ledger->phase_done(job, phase, solo_s, now_ns(self));
   auto actions = st.schedule->phase_done(job, phase);
-  if (end) {
-    if (st.observer)
-      self->send(st.observer, iteration_atom::value, end->record);
-    if (end->completed)
-      complete(self, job, actions);
-    else
-      report_drift(self);
+  if (!end) {
+    hand_out(self, actions);
+    return ok_atom::value;
   }
+  if (st.observer)
+    self->send(st.observer, iteration_atom::value, end->record);
+  if (end->completed) {
+    complete(self, job, actions);
+    hand_out(self, actions);
+    return ok_atom::value;
+  }
+  report_drift(self);
   hand_out(self, actions);
+  auto rp = self->make_response_promise<ok_atom>();
+  save_progress(self, job, [rp]() mutable { rp.deliver(ok_atom::value); });
+  return rp;
+}
+
+/// The watched phase's deadline passed: reported once past the overrun factor (its elapsed
+/// time feeds the drift check), failed alone past the stuck factor (WEAVE §5.3).
+void check_overrun(executor_ptr self, const std::string& job, uint64_t sequence) {
+  auto& st = self->state;
+  auto it = st.watched.find(job);
+  if (it == st.watched.end() || it->second.sequence != sequence)
+    return;
+  auto& w = it->second;
+  const double elapsed = double(now_ns(self) - w.since_ns) / 1e9;
+  if (!w.overran) {
+    w.overran = true;
+    st.ledger->overran(job, w.phase, elapsed);
+    spdlog::warn("event=phase_overrun group={} job={} phase={} elapsed_s={:.1f} limit_s={:.1f}",
+                 st.config.group, job, w.phase, elapsed, w.deadlines.overrun_s);
+    if (st.observer)
+      self->send(st.observer, overrun_atom::value, job, w.phase, elapsed);
+    self->delayed_send(self, span(w.deadlines.stuck_s - elapsed), overrun_atom::value, job,
+                       sequence);
+    report_drift(self);
+    return;
+  }
+  auto reason = fmt::format("its {} phase ran {:.0f} s, past {} times its worst case", w.phase,
+                            elapsed, st.config.policy.stuck_factor);
+  spdlog::error("event=phase_stuck group={} job={} phase={} elapsed_s={:.1f}", st.config.group,
+                job, w.phase, elapsed);
+  st.watched.erase(it);
+  self->request(st.scheduler, caf::infinite, fail_atom::value, job, reason)
+    .then([](ok_atom) {}, [](const caf::error&) {});
+}
+
+member_status status_of(executor_ptr self, const std::string& job) {
+  auto& st = self->state;
+  auto* m = st.ledger->find(job);
+  member_status s{job};
+  if (!m)
+    return s;
+  s.iterations_done = m->iteration;
+  s.overruns = m->overruns;
+  s.staged = st.schedule->contains(job);
+  if (!s.staged) {
+    s.waiting = "its workers have not said its state is staged (their first PhaseAcquire or "
+                "Staged does)";
+    return s;
+  }
+  s.phase = *st.schedule->current_phase(job);
+  s.running = st.schedule->running(job);
+  const auto& names = st.config.rollout_node_names;
+  s.waiting = st.schedule->wait_reason(job, [&](int n) {
+    return names && size_t(n) < names->size() ? (*names)[size_t(n)] : fmt::format("#{}", n);
+  });
+  return s;
+}
+
+void joined(executor_ptr self, const group_member& m, std::optional<job_progress> progress) {
+  auto& st = self->state;
+  st.ledger->join(m, now_ns(self), progress ? progress->iterations_done : 0);
+  double staging = 0;
+  if (progress) {
+    st.restored[m.job.id] = {progress->position, progress->round};
+  } else {
+    // WEAVE §5.1: the one-time Init stages the job's state into host DRAM while the GPUs serve
+    // the group's other jobs; its workers say when it is done.
+    auto sw = switches_of(st.config, m.job);
+    staging = std::max(sw.rollout.cold_s, sw.training.cold_s);
+  }
+  spdlog::info("event=job_joined group={} job={} members={} restored={} iterations_done={} "
+               "expected_staging_s={:.1f}",
+               st.config.group, m.job.id, st.ledger->size(), progress.has_value(),
+               progress ? progress->iterations_done : 0, staging);
+  if (st.worker)
+    self->send(st.worker, join_atom::value, member_joined{m.job.id, st.config.group, staging});
+}
+
+void left(executor_ptr self, const std::string& job, job_state why) {
+  auto& st = self->state;
+  if (!st.ledger->leave(job))
+    return;
+  st.restored.erase(job);
+  st.watched.erase(job);
+  if (st.worker)
+    self->send(st.worker, leave_atom::value, job, why);
+  hand_out(self, st.schedule->remove(job));
+  spdlog::info("event=job_left group={} job={} state={} members={}", st.config.group, job, why,
+               st.ledger->size());
 }
 
 } // namespace
@@ -88,7 +255,7 @@ void phase_done(executor_ptr self, const std::string& job, phase_kind phase, dou
 group_executor_actor::behavior_type
 group_executor(group_executor_actor::stateful_pointer<group_executor_state> self,
                group_executor_config config, worker_actor worker,
-               cluster_scheduler_actor scheduler, observer_actor observer) {
+               cluster_scheduler_actor scheduler, observer_actor observer, store_actor store) {
   auto& st = self->state;
   st.config = std::move(config);
   st.schedule = std::make_unique<round_robin>(st.config.gpus_per_rollout_node,
@@ -99,44 +266,23 @@ group_executor(group_executor_actor::stateful_pointer<group_executor_state> self
   st.worker = std::move(worker);
   st.scheduler = std::move(scheduler);
   st.observer = std::move(observer);
+  st.store = std::move(store);
   return {
-    [self](join_atom, const group_member& m) {
-      auto& st = self->state;
-      // WEAVE §5.1: the one-time Init stages the job's state into host DRAM while the GPUs
-      // serve the group's other jobs; every run permit after that is a warm start.
-      auto sw = switches_of(st.config, m.job);
-      const double staging = std::max(sw.rollout.cold_s, sw.training.cold_s);
-      st.ledger->join(m, now_ns(self));
-      spdlog::info("event=job_joined group={} job={} members={} staging_s={:.1f}",
-                   st.config.group, m.job.id, st.ledger->size(), staging);
-      self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(
-                                 std::chrono::duration<double>(staging)),
-                         staged_atom::value, m.job.id);
-    },
-    [self](staged_atom, const std::string& job) {
-      auto& st = self->state;
-      auto* m = st.ledger->find(job);
-      if (!m || st.schedule->contains(job))
-        return; // left while staging
-      hand_out(self, st.schedule->add(m->member, switches_of(st.config, m->member.job), true));
-    },
-    [self](leave_atom, const std::string& job) {
-      auto& st = self->state;
-      if (!st.ledger->leave(job))
-        return;
-      if (st.worker)
-        self->send(st.worker, leave_atom::value, job);
-      hand_out(self, st.schedule->remove(job));
-      spdlog::info("event=job_left group={} job={} members={}", st.config.group, job,
-                   st.ledger->size());
-    },
+    [self](join_atom, const group_member& m) { joined(self, m, std::nullopt); },
+    [self](restore_atom, const group_member& m, const job_progress& p) { joined(self, m, p); },
+    [self](leave_atom, const std::string& job, job_state why) { left(self, job, why); },
+    [self](staged_atom, const std::string& job) { staged(self, job); },
     [self](done_atom, const std::string& job, phase_kind phase, double solo_s) {
-      phase_done(self, job, phase, solo_s);
+      return phase_done(self, job, phase, solo_s);
     },
     [self](tail_atom, const std::string& job) {
       auto& st = self->state;
       if (st.ledger->find(job))
         hand_out(self, st.schedule->tail_bound(job));
+    },
+    [self](status_atom, const std::string& job) { return status_of(self, job); },
+    [self](overrun_atom, const std::string& job, uint64_t sequence) {
+      check_overrun(self, job, sequence);
     },
   };
 }

@@ -10,8 +10,24 @@ namespace loom {
 iteration_ledger::iteration_ledger(std::string group, int training_gpus)
   : group_(std::move(group)), training_gpus_(training_gpus) {}
 
-void iteration_ledger::join(const group_member& m, int64_t now_ns) {
-  members_[m.job.id] = member_progress{m, now_ns};
+void iteration_ledger::join(const group_member& m, int64_t now_ns, int64_t iterations_done) {
+  member_progress p{m, now_ns};
+  p.iteration = iterations_done;
+  members_[m.job.id] = std::move(p);
+}
+
+void iteration_ledger::overran(const std::string& job, phase_kind phase, double elapsed_s) {
+  auto it = members_.find(job);
+  if (it == members_.end())
+    return;
+  auto& m = it->second;
+  ++m.overruns;
+  if (phase == phase_kind::rollout)
+    m.measured_rollout_s = std::max(m.measured_rollout_s, elapsed_s);
+  else if (phase == phase_kind::training) // as the job's own DP would take it (footnote 2)
+    m.measured_training_s = std::max(m.measured_training_s,
+                                     elapsed_s * training_gpus_
+                                       / std::max(1, m.member.job.training_gpus));
 }
 
 bool iteration_ledger::leave(const std::string& job) {

@@ -22,6 +22,7 @@ struct member_progress {
   double measured_rollout_s = 0;
   double measured_training_s = 0;
   bool drift_reported = false;
+  int overruns = 0;     // phases that ran past the policy's overrun factor
 };
 
 /// WEAVE §5.3: a member to stop and re-place with the phase times it measured.
@@ -44,8 +45,9 @@ public:
   /// `training_gpus`: the group's training pool, which members' training is matched to.
   iteration_ledger(std::string group, int training_gpus);
 
-  /// A placed job joins; its first iteration starts now.
-  void join(const group_member& m, int64_t now_ns);
+  /// A placed job joins; its first iteration starts now. `iterations_done`: after a restart,
+  /// the iterations it completed before.
+  void join(const group_member& m, int64_t now_ns, int64_t iterations_done = 0);
   /// False if the job is not a member.
   bool leave(const std::string& job);
   const member_progress* find(const std::string& job) const;
@@ -55,6 +57,10 @@ public:
   /// takes alone on full GPUs. A sync ends the iteration.
   std::optional<iteration_end> phase_done(const std::string& job, phase_kind phase, double solo_s,
                                           int64_t now_ns);
+
+  /// The job's phase has run `elapsed_s` and is still running, past the overrun factor: that
+  /// is a lower bound on what the phase takes now (WEAVE §5.3), counted and measured.
+  void overran(const std::string& job, phase_kind phase, double elapsed_s);
 
   /// The member whose measured phases outgrew its profile most, once the measured phases
   /// saturate the group (T_load >= T_cycle); each member is reported once.

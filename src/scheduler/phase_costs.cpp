@@ -22,6 +22,17 @@ double model_sync_s(double model_gb, int rollout_nodes, double cross_link_gbps,
   return gbit / cross_link_gbps + (rollout_nodes > 1 ? gbit / intra_cluster_gbps : 0.0);
 }
 
+phase_deadlines deadlines_of(const rl_job& job, const phase_grant& g, int group_training_gpus,
+                             const weave_policy& p) {
+  double worst = job.sync_s;
+  if (g.phase == phase_kind::rollout)
+    worst = job.rollout_s * job.rollout_gpus / std::max(1, g.gpus);
+  else if (g.phase == phase_kind::training)
+    worst = job.training_s * job.training_gpus / std::max(1, group_training_gpus);
+  const double expected = std::max(min_phase_s, worst + g.switch_s);
+  return {expected * p.overrun_factor, expected * p.stuck_factor};
+}
+
 void derive_phase_costs(rl_job& job, const cluster& c, const weave_policy& p) {
   const int rollout_per_node = c.rollout.empty() ? 8 : std::max(1, c.rollout.front().gpus);
   const int training_per_node = c.training.empty() ? 8 : std::max(1, c.training.front().gpus);

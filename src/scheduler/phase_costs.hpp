@@ -30,6 +30,21 @@ switch_costs phase_switch_costs(double working_set_gb, int gpus_on_node, const w
 double model_sync_s(double model_gb, int rollout_nodes, double cross_link_gbps,
                     double intra_cluster_gbps, bool topology_aware);
 
+/// How long a permitted phase may run (WEAVE §5.3 stragglers): its worst case on the GPUs it
+/// was granted plus its switch, at least `min_phase_s`, times the policy's factors. Past
+/// `overrun_s` it is reported and its elapsed time feeds the drift check; past `stuck_s` its
+/// job fails alone.
+struct phase_deadlines {
+  double overrun_s = 0;
+  double stuck_s = 0;
+};
+
+/// Below a second the worker's own bookkeeping and the report's round trip dominate a phase.
+constexpr double min_phase_s = 1.0;
+
+phase_deadlines deadlines_of(const rl_job& job, const phase_grant& g, int group_training_gpus,
+                             const weave_policy& p);
+
 /// Fills in what a job's phases cost on this cluster beyond its profile: sync_s (over the
 /// cross-cluster link to its rollout nodes) and its warm-start switch times.
 void derive_phase_costs(rl_job& job, const cluster& c, const weave_policy& p);

@@ -162,6 +162,10 @@ placement_decision placement_engine::place(const rl_job& job) const {
     best.reason = "invalid job: needs rollout and training GPUs, a rollout time and an SLO >= 1";
     return best;
   }
+  if (auto why = never_fits(job); !why.empty()) {
+    best.reason = std::move(why);
+    return best;
+  }
   best.delta_cost_per_hour = std::numeric_limits<double>::infinity();
   const size_t nodes_needed = rollout_nodes_needed(job);
   const auto fresh_rollout = free_rollout_nodes(job.rollout_gpus);
@@ -200,6 +204,32 @@ placement_decision placement_engine::place(const rl_job& job) const {
   return best;
 }
 
+std::string placement_engine::never_fits(const rl_job& job) const {
+  auto total = [](const std::vector<pool_node>& pool) {
+    int n = 0;
+    for (auto& node : pool)
+      n += node.gpus;
+    return n;
+  };
+  if (int have = total(rollout_pool_); job.rollout_gpus > have)
+    return fmt::format("needs {} rollout GPUs; the cluster has {}", job.rollout_gpus, have);
+  if (int have = total(training_pool_); job.training_gpus > have)
+    return fmt::format("needs {} training GPUs; the cluster has {}", job.training_gpus, have);
+  auto largest = [](const std::vector<pool_node>& pool) {
+    double m = 0;
+    for (auto& node : pool)
+      m = std::max(m, node.memory_gb);
+    return m;
+  };
+  if (double m = largest(rollout_pool_); job.rollout_memory_gb >= m)
+    return fmt::format("needs {:.1f} GB of host memory per rollout node; the largest has {:.1f}",
+                       job.rollout_memory_gb, m);
+  if (double m = largest(training_pool_); job.training_memory_gb >= m)
+    return fmt::format("needs {:.1f} GB of host memory per training node; the largest has {:.1f}",
+                       job.training_memory_gb, m);
+  return {};
+}
+
 placement_decision placement_engine::isolated(const rl_job& job) const {
   placement_decision d;
   auto roll = free_rollout_nodes(job.rollout_gpus);
@@ -231,13 +261,31 @@ placement_decision placement_engine::isolated(const rl_job& job) const {
   return d;
 }
 
+void placement_engine::set_rollout_used(int n, bool used) {
+  if (rollout_used_[size_t(n)] == used)
+    return;
+  rollout_used_[size_t(n)] = used;
+  const auto& node = rollout_pool_[size_t(n)];
+  cost_per_hour_ += used ? node.cost_per_hour : -node.cost_per_hour;
+  rollout_gpus_used_ += used ? node.gpus : -node.gpus;
+}
+
+void placement_engine::set_training_used(int n, bool used) {
+  if (training_used_[size_t(n)] == used)
+    return;
+  training_used_[size_t(n)] = used;
+  const auto& node = training_pool_[size_t(n)];
+  cost_per_hour_ += used ? node.cost_per_hour : -node.cost_per_hour;
+  training_gpus_used_ += used ? node.gpus : -node.gpus;
+}
+
 void placement_engine::commit(const rl_job& job, const placement_decision& d) {
   if (d.kind == placement_kind::rejected)
     return;
   for (int n : d.new_rollout_nodes)
-    rollout_used_[size_t(n)] = true;
+    set_rollout_used(n, true);
   for (int n : d.new_training_nodes)
-    training_used_[size_t(n)] = true;
+    set_training_used(n, true);
   if (d.kind == placement_kind::new_group) {
     co_execution_group g;
     g.id = next_group_++;
@@ -269,10 +317,12 @@ bool placement_engine::remove(const std::string& job_id) {
   job_group_.erase(it);
   if (g.members.empty()) {
     for (int n : g.rollout_nodes)
-      rollout_used_[size_t(n)] = false;
+      set_rollout_used(n, false);
     for (int n : g.training_nodes)
-      training_used_[size_t(n)] = false;
+      set_training_used(n, false);
     groups_.erase(g.id);
+    if (groups_.empty()) // no rounding left over from the running sum
+      cost_per_hour_ = 0;
     return true;
   }
   // Rollout nodes no member is pinned to any more go back to the pool.
@@ -280,32 +330,47 @@ bool placement_engine::remove(const std::string& job_id) {
     for (auto& m : g.members)
       if (std::find(m.rollout_nodes.begin(), m.rollout_nodes.end(), n) != m.rollout_nodes.end())
         return false;
-    rollout_used_[size_t(n)] = false;
+    set_rollout_used(n, false);
     return true;
   });
   g.is_saturated = saturated(g.plan);
   return true;
 }
 
-double placement_engine::cost_per_hour() const {
-  double c = 0;
-  for (size_t i = 0; i < rollout_pool_.size(); ++i)
-    if (rollout_used_[i])
-      c += rollout_pool_[i].cost_per_hour;
-  for (size_t i = 0; i < training_pool_.size(); ++i)
-    if (training_used_[i])
-      c += training_pool_[i].cost_per_hour;
-  return c;
-}
-
-int placement_engine::gpus_in_use(bool rollout) const {
-  const auto& pool = rollout ? rollout_pool_ : training_pool_;
-  const auto& used = rollout ? rollout_used_ : training_used_;
-  int n = 0;
-  for (size_t i = 0; i < pool.size(); ++i)
-    if (used[i])
-      n += pool[i].gpus;
-  return n;
+std::string placement_engine::restore(uint64_t id, const std::vector<int>& rollout_nodes,
+                                      const std::vector<int>& training_nodes,
+                                      const std::vector<group_member>& members) {
+  auto valid = [](const std::vector<int>& nodes, const std::vector<bool>& used) {
+    for (int n : nodes)
+      if (n < 0 || size_t(n) >= used.size() || used[size_t(n)])
+        return false;
+    return true;
+  };
+  if (groups_.count(id) || !valid(rollout_nodes, rollout_used_)
+      || !valid(training_nodes, training_used_) || members.empty())
+    return fmt::format("group g{} names a node that is unknown or already in use, or no job", id);
+  for (auto& m : members)
+    if (job_group_.count(m.job.id))
+      return fmt::format("job '{}' is in two groups", m.job.id);
+  co_execution_group g;
+  g.id = id;
+  g.rollout_nodes = rollout_nodes;
+  g.training_nodes = training_nodes;
+  for (int n : rollout_nodes)
+    set_rollout_used(n, true);
+  for (int n : training_nodes) {
+    set_training_used(n, true);
+    g.training_gpus += training_pool_[size_t(n)].gpus;
+  }
+  for (auto& m : members) {
+    g.members.push_back(m);
+    g.plan.push_back(member_for(m.job, m.rollout_nodes, g.training_gpus));
+    job_group_[m.job.id] = id;
+  }
+  g.is_saturated = saturated(g.plan);
+  groups_.emplace(id, std::move(g));
+  next_group_ = std::max(next_group_, id + 1);
+  return {};
 }
 
 } // namespace loom

@@ -75,13 +75,22 @@ public:
   /// Applies a decision returned by place() for the same job.
   void commit(const rl_job& job, const placement_decision& decision);
 
+  /// After a restart: a group as it was decided, with its members in turn order. Empty if it
+  /// was taken as it is, else why not (a node unknown or used twice).
+  std::string restore(uint64_t id, const std::vector<int>& rollout_nodes,
+                      const std::vector<int>& training_nodes,
+                      const std::vector<group_member>& members);
+  /// Group ids are never reused: after a restart they go on from the stored counter.
+  void set_next_group_id(uint64_t id) { next_group_ = std::max(next_group_, id); }
+
   /// A job finished, failed or was cancelled: it leaves its group; an emptied group releases
   /// its nodes. False if the job is unknown.
   bool remove(const std::string& job_id);
 
   const std::map<uint64_t, co_execution_group>& groups() const { return groups_; }
-  double cost_per_hour() const;
-  int gpus_in_use(bool rollout) const;
+  /// Kept as nodes are provisioned and released, not summed per call.
+  double cost_per_hour() const { return cost_per_hour_; }
+  int gpus_in_use(bool rollout) const { return rollout ? rollout_gpus_used_ : training_gpus_used_; }
   size_t jobs() const { return job_group_.size(); }
   uint64_t next_group_id() const { return next_group_; }
   int max_group_size() const { return max_group_size_; }
@@ -112,6 +121,11 @@ public:
 private:
   std::vector<int> free_nodes(const std::vector<pool_node>& pool, const std::vector<bool>& used,
                               int gpus) const;
+  /// Provisions or releases a node, keeping the cost and GPU counts.
+  void set_rollout_used(int node, bool used);
+  void set_training_used(int node, bool used);
+  /// Why a job can never be placed on this cluster, or empty.
+  std::string never_fits(const rl_job& job) const;
   /// GENERATEPLACEMENTS for a job needing `nodes` rollout nodes: each member's rollout node
   /// set of that size and the group's least loaded nodes.
   std::set<std::vector<int>> packings(const co_execution_group& g, size_t nodes) const;
@@ -126,6 +140,9 @@ private:
   int max_group_size_;
   double tail_migration_cost_s_;
   uint64_t next_group_ = 1;
+  double cost_per_hour_ = 0;
+  int rollout_gpus_used_ = 0;
+  int training_gpus_used_ = 0;
   std::map<uint64_t, co_execution_group> groups_;
   std::map<std::string, uint64_t> job_group_;
 };

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <ranges>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 namespace loom {
 
 int round_robin::running_rollout::total_held() const {
@@ -73,8 +76,8 @@ const std::string* round_robin::next_in_training() const {
                        [](const member_state& m) { return m.training_turn; });
 }
 
-executor_actions round_robin::add(const group_member& m, phase_switches switches,
-                                   bool staged) {
+executor_actions round_robin::add(const group_member& m, phase_switches switches, bool staged,
+                                   std::optional<turn_place> at) {
   const auto& job = m.job.id;
   if (members_.count(job))
     return {};
@@ -82,9 +85,15 @@ executor_actions round_robin::add(const group_member& m, phase_switches switches
   // phases slot in right behind the last member's, as in the steady state the planner
   // checked; joining the round in progress would push the others' next rollouts back.
   member_state state{m.rollout_nodes, m.job.rollout_gpus, switches, phase_kind::rollout,
-                     next_position_++, 0, 0};
-  for (auto& [other, o] : members_)
-    state.rollout_turn = std::max(state.rollout_turn, o.rollout_turn);
+                     next_position_, 0, 0};
+  if (at) {
+    state.position = at->position;
+    state.rollout_turn = at->round;
+  } else {
+    for (auto& [other, o] : members_)
+      state.rollout_turn = std::max(state.rollout_turn, o.rollout_turn);
+  }
+  next_position_ = std::max(next_position_, state.position + 1);
   state.training_turn = state.rollout_turn;
   for (int n : state.rollout_nodes) {
     auto& ns = node(n);
@@ -289,6 +298,52 @@ std::optional<phase_kind> round_robin::current_phase(const std::string& job) con
   if (it == members_.end())
     return std::nullopt;
   return it->second.phase;
+}
+
+bool round_robin::running(const std::string& job) const {
+  auto it = members_.find(job);
+  if (it == members_.end())
+    return false;
+  switch (it->second.phase) {
+    case phase_kind::rollout: return rollouts_.count(job) > 0;
+    case phase_kind::training: return training_running_ == job;
+    case phase_kind::sync: return true; // permitted the moment training ends
+  }
+  return false;
+}
+
+std::optional<turn_place> round_robin::place_of(const std::string& job) const {
+  auto it = members_.find(job);
+  if (it == members_.end())
+    return std::nullopt;
+  // A start moves the turn on: once the current iteration's rollout has started, its round is
+  // the one before.
+  auto& m = it->second;
+  const bool started = m.phase != phase_kind::rollout || rollouts_.count(job) > 0;
+  return turn_place{m.position, m.rollout_turn - (started ? 1 : 0)};
+}
+
+std::string round_robin::wait_reason(const std::string& job,
+                                     const std::function<std::string(int)>& node_name) const {
+  auto it = members_.find(job);
+  if (it == members_.end() || running(job))
+    return {};
+  if (it->second.phase == phase_kind::training) {
+    if (training_running_)
+      return fmt::format("the training pool runs {}'s training", *training_running_);
+    auto* next = next_in_training();
+    return next && *next != job ? fmt::format("{}'s training turn comes first", *next)
+                                : std::string{"waiting for the training pool"};
+  }
+  for (int n : it->second.rollout_nodes) {
+    auto* next = next_on_node(n);
+    if (next && *next != job)
+      return fmt::format("{}'s rollout turn on {} comes first", *next, node_name(n));
+  }
+  std::vector<std::string> holders;
+  for (auto& [other, run] : rollouts_)
+    holders.push_back(other);
+  return fmt::format("its rollout nodes have no free GPU (held by {})", fmt::join(holders, ", "));
 }
 
 int round_robin::free_gpus(int n) const {

@@ -13,6 +13,7 @@
 // at once (elastically: it grows as more GPUs free up).
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -35,6 +36,12 @@ struct executor_actions {
   std::vector<gpu_resize> resizes;
 };
 
+/// A member's place in the turn order: its join position and the round of its next rollout.
+struct turn_place {
+  uint64_t position = 0;
+  uint64_t round = 0;
+};
+
 class round_robin {
 public:
   /// `tail_threshold` in (0, 1]: fraction of responses done that makes a rollout tail-bound;
@@ -45,8 +52,10 @@ public:
   /// A job joins at the end of the turn order, from the next round nobody has started: its
   /// first phases follow everyone else's. Its rollout GPUs fill its nodes in order; `switches`
   /// are what its phases cost after another job's. `staged`: its state is already in the host
-  /// DRAM of its nodes, so its first phases start warm.
-  executor_actions add(const group_member& m, phase_switches switches, bool staged);
+  /// DRAM of its nodes, so its first phases start warm. `at`: the place it held before a
+  /// restart, kept instead (its rollout and training come at that round, in that position).
+  executor_actions add(const group_member& m, phase_switches switches, bool staged,
+                       std::optional<turn_place> at = std::nullopt);
   /// A job leaves (finished, failed, cancelled): its queued phases go, its GPUs are freed.
   executor_actions remove(const std::string& job);
   /// The worker finished a phase the executor granted.
@@ -59,6 +68,15 @@ public:
   std::vector<std::string> jobs() const;
   /// The phase the job is running or waiting for.
   std::optional<phase_kind> current_phase(const std::string& job) const;
+  /// The phase the job runs now, if it was permitted and not yet reported done.
+  bool running(const std::string& job) const;
+  /// Its place in the turn order: its position and the round of its current iteration's
+  /// rollout (where it resumes after a restart, running that iteration again).
+  std::optional<turn_place> place_of(const std::string& job) const;
+  /// Why the member's next phase is not permitted yet, in words, naming nodes with
+  /// `node_name`; empty while it runs or if it is not a member.
+  std::string wait_reason(const std::string& job,
+                          const std::function<std::string(int)>& node_name) const;
   int free_gpus(int node) const;
   /// GPUs a job holds on the rollout pool (0 unless its rollout runs).
   int rollout_gpus_held(const std::string& job) const;

@@ -145,8 +145,41 @@ struct placement_reply {
   std::vector<std::string> rollout_nodes;
   std::vector<std::string> training_nodes;
   double delta_cost_per_hour = 0;
-  double cost_per_hour = 0; // the cluster's provisioning cost after the decision
-  std::string reason;       // why it was rejected
+  double cost_per_hour = 0;       // the cluster's provisioning cost after the decision
+  std::string reason;             // why it was rejected
+  double group_cost_per_hour = 0; // the group's own nodes after the decision
+};
+
+/// Where a job stands in its group's round robin (WEAVE §4.3): its place in the turn order, the
+/// round of its next rollout and the iterations it completed in this placement. Kept in the
+/// store when its workers first say its state is staged and at every iteration end, so that a
+/// restarted service resumes it in the same turn with the same count.
+struct job_progress {
+  std::string job;
+  std::string group;
+  uint64_t position = 0;
+  uint64_t round = 0;
+  int64_t iterations_done = 0;
+};
+
+/// A job joined a group (executor -> worker edge). Its first phase waits until its workers say
+/// its state is staged (WEAVE §5.1 Init); `staging_s` is the cold start the executor's schedule
+/// expects, for edges that model it (replay's simulated frameworks).
+struct member_joined {
+  std::string job;
+  std::string group;
+  double staging_s = 0;
+};
+
+/// A job as its group's executor sees it.
+struct member_status {
+  std::string job;
+  int64_t iterations_done = 0;
+  phase_kind phase = phase_kind::rollout; // the phase it runs or waits for
+  bool staged = false;                   // its workers said its state is staged
+  bool running = false;                  // the phase is granted and not yet released
+  std::string waiting;                   // why it waits, empty while it runs
+  int overruns = 0;                      // phases past the policy's overrun factor
 };
 
 struct job_status {
@@ -156,6 +189,11 @@ struct job_status {
   double slo = 0;
   double solo_s = 0;
   std::string reason;
+  int64_t iterations = 0; // to run; 0: until finished or cancelled
+  // Filled when one job is inspected while placed: where it runs and how far it got.
+  std::vector<std::string> rollout_nodes;
+  std::vector<std::string> training_nodes;
+  member_status member;
 };
 
 struct group_status {
@@ -164,7 +202,8 @@ struct group_status {
   std::vector<std::string> rollout_nodes;
   std::vector<std::string> training_nodes;
   bool saturated = false;
-  double cost_per_hour = 0;
+  double cost_per_hour = 0;              // the group's own nodes
+  std::vector<int64_t> iterations_done;  // per job, in the order of `jobs` (the turn order)
 };
 
 /// One completed iteration of a job under its group's schedule (end of its sync).

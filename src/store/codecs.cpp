@@ -126,6 +126,60 @@ std::string encode_placement(const placement_record& rec) {
   return p.SerializeAsString();
 }
 
+std::optional<group_record> decode_group(std::string_view bytes) {
+  v1::Group g;
+  if (!g.ParseFromArray(bytes.data(), int(bytes.size())))
+    return std::nullopt;
+  group_record out{g.id(), {}, {}, {}};
+  out.jobs.assign(g.job_ids().begin(), g.job_ids().end());
+  out.rollout_nodes.assign(g.rollout_nodes().begin(), g.rollout_nodes().end());
+  out.training_nodes.assign(g.training_nodes().begin(), g.training_nodes().end());
+  return out;
+}
+
+std::optional<placement_record> decode_placement(std::string_view bytes) {
+  v1::Placement p;
+  if (!p.ParseFromArray(bytes.data(), int(bytes.size())))
+    return std::nullopt;
+  placement_record out{p.job_id(), p.group_id(), {}, {}};
+  for (auto& s : p.rollout())
+    out.rollout.push_back({s.node(), int(s.gpus())});
+  for (auto& s : p.training())
+    out.training.push_back({s.node(), int(s.gpus())});
+  return out;
+}
+
+std::string encode_progress(const job_progress& rec) {
+  v1::JobProgress p;
+  p.set_job_id(rec.job);
+  p.set_group_id(rec.group);
+  p.set_position(rec.position);
+  p.set_round(rec.round);
+  p.set_iterations_done(uint64_t(rec.iterations_done));
+  return p.SerializeAsString();
+}
+
+std::optional<job_progress> decode_progress(std::string_view bytes) {
+  v1::JobProgress p;
+  if (!p.ParseFromArray(bytes.data(), int(bytes.size())) || p.job_id().empty())
+    return std::nullopt;
+  return job_progress{p.job_id(), p.group_id(), p.position(), p.round(),
+                      int64_t(p.iterations_done())};
+}
+
+std::string encode_scheduler_meta(uint64_t next_group) {
+  v1::SchedulerMeta m;
+  m.set_next_group(next_group);
+  return m.SerializeAsString();
+}
+
+std::optional<uint64_t> decode_scheduler_meta(std::string_view bytes) {
+  v1::SchedulerMeta m;
+  if (!m.ParseFromArray(bytes.data(), int(bytes.size())))
+    return std::nullopt;
+  return m.next_group();
+}
+
 std::string encode_device_plan(const device_plan_record& rec) {
   v1::CircuitPlan p;
   p.set_device(rec.device);

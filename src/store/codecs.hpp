@@ -54,6 +54,7 @@ struct group_record {
 };
 
 std::string encode_group(const group_record& r);
+std::optional<group_record> decode_group(std::string_view bytes);
 
 /// GPUs of one node a placement uses.
 struct node_share {
@@ -70,6 +71,17 @@ struct placement_record {
 };
 
 std::string encode_placement(const placement_record& r);
+std::optional<placement_record> decode_placement(std::string_view bytes);
+
+/// Where a job stands in its group's round robin (loom.v1.JobProgress, column family
+/// "progress", key = job id).
+std::string encode_progress(const job_progress& p);
+std::optional<job_progress> decode_progress(std::string_view bytes);
+
+/// The scheduler's counters (loom.v1.SchedulerMeta, column family "meta", key "scheduler").
+inline constexpr std::string_view scheduler_meta_key = "scheduler";
+std::string encode_scheduler_meta(uint64_t next_group);
+std::optional<uint64_t> decode_scheduler_meta(std::string_view bytes);
 
 /// A full-duplex circuit between duplex ports a < b of a device, and the plan holding it.
 struct device_circuit {

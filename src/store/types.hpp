@@ -15,17 +15,26 @@
 namespace loom {
 
 /// A record kind; its name is its column family's.
-enum class record_kind : uint8_t { meta, jobs, groups, placements, circuit_plans, events };
+enum class record_kind : uint8_t {
+  meta,
+  jobs,
+  groups,
+  placements,
+  circuit_plans,
+  events,
+  progress, // where each placed job stands in its group's round robin
+};
 
 template <>
 struct enum_names<record_kind> {
-  static constexpr std::array<std::pair<record_kind, std::string_view>, 6> table{{
+  static constexpr std::array<std::pair<record_kind, std::string_view>, 7> table{{
     {record_kind::meta, "meta"},
     {record_kind::jobs, "jobs"},
     {record_kind::groups, "groups"},
     {record_kind::placements, "placements"},
     {record_kind::circuit_plans, "circuit_plans"},
     {record_kind::events, "events"},
+    {record_kind::progress, "progress"},
   }};
 };
 

@@ -1,0 +1,178 @@
+"""The API an RL framework wraps: one job's worker on Loom.
+
+    job = Job("math-7b", role="driver")          # endpoint and keys from LOOM_* by default
+    with job.phase("rollout") as p:              # blocks until Loom grants the rollout
+        responses = generate(batch)
+        job.progress(len(responses), batch_size)
+    @job.phase("training")
+    def train_step(responses): ...
+    job.finish()                                 # the job is complete: it leaves its group
+
+With no endpoint (LOOM_ENDPOINT unset and none given) every call returns at once and phases
+run unscheduled, so one framework image runs with or without Loom.
+"""
+
+import functools
+import os
+import socket
+import time
+
+from . import loom_pb2 as pb
+from .client import Client
+
+_JOB_STATES = {v: k for k, v in pb.JobState.items()}
+
+
+class Grant:
+    """A run permit (WEAVE §5.1): the GPUs the phase runs on and the load before it."""
+
+    def __init__(self, phase, gpus=0, switch_s=0.0, cold=False):
+        self.phase = phase
+        self.gpus = gpus
+        self.switch_s = switch_s
+        self.cold = cold
+
+
+class Phase:
+    """One phase, held while its `with` block runs; released when the block ends without an
+    exception, with the block's duration as its solo time unless `solo_s` is set. As a
+    decorator, it holds the phase around every call of the function."""
+
+    def __init__(self, job, name, solo_s=None):
+        self._job = job
+        self.name = name
+        self.solo_s = solo_s
+        self.grant = None
+        self._since = None
+
+    def __enter__(self):
+        self.grant = self._job._acquire(self.name)
+        self._since = time.monotonic()
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if kind is None:
+            held = time.monotonic() - self._since
+            self._job._release(self.name, held if self.solo_s is None else self.solo_s)
+        return False
+
+    @property
+    def gpus(self):
+        return self.grant.gpus if self.grant else 0
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def held(*args, **kwargs):
+            with Phase(self._job, self.name, self.solo_s):
+                return fn(*args, **kwargs)
+
+        return held
+
+
+class Job:
+    """A worker of one RL job. Roles: "driver" runs every phase (a single controller, as veRL
+    and slime drive), "rollout" the rollouts, "train" the training and the sync after it.
+
+    Arguments default to the environment: LOOM_ENDPOINT, LOOM_SERVER_KEY (the service's
+    public key file), LOOM_KEY (this worker's key pair prefix), LOOM_JOB, LOOM_ROLE,
+    LOOM_WORKER_ID. Without an endpoint the job is disabled: every call is a no-op."""
+
+    def __init__(self, job=None, role=None, worker_id=None, endpoint=None, server_key=None,
+                 key=None, node="", timeout_s=30.0):
+        env = os.environ
+        self.name = job or env.get("LOOM_JOB", "")
+        self.role = role or env.get("LOOM_ROLE", "driver")
+        endpoint = endpoint if endpoint is not None else env.get("LOOM_ENDPOINT", "")
+        self.enabled = bool(endpoint)
+        self._tail = []
+        self._left = []
+        self._waiting = []
+        self.client = None
+        if not self.enabled:
+            return
+        if not self.name:
+            raise ValueError("a job name is needed (job= or LOOM_JOB)")
+        worker_id = worker_id or env.get("LOOM_WORKER_ID") or (
+            f"{self.name}-{self.role}-{socket.gethostname()}-{os.getpid()}")
+        self.client = Client(endpoint, server_key or env.get("LOOM_SERVER_KEY"),
+                             key or env.get("LOOM_KEY"), timeout_s)
+        self.client.on_command(self._command)
+        self.registration = self.client.register(self.role, worker_id, self.name, node)
+
+    # -- phases ---------------------------------------------------------------------------------
+
+    def phase(self, name, solo_s=None):
+        """A context manager (and decorator) holding the phase: rollout, training or sync."""
+        return Phase(self, name, solo_s)
+
+    def _acquire(self, name):
+        if not self.enabled:
+            return Grant(name)
+        g = self.client.acquire(self.name, name)
+        return Grant(name, g.gpus, g.switch_s, g.cold)
+
+    def _release(self, name, solo_s):
+        if self.enabled:
+            self.client.release(self.name, name, solo_s)
+
+    def staged(self):
+        """The job's state is in host DRAM (WEAVE §5.1 Init); its first phase says so too."""
+        if self.enabled:
+            self.client.staged(self.name)
+
+    def progress(self, done, total):
+        """Rollout responses done out of total: drives long-tail migration (WEAVE §4.3)."""
+        if self.enabled:
+            self.client.progress(self.name, done, total)
+
+    # -- what the service says ------------------------------------------------------------------
+
+    def on_tail_migration(self, fn):
+        """fn(gpus): the running rollout now has this many GPUs (its tail was consolidated, or
+        it grew as GPUs freed up). Runs on the client's I/O thread."""
+        self._tail.append(fn)
+        return fn
+
+    def on_job_left(self, fn):
+        """fn(state, reason): the job left its group, state "JOB_STATE_FINISHED", ... or
+        "JOB_STATE_DRIFTED" (placed again elsewhere: its phases go on there)."""
+        self._left.append(fn)
+        return fn
+
+    def on_waiting(self, fn):
+        """fn(phase, reason): why a phase this worker asked for is not granted yet."""
+        self._waiting.append(fn)
+        return fn
+
+    def _command(self, env):
+        body = env.WhichOneof("body")
+        if body == "tail_migration":
+            for fn in self._tail:
+                fn(env.tail_migration.gpus)
+        elif body == "job_left":
+            for fn in self._left:
+                fn(_JOB_STATES.get(env.job_left.state, ""), env.job_left.reason)
+        elif body == "waiting":
+            phase = pb.Phase.Name(env.waiting.phase).replace("PHASE_", "").lower()
+            for fn in self._waiting:
+                fn(phase, env.waiting.reason)
+
+    # -- the end --------------------------------------------------------------------------------
+
+    def finish(self):
+        """The job is complete: it leaves its group, and this worker says goodbye."""
+        self.close("job finished", finished=True)
+
+    def close(self, reason="done", finished=False):
+        """Says goodbye; `finished`: the job is complete (it leaves its group)."""
+        if self.client is not None:
+            self.client.close(reason, job_finished=finished)
+            self.client = None
+            self.enabled = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        self.close("done" if kind is None else f"{kind.__name__}: {value}")
+        return False

@@ -1,0 +1,86 @@
+// The cluster scheduler after a restart: every acknowledged decision comes back as it was
+// (restore_plan), the executors resume their groups' round robins, and only drifted jobs and
+// records that do not fit together go through admission again.
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/error.hpp"
+#include "core/inspect.hpp"
+#include "scheduler/phase_costs.hpp"
+#include "scheduler/scheduler_steps.hpp"
+
+namespace loom::scheduler_steps {
+
+namespace {
+
+std::vector<std::string> pool_ids(const std::vector<pool_node>& pool) {
+  std::vector<std::string> out;
+  for (auto& n : pool)
+    out.push_back(n.id);
+  return out;
+}
+
+/// One group back in the engine, its members with their executor; false if it did not fit.
+bool restore_group(scheduler_ptr self, restored_group& g, const restore_plan& plan) {
+  auto& st = self->state;
+  for (auto& m : g.members)
+    derive_phase_costs(m.job, st.config.cluster, st.config.policy);
+  if (auto why = st.engine->restore(g.id, g.rollout_nodes, g.training_nodes, g.members);
+      !why.empty()) {
+    spdlog::error("event=group_restore_failed group={} reason=\"{}\"", group_name(g.id), why);
+    return false;
+  }
+  auto exec = executor_for(self, g.id);
+  for (auto& m : g.members) {
+    st.jobs[m.job.id] = {m.job, job_state::placed, g.id, ""};
+    if (auto p = plan.progress.find(m.job.id); p != plan.progress.end()) {
+      st.progress[m.job.id] = p->second;
+      self->send(exec, restore_atom::value, m, p->second);
+    } else {
+      self->send(exec, join_atom::value, m);
+    }
+  }
+  return true;
+}
+
+void readmit(scheduler_ptr self, const rl_job& job) {
+  admit(self, job, [id = job.id](caf::expected<placement_reply> p) {
+    if (!p)
+      spdlog::error("event=job_restore_failed job={} error=\"{}\"", id, render(p.error()));
+  });
+}
+
+} // namespace
+
+void restore(scheduler_ptr self) {
+  auto& st = self->state;
+  auto& stored = st.config.restore;
+  if (stored.jobs.empty())
+    return;
+  auto plan = plan_restore(stored, pool_ids(st.engine->rollout_pool()),
+                           pool_ids(st.engine->training_pool()));
+  for (auto& why : plan.problems)
+    spdlog::warn("event=restore_problem reason=\"{}\"", why);
+  st.engine->set_next_group_id(plan.next_group);
+  for (auto& rec : plan.ended)
+    st.jobs[rec.job.id] = {rec.job, rec.state, 0, rec.reason};
+  size_t placed = 0;
+  for (auto& g : plan.groups) {
+    if (restore_group(self, g, plan)) {
+      placed += g.members.size();
+      continue;
+    }
+    for (auto& m : g.members)
+      plan.readmit.push_back(m.job);
+  }
+  for (auto& job : plan.readmit)
+    readmit(self, job);
+  spdlog::info("event=scheduler_restored jobs={} groups={} placed={} resumed={} readmitted={} "
+               "next_group={}",
+               stored.jobs.size(), st.engine->groups().size(), placed, plan.progress.size(),
+               plan.readmit.size(), st.engine->next_group_id());
+  stored = {}; // taken back; the records are not needed again
+}
+
+} // namespace loom::scheduler_steps

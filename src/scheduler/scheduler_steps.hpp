@@ -1,0 +1,39 @@
+#pragma once
+// The cluster scheduler's steps, shared by its sources (cluster_scheduler.cpp: admission and
+// departures; scheduler_restore.cpp: taking decisions back after a restart;
+// scheduler_status.cpp: what operators are told). Internal.
+
+#include <string>
+#include <vector>
+
+#include "scheduler/cluster_scheduler.hpp"
+
+namespace loom::scheduler_steps {
+
+using scheduler_ptr = cluster_scheduler_actor::stateful_pointer<cluster_scheduler_state>;
+using job_entry = cluster_scheduler_state::job_entry;
+using placed_callback = cluster_scheduler_state::placed_callback;
+
+std::string group_name(uint64_t id);
+
+std::vector<std::string> node_names(const std::vector<pool_node>& pool,
+                                    const std::vector<int>& nodes);
+
+/// The group's own provisioning cost (its rollout and training nodes).
+double group_cost_per_hour(const placement_engine& engine, uint64_t id);
+
+/// The group's executor, spawned with the group.
+group_executor_actor executor_for(scheduler_ptr self, uint64_t id);
+
+/// Algorithm 1 (or the configured chooser), then durable, then answered and executed.
+void admit(scheduler_ptr self, rl_job job, placed_callback done);
+
+/// Takes back what the store kept (config.restore).
+void restore(scheduler_ptr self);
+
+std::vector<job_status> job_statuses(const cluster_scheduler_state& st);
+std::vector<group_status> group_statuses(const cluster_scheduler_state& st);
+/// One job in detail; while placed its executor adds how far it got and why it waits.
+caf::result<job_status> inspect_job(scheduler_ptr self, const std::string& id);
+
+} // namespace loom::scheduler_steps
