@@ -90,10 +90,12 @@ CAF_TEST(submit_place_join_grant_release) {
   run();
   rl_job job{"A", 8, 8, 100, 100, 1.5, 100, 50, 0};
   job.iterations = 1;
-  // Submit: Algorithm 1 decides, the decision is written (durably) before anyone hears it.
+  // Submit: Algorithm 1 decides, the decision is written (durably: the store commits what is
+  // queued when it drains) before anyone hears it.
   self->send(scheduler, submit_atom::value, job);
   expect((submit_atom, rl_job), from(self).to(scheduler).with(submit_atom::value, _));
   expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
+  expect((drain_atom), from(store_handle).to(store_handle).with(drain_atom::value));
   expect((uint64_t), from(store_handle).to(scheduler).with(_));
   // Then the job joins its group's executor, and the client hears the placement.
   using scheduler_impl =
@@ -111,6 +113,7 @@ CAF_TEST(submit_place_join_grant_release) {
   // Its place in the turn order is written; its first run permit is a warm start, 100 GB from
   // host DRAM over 8 GPUs at 25 GB/s each.
   expect((write_atom, write_batch), from(executor).to(store_handle).with(write_atom::value, _));
+  expect((drain_atom), from(store_handle).to(store_handle).with(drain_atom::value));
   expect((run_atom, phase_grant), from(executor).to(worker)
                                      .with(run_atom::value,
                                            phase_grant{"A", phase_kind::rollout, 8, 0.5, false}));
@@ -145,6 +148,7 @@ CAF_TEST(submit_place_join_grant_release) {
   expect((leave_atom, std::string, job_state),
          from(scheduler).to(executor).with(leave_atom::value, "A", job_state::finished));
   expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
+  expect((drain_atom), from(store_handle).to(store_handle).with(drain_atom::value));
   expect((uint64_t), from(store_handle).to(scheduler).with(_));
   expect((caf::exit_msg), from(scheduler).to(executor).with(_));
   CAF_CHECK(st.executors.empty());
@@ -165,6 +169,7 @@ CAF_TEST(a_submission_repeated_while_the_first_is_persisted_gets_the_same_answer
   expect((submit_atom, rl_job), from(self).to(scheduler).with(submit_atom::value, _));
   expect((submit_atom, rl_job), from(self).to(scheduler).with(submit_atom::value, _));
   expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
+  expect((drain_atom), from(store_handle).to(store_handle).with(drain_atom::value));
   expect((uint64_t), from(store_handle).to(scheduler).with(_));
   run();
   // One decision, written once, answered twice the same way.
@@ -218,6 +223,7 @@ CAF_TEST(restart_keeps_what_was_decided_and_places_again_only_what_was_drifting)
   expect((restore_atom, loom::group_member, job_progress),
          from(scheduler).to(executor).with(restore_atom::value, _, _));
   expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
+  expect((drain_atom), from(store_handle).to(store_handle).with(drain_atom::value));
   run();
   CAF_CHECK(st.jobs.at("A").state == job_state::placed);
   CAF_CHECK_EQUAL(st.jobs.at("A").group, 3u);
@@ -278,6 +284,7 @@ CAF_TEST(intent_materialise_apply_persist_answer) {
   }
   // Only once every device took its diff are the plans written, and only then answered.
   expect((write_atom, write_batch), from(ctl).to(store_handle).with(write_atom::value, _));
+  expect((drain_atom), from(store_handle).to(store_handle).with(drain_atom::value));
   expect((uint64_t), from(store_handle).to(ctl).with(_));
   fabric_decision d;
   self->receive([&](const fabric_decision& x) { d = x; });

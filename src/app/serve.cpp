@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 #include <csignal>
+#include <thread>
 #include <cstring>
 #include <unistd.h>
 #include <spdlog/spdlog.h>
@@ -243,6 +244,9 @@ int serve(const config& cfg) {
   metrics->config_generation().Set(1);
   caf::actor_system_config sys_cfg;
   register_loom_types(sys_cfg);
+  // One scheduler thread per core (CAF's default is at least 4, which on a small machine only
+  // adds context switches to every hop).
+  sys_cfg.set("scheduler.max-threads", std::max(1u, std::thread::hardware_concurrency()));
   caf::error failed;
   {
     caf::actor_system sys{sys_cfg};

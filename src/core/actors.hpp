@@ -27,6 +27,7 @@ using apply_atom = caf::atom_constant<caf::atom("apply")>;
 using health_atom = caf::atom_constant<caf::atom("health")>;
 using fault_atom = caf::atom_constant<caf::atom("fault")>;
 using commit_atom = caf::atom_constant<caf::atom("commit")>;
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using submit_atom = caf::atom_constant<caf::atom("submit")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;
 using fail_atom = caf::atom_constant<caf::atom("fail")>;
@@ -74,8 +75,11 @@ using caf::ok_atom;
 // -- store -----------------------------------------------------------------------------------
 
 /// Persistence of all state (RocksDB). A write is answered only after it is durable when the
-/// batch asks for sync, so a decision acknowledged to anyone survives a crash.
+/// batch asks for sync, so a decision acknowledged to anyone survives a crash. Writes queued
+/// together are committed together (one WAL sync); reads see every write before them.
 using store_actor = caf::typed_actor<
+  // Internal: commit the writes queued so far.
+  caf::reacts_to<drain_atom>,
   // Atomically applies the batch; answers the event-log sequence after the write.
   caf::replies_to<write_atom, write_batch>::with<uint64_t>,
   // Reads one record; a missing key is an errc::not_found error.

@@ -30,7 +30,25 @@ placement_engine::placement_engine(std::vector<pool_node> rollout_pool,
     rollout_used_(rollout_pool_.size(), false),
     training_used_(training_pool_.size(), false),
     max_group_size_(max_group_size),
-    tail_migration_cost_s_(tail_migration_cost_s) {}
+    tail_migration_cost_s_(tail_migration_cost_s) {
+  for (auto& n : rollout_pool_) {
+    rollout_gpus_total_ += n.gpus;
+    rollout_memory_max_ = std::max(rollout_memory_max_, n.memory_gb);
+  }
+  for (auto& n : training_pool_) {
+    training_gpus_total_ += n.gpus;
+    training_memory_max_ = std::max(training_memory_max_, n.memory_gb);
+  }
+}
+
+void placement_engine::update_open(uint64_t id) {
+  auto it = groups_.find(id);
+  if (it != groups_.end() && !it->second.is_saturated
+      && int(it->second.members.size()) < max_group_size_)
+    open_.insert(id);
+  else
+    open_.erase(id);
+}
 
 std::vector<int> placement_engine::free_nodes(const std::vector<pool_node>& pool,
                                               const std::vector<bool>& used, int gpus) const {
@@ -172,7 +190,8 @@ placement_decision placement_engine::place(const rl_job& job) const {
   double fresh_cost = 0;
   for (int n : fresh_rollout)
     fresh_cost += rollout_pool_[size_t(n)].cost_per_hour;
-  for (auto& [id, g] : groups_) {
+  for (uint64_t id : open_) {
+    const auto& g = groups_.at(id);
     if (g.is_saturated || !has_room(g, job))
       continue; // Alg. 1 lines 4 and 8
     auto consider = [&](const std::vector<int>& nodes, placement_kind kind, double delta) {
@@ -205,28 +224,18 @@ placement_decision placement_engine::place(const rl_job& job) const {
 }
 
 std::string placement_engine::never_fits(const rl_job& job) const {
-  auto total = [](const std::vector<pool_node>& pool) {
-    int n = 0;
-    for (auto& node : pool)
-      n += node.gpus;
-    return n;
-  };
-  if (int have = total(rollout_pool_); job.rollout_gpus > have)
-    return fmt::format("needs {} rollout GPUs; the cluster has {}", job.rollout_gpus, have);
-  if (int have = total(training_pool_); job.training_gpus > have)
-    return fmt::format("needs {} training GPUs; the cluster has {}", job.training_gpus, have);
-  auto largest = [](const std::vector<pool_node>& pool) {
-    double m = 0;
-    for (auto& node : pool)
-      m = std::max(m, node.memory_gb);
-    return m;
-  };
-  if (double m = largest(rollout_pool_); job.rollout_memory_gb >= m)
+  if (job.rollout_gpus > rollout_gpus_total_)
+    return fmt::format("needs {} rollout GPUs; the cluster has {}", job.rollout_gpus,
+                       rollout_gpus_total_);
+  if (job.training_gpus > training_gpus_total_)
+    return fmt::format("needs {} training GPUs; the cluster has {}", job.training_gpus,
+                       training_gpus_total_);
+  if (job.rollout_memory_gb >= rollout_memory_max_)
     return fmt::format("needs {:.1f} GB of host memory per rollout node; the largest has {:.1f}",
-                       job.rollout_memory_gb, m);
-  if (double m = largest(training_pool_); job.training_memory_gb >= m)
+                       job.rollout_memory_gb, rollout_memory_max_);
+  if (job.training_memory_gb >= training_memory_max_)
     return fmt::format("needs {:.1f} GB of host memory per training node; the largest has {:.1f}",
-                       job.training_memory_gb, m);
+                       job.training_memory_gb, training_memory_max_);
   return {};
 }
 
@@ -301,6 +310,7 @@ void placement_engine::commit(const rl_job& job, const placement_decision& d) {
   g.plan.push_back(member_for(job, d.rollout_nodes, g.training_gpus));
   g.is_saturated = saturated(g.plan);
   job_group_[job.id] = g.id;
+  update_open(g.id);
 }
 
 bool placement_engine::remove(const std::string& job_id) {
@@ -320,6 +330,7 @@ bool placement_engine::remove(const std::string& job_id) {
       set_rollout_used(n, false);
     for (int n : g.training_nodes)
       set_training_used(n, false);
+    open_.erase(g.id);
     groups_.erase(g.id);
     if (groups_.empty()) // no rounding left over from the running sum
       cost_per_hour_ = 0;
@@ -334,6 +345,7 @@ bool placement_engine::remove(const std::string& job_id) {
     return true;
   });
   g.is_saturated = saturated(g.plan);
+  update_open(g.id);
   return true;
 }
 
@@ -369,6 +381,7 @@ std::string placement_engine::restore(uint64_t id, const std::vector<int>& rollo
   }
   g.is_saturated = saturated(g.plan);
   groups_.emplace(id, std::move(g));
+  update_open(id);
   next_group_ = std::max(next_group_, id + 1);
   return {};
 }

@@ -126,6 +126,8 @@ private:
   void set_training_used(int node, bool used);
   /// Why a job can never be placed on this cluster, or empty.
   std::string never_fits(const rl_job& job) const;
+  /// Keeps `open_` current after the group changed (or went).
+  void update_open(uint64_t id);
   /// GENERATEPLACEMENTS for a job needing `nodes` rollout nodes: each member's rollout node
   /// set of that size and the group's least loaded nodes.
   std::set<std::vector<int>> packings(const co_execution_group& g, size_t nodes) const;
@@ -144,6 +146,14 @@ private:
   int rollout_gpus_used_ = 0;
   int training_gpus_used_ = 0;
   std::map<uint64_t, co_execution_group> groups_;
+  // Groups Algorithm 1 may add a member to (not full, not saturated), in id order: the only
+  // ones an arrival's search visits (lines 4 and 8 prune the rest).
+  std::set<uint64_t> open_;
+  // The pools' totals, for jobs no node set can ever hold.
+  int rollout_gpus_total_ = 0;
+  int training_gpus_total_ = 0;
+  double rollout_memory_max_ = 0;
+  double training_memory_max_ = 0;
   std::map<std::string, uint64_t> job_group_;
 };
 

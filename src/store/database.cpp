@@ -139,8 +139,7 @@ rocksdb::ColumnFamilyHandle* database::handle(record_kind kind) const {
   return handles_[static_cast<size_t>(kind)];
 }
 
-caf::expected<uint64_t> database::write(const write_batch& batch) {
-  rocksdb::WriteBatch wb;
+caf::error database::stage(rocksdb::WriteBatch& wb, const write_batch& batch, uint64_t& seq) {
   for (auto& r : batch.records) {
     if (r.kind == record_kind::events)
       return make_error(errc::invalid_argument,
@@ -149,19 +148,39 @@ caf::expected<uint64_t> database::write(const write_batch& batch) {
     if (!st.ok())
       return to_error(st, path_, "cannot stage write to");
   }
-  auto seq = last_event_seq_;
   for (auto& e : batch.events) {
     auto st = wb.Put(handle(record_kind::events), event_key(++seq), e);
     if (!st.ok())
       return to_error(st, path_, "cannot stage event for");
   }
+  return {};
+}
+
+caf::expected<uint64_t> database::write(const write_batch& batch) {
+  auto seqs = write_all({&batch});
+  if (!seqs)
+    return seqs.error();
+  return seqs->front();
+}
+
+caf::expected<std::vector<uint64_t>>
+database::write_all(const std::vector<const write_batch*>& batches) {
+  rocksdb::WriteBatch wb;
   rocksdb::WriteOptions wo;
-  wo.sync = batch.sync;
+  wo.sync = false;
+  auto seq = last_event_seq_;
+  std::vector<uint64_t> seqs;
+  for (auto* batch : batches) {
+    if (auto err = stage(wb, *batch, seq))
+      return err;
+    seqs.push_back(seq);
+    wo.sync |= batch->sync;
+  }
   auto st = db_->Write(wo, &wb);
   if (!st.ok())
     return to_error(st, path_, "cannot write to");
   last_event_seq_ = seq;
-  return seq;
+  return seqs;
 }
 
 caf::expected<std::optional<std::string>> database::get(record_kind kind, std::string_view key) {

@@ -17,6 +17,7 @@
 
 namespace rocksdb {
 class DB;
+class WriteBatch;
 class ColumnFamilyHandle;
 } // namespace rocksdb
 
@@ -35,6 +36,10 @@ public:
   /// Applies the batch atomically. Returns the sequence number of the last event in the log
   /// after the write (0 while the log is empty).
   caf::expected<uint64_t> write(const write_batch& batch);
+
+  /// Group commit: the batches as one atomic write, with one WAL sync if any asks for it.
+  /// Returns each batch's last event sequence, in order.
+  caf::expected<std::vector<uint64_t>> write_all(const std::vector<const write_batch*>& batches);
 
   /// The value under `key`, or nothing if absent.
   caf::expected<std::optional<std::string>> get(record_kind kind, std::string_view key);
@@ -60,6 +65,8 @@ private:
   /// A new database gets this binary's schema version; a newer one is refused.
   caf::error check_schema();
   caf::error find_last_event();
+  /// Adds a batch to `wb`, its events numbered after `seq` (which it advances).
+  caf::error stage(rocksdb::WriteBatch& wb, const write_batch& batch, uint64_t& seq);
 
   std::string path_;
   std::unique_ptr<rocksdb::DB> db_;

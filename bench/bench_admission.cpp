@@ -1,0 +1,176 @@
+// Admissions at the speed of the disk: a real `loom serve` (synced writes, CURVE on) and C
+// concurrent admin clients each submitting K jobs one after another (every submission waits
+// for its durable answer). Reports admissions per second, the WAL syncs the service made
+// (loom_store_syncs_total, when the binary has it) and the service's CPU per admission.
+//
+//   bench_admission [CLIENTS [JOBS_PER_CLIENT]]       default: 1 and 16 clients, 200 jobs each
+//   LOOM_BIN=/path/to/other/loom bench_admission 16    the same load against another build
+//
+// The cluster is large enough that every job is placed (no rejection shortcuts).
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "loom.pb.h"
+#include "loom/client.hpp"
+#include "tests/support/process.hpp"
+
+namespace lt = loom::test;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+std::string binary() {
+  auto* b = std::getenv("LOOM_BIN");
+  return b ? b : LOOM_BUILD_ROOT "/loom";
+}
+
+std::string config_text(int port, int metrics_port, const std::string& db, int nodes) {
+  return fmt::format(R"([service]
+name = "bench-admission"
+log_level = "warn"  # the bench does not read the log while it runs: keep it small
+[endpoints]
+gateway = "tcp://127.0.0.1:{}"
+metrics = "127.0.0.1:{}"
+[storage]
+path = "{}"
+sync_writes = true
+[cluster]
+name = "bench"
+cross_link_gbps = 20.0
+[[cluster.rollout]]
+id = "r-{{0..{}}}"
+gpu = "H20"
+gpus = 8
+host_memory_gb = 2048
+[[cluster.training]]
+id = "t-{{0..{}}}"
+gpu = "H800"
+gpus = 8
+host_memory_gb = 2048
+)",
+                     port, metrics_port, db, nodes - 1, nodes - 1);
+}
+
+std::string job_text(const std::string& name) {
+  return fmt::format(R"(name = "{}"
+model = "Qwen2.5-7B"
+rollout_gpus = 8
+training_gpus = 8
+rollout_host_memory_gb = 100
+training_host_memory_gb = 100
+worst_rollout_s = 100
+worst_training_s = 50
+model_gb = 15
+)",
+                     name);
+}
+
+/// user + system CPU seconds of a process so far.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = all.rfind(')');
+  std::istringstream fields(all.substr(close + 2));
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i)
+    if (i == 14 || i == 15)
+      ticks += std::stod(f);
+  return ticks / double(sysconf(_SC_CLK_TCK));
+}
+
+/// The value of a counter on the service's /metrics, or -1 if it has none.
+double metric(int port, const std::string& name) {
+  auto r = lt::run({"/usr/bin/curl", "-s", fmt::format("http://127.0.0.1:{}/metrics", port)});
+  std::smatch m;
+  if (!std::regex_search(r.out, m, std::regex("\n" + name + " ([0-9.e+]+)")))
+    return -1;
+  return std::stod(m[1]);
+}
+
+int run(int clients, int per_client) {
+  lt::temp_dir dir;
+  const int port = lt::free_tcp_port();
+  const int nodes = clients * per_client; // a new group each, at worst
+  const int metrics_port = lt::free_tcp_port();
+  lt::write_file(dir / "loom.toml", config_text(port, metrics_port, dir / "db", nodes));
+  lt::child_process serve{{binary(), "serve", "-c", dir / "loom.toml"}};
+  // Ready once /metrics answers and the keys are written (the gateway binds right after;
+  // ZeroMQ connects whenever it does).
+  bool ready = false;
+  for (int i = 0; i < 600 && !ready; ++i) {
+    ready = metric(metrics_port, "loom_store_batches_total") >= 0
+            && !loom::read_key(dir / "db/keys/admin.pub").empty();
+    if (!ready)
+      std::this_thread::sleep_for(std::chrono::milliseconds{100});
+  }
+  if (!ready) {
+    std::fprintf(stderr, "serve did not start:\n%s\n", serve.stderr_text().c_str());
+    return 1;
+  }
+  loom::client_options o;
+  o.endpoint = fmt::format("tcp://127.0.0.1:{}", port);
+  o.server_public_key = loom::read_key(dir / "db/keys/server.pub");
+  o.public_key = loom::read_key(dir / "db/keys/admin.pub");
+  o.secret_key = loom::read_key(dir / "db/keys/admin.secret");
+  o.timeout = std::chrono::seconds{5};
+  const double syncs0 = metric(metrics_port, "loom_store_syncs_total");
+  const double cpu0 = cpu_seconds(serve.pid());
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  auto t0 = clock_type::now();
+  for (int c = 0; c < clients; ++c)
+    threads.emplace_back([&, c] {
+      loom::client admin{o};
+      for (int k = 0; k < per_client; ++k) {
+        loom::v1::Envelope e;
+        e.mutable_submit_job()->set_spec_toml(job_text(fmt::format("j{}-{}", c, k)));
+        auto r = admin.call(e);
+        if (!r || !r->has_submit_reply() || r->submit_reply().group().empty())
+          ++failures;
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  const double secs = std::chrono::duration<double>(clock_type::now() - t0).count();
+  const double cpu = cpu_seconds(serve.pid()) - cpu0;
+  const double syncs = syncs0 < 0 ? -1 : metric(metrics_port, "loom_store_syncs_total") - syncs0;
+  const int n = clients * per_client;
+  std::printf("admissions, %d client(s) x %d jobs, synced: %.0f/s (%.3f s), service CPU %.0f us "
+              "per admission, WAL syncs %s%s\n",
+              clients, per_client, n / secs, secs, cpu / n * 1e6,
+              syncs < 0 ? "n/a (no loom_store_syncs_total)" : fmt::format("{:.0f} ({:.2f} per admission)", syncs, syncs / n).c_str(),
+              failures ? fmt::format(", {} FAILED", failures.load()).c_str() : "");
+  if (failures) {
+    serve.read_until(true, [](const std::string&) { return false; }, std::chrono::seconds{1});
+    auto& lines = serve.stderr_lines();
+    for (size_t i = lines.size() > 20 ? lines.size() - 20 : 0; i < lines.size(); ++i)
+      std::fprintf(stderr, "serve: %s\n", lines[i].c_str());
+  }
+  serve.send_signal(SIGTERM);
+  serve.wait(std::chrono::seconds{30});
+  return failures ? 1 : 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const int per_client = argc > 2 ? std::atoi(argv[2]) : 200;
+  if (argc > 1)
+    return run(std::atoi(argv[1]), per_client);
+  return run(1, per_client) + run(16, per_client);
+}
