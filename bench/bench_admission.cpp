@@ -157,7 +157,7 @@ int run(int clients, int per_client) {
               failures ? fmt::format(", {} FAILED", failures.load()).c_str() : "");
   if (failures) {
     serve.read_until(true, [](const std::string&) { return false; }, std::chrono::seconds{1});
-    auto& lines = serve.stderr_lines();
+    auto lines = serve.stderr_lines();
     for (size_t i = lines.size() > 20 ? lines.size() - 20 : 0; i < lines.size(); ++i)
       std::fprintf(stderr, "serve: %s\n", lines[i].c_str());
   }

@@ -38,7 +38,7 @@ void say(const char* format, auto... xs) {
   std::fflush(stdout);
 }
 
-enum class step { done, again, stop };
+enum class step { done, again, ended, stop };
 
 /// One phase, held for `phase_ms`; a rollout reports its responses done (WEAVE §4.3).
 step run_phase(loom::client& c, const settings& s, const std::string& phase, int it) {
@@ -47,6 +47,10 @@ step run_phase(loom::client& c, const settings& s, const std::string& phase, int
     if (held.error().restart_iteration()) {
       say("restart %s iteration %d: %s", s.job.c_str(), it, held.error().message.c_str());
       return step::again;
+    }
+    if (held.error().job_ended()) { // the service ended the job: it counts its iterations
+      say("ended %s: %s", s.job.c_str(), held.error().message.c_str());
+      return step::ended;
     }
     std::fprintf(stderr, "acquire %s failed: %s\n", phase.c_str(), held.error().message.c_str());
     return step::stop;
@@ -74,6 +78,8 @@ int run(loom::client& c, const settings& s) {
         break;
     if (outcome == step::stop)
       return 1;
+    if (outcome == step::ended)
+      return 0;
     if (outcome == step::done)
       ++it;
   }

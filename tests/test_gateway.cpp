@@ -36,7 +36,8 @@ std::vector<std::string> rollout_grants(const std::vector<std::string>& log) {
 
 bool logged(lt::child_process& serve, const std::string& text) {
   auto has = [&](const std::string& l) { return l.find(text) != std::string::npos; };
-  return std::any_of(serve.stderr_lines().begin(), serve.stderr_lines().end(), has)
+  auto lines = serve.stderr_lines();
+  return std::any_of(lines.begin(), lines.end(), has)
          || serve.read_until(true, has, lt::live_limit).has_value();
 }
 

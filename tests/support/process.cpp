@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +63,8 @@ child_process::child_process(const std::vector<std::string>& argv) {
   close(err_pipe[1]);
   out_.fd = out_pipe[0];
   err_.fd = err_pipe[0];
+  stop_fd_ = eventfd(0, EFD_CLOEXEC);
+  reader_ = std::thread([this] { read_streams(); });
 }
 
 child_process::~child_process() {
@@ -69,30 +72,24 @@ child_process::~child_process() {
     ::kill(pid_, SIGKILL);
     waitpid(pid_, &status_, 0);
   }
-  for (int fd : {out_.fd, err_.fd})
+  uint64_t one = 1;
+  [[maybe_unused]] auto w = ::write(stop_fd_, &one, sizeof one);
+  reader_.join();
+  for (int fd : {out_.fd, err_.fd, stop_fd_})
     if (fd >= 0)
       close(fd);
 }
 
-bool child_process::pump(stream& s, std::chrono::milliseconds limit) {
-  if (s.fd < 0)
-    return false;
-  pollfd p{s.fd, POLLIN, 0};
-  int ready = poll(&p, 1, static_cast<int>(limit.count()));
-  if (ready <= 0)
-    return ready == 0; // timeout: stream still open
-  char buf[4096];
-  auto n = read(s.fd, buf, sizeof buf);
+bool child_process::take(stream& s, const char* data, ssize_t n) {
   if (n <= 0) {
-    close(s.fd);
-    s.fd = -1;
+    s.open = false;
     if (!s.buffer.empty()) {
       s.lines.push_back(std::move(s.buffer));
       s.buffer.clear();
     }
     return false;
   }
-  s.buffer.append(buf, static_cast<size_t>(n));
+  s.buffer.append(data, static_cast<size_t>(n));
   size_t pos;
   while ((pos = s.buffer.find('\n')) != std::string::npos) {
     s.lines.push_back(s.buffer.substr(0, pos));
@@ -101,30 +98,47 @@ bool child_process::pump(stream& s, std::chrono::milliseconds limit) {
   return true;
 }
 
+void child_process::read_streams() {
+  for (;;) {
+    pollfd p[3] = {{out_.open ? out_.fd : -1, POLLIN, 0},
+                   {err_.open ? err_.fd : -1, POLLIN, 0},
+                   {stop_fd_, POLLIN, 0}};
+    if (poll(p, 3, -1) < 0 && errno != EINTR)
+      return;
+    if (p[2].revents)
+      return;
+    char buf[8192];
+    std::lock_guard<std::mutex> lock{mutex_};
+    for (auto [i, s] : {std::pair{0, &out_}, std::pair{1, &err_}})
+      if (p[i].revents)
+        take(*s, buf, read(s->fd, buf, sizeof buf));
+    changed_.notify_all();
+    if (!out_.open && !err_.open)
+      return;
+  }
+}
+
 std::optional<std::string>
 child_process::read_until(bool from_stderr, const std::function<bool(const std::string&)>& pred,
                           std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock{mutex_};
   auto& s = from_stderr ? err_ : out_;
   auto deadline = clock_type::now() + limit;
   for (;;) {
     while (s.consumed < s.lines.size()) {
-      auto& line = s.lines[s.consumed++];
+      auto line = s.lines[s.consumed++];
       if (pred(line))
         return line;
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
-    if (left.count() <= 0 || !pump(s, left))
+    if (!s.open || changed_.wait_until(lock, deadline) == std::cv_status::timeout)
       if (s.consumed >= s.lines.size())
         return std::nullopt;
   }
 }
 
 void child_process::drain(std::chrono::milliseconds limit) {
-  auto deadline = clock_type::now() + limit;
-  while ((out_.fd >= 0 || err_.fd >= 0) && clock_type::now() < deadline) {
-    pump(out_, std::chrono::milliseconds{10});
-    pump(err_, std::chrono::milliseconds{10});
-  }
+  std::unique_lock<std::mutex> lock{mutex_};
+  changed_.wait_for(lock, limit, [&] { return !out_.open && !err_.open; });
 }
 
 void child_process::send_signal(int sig) {
@@ -141,16 +155,25 @@ std::optional<int> child_process::wait(std::chrono::milliseconds limit) {
     }
     if (clock_type::now() >= deadline)
       return std::nullopt;
-    // Keep the pipes flowing so a chatty child never blocks on a full pipe.
-    pump(out_, std::chrono::milliseconds{5});
-    pump(err_, std::chrono::milliseconds{5});
+    std::this_thread::sleep_for(std::chrono::milliseconds{5});
   }
   if (WIFEXITED(status_))
     return WEXITSTATUS(status_);
   return 128 + WTERMSIG(status_);
 }
 
+std::vector<std::string> child_process::stdout_lines() const {
+  std::lock_guard<std::mutex> lock{mutex_};
+  return out_.lines;
+}
+
+std::vector<std::string> child_process::stderr_lines() const {
+  std::lock_guard<std::mutex> lock{mutex_};
+  return err_.lines;
+}
+
 std::string child_process::stderr_text() const {
+  std::lock_guard<std::mutex> lock{mutex_};
   std::string out;
   for (auto& l : err_.lines)
     out += l + "\n";

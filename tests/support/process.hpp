@@ -3,6 +3,9 @@
 // with a deadline (a guard against hangs, not a timing assertion), signal, and reap.
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -15,7 +18,8 @@ namespace loom::test {
 
 class child_process {
 public:
-  /// Starts argv[0] with the given arguments; stdout and stderr are captured.
+  /// Starts argv[0] with the given arguments; stdout and stderr are captured by a thread of
+  /// the test's own, so that a chatty child never blocks on a full pipe.
   explicit child_process(const std::vector<std::string>& argv);
   ~child_process();
   child_process(const child_process&) = delete;
@@ -23,13 +27,13 @@ public:
 
   pid_t pid() const { return pid_; }
 
-  /// Reads stdout (or stderr) lines until one satisfies `pred`; returns it, or nothing at EOF
-  /// or after `limit`. Every line read is also kept in stdout_lines()/stderr_lines().
+  /// Returns the next stdout (or stderr) line not returned before that satisfies `pred`
+  /// (lines before it are passed over), waiting for more; nothing at EOF or after `limit`.
   std::optional<std::string> read_until(bool from_stderr,
                                         const std::function<bool(const std::string&)>& pred,
                                         std::chrono::milliseconds limit);
 
-  /// Reads the rest of both streams until the process closes them.
+  /// Waits until both streams are closed (the child and its children are gone).
   void drain(std::chrono::milliseconds limit);
 
   void send_signal(int sig);
@@ -37,8 +41,9 @@ public:
   /// Waits for exit; returns the exit code, or 128 + signal if killed, or nothing on timeout.
   std::optional<int> wait(std::chrono::milliseconds limit);
 
-  const std::vector<std::string>& stdout_lines() const { return out_.lines; }
-  const std::vector<std::string>& stderr_lines() const { return err_.lines; }
+  /// Every line so far.
+  std::vector<std::string> stdout_lines() const;
+  std::vector<std::string> stderr_lines() const;
   std::string stderr_text() const;
 
 private:
@@ -46,15 +51,22 @@ private:
     int fd = -1;
     std::string buffer;
     std::vector<std::string> lines;
-    size_t consumed = 0; // lines already returned by read_until
+    size_t consumed = 0; // lines already passed by read_until
+    bool open = true;
   };
-  bool pump(stream& s, std::chrono::milliseconds limit);
+  void read_streams();
+  /// Takes what a read brought; false at EOF. Under the mutex.
+  bool take(stream& s, const char* data, ssize_t n);
 
   pid_t pid_ = -1;
   bool reaped_ = false;
   int status_ = 0;
+  int stop_fd_ = -1; // wakes the reader at destruction
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
   stream out_;
   stream err_;
+  std::thread reader_;
 };
 
 /// Runs a command to completion; returns exit code and captured output.
