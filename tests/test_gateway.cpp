@@ -10,6 +10,8 @@
 #include <future>
 #include <thread>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <zmq.hpp>
 
 #include "loom.pb.h"
@@ -151,7 +153,7 @@ BOOST_AUTO_TEST_CASE(a_rollout_worker_and_a_trainer_run_one_job_together_in_eith
                              {"--job", "job-b", "--iterations", "3", "--phase-ms", "80"});
   for (auto* w : {ra.get(), ta.get(), rb.get(), tb.get()})
     BOOST_REQUIRE_MESSAGE(lt::finished(*w), "worker:\n" << w->stderr_text());
-  BOOST_CHECK_EQUAL(lt::count_lines(*ra, "grant job-a rollout"), 3);
+  BOOST_CHECK_MESSAGE(lt::count_lines(*ra, "grant job-a rollout") == 3, fmt::format("{}", fmt::join(ra->stdout_lines(), "\n")) << ta->stderr_text());
   BOOST_CHECK_EQUAL(lt::count_lines(*ta, "grant job-a training"), 3);
   BOOST_CHECK_EQUAL(lt::count_lines(*ta, "grant job-a sync"), 3);
   BOOST_CHECK_EQUAL(lt::count_lines(*rb, "grant job-b rollout"), 3);

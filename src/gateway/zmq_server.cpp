@@ -208,8 +208,14 @@ void zmq_server::stop() {
     uint64_t one = 1;
     [[maybe_unused]] auto r = ::write(impl_->wake, &one, sizeof one);
   }
-  if (thread_.joinable())
+  if (thread_.joinable()) {
     thread_.join();
+    // What was queued last (ServiceStopping, answers) reaches the peers before the process
+    // may end: closing the context waits for it, up to the router's linger.
+    impl_->router.close();
+    impl_->zap.close();
+    impl_->context.close();
+  }
 }
 
 zmq_server::~zmq_server() {

@@ -103,7 +103,7 @@ gpus = 8
 host_memory_gb = 1024
 {}[security]
 heartbeat_ms = 200
-heartbeat_misses = 5
+heartbeat_misses = 15  # 3 s: a loaded 2-core machine must not fail a live worker
 {}{}
 )",
                           port, dir / "db", options_.rollout_nodes - 1,
