@@ -210,6 +210,12 @@ BOOST_AUTO_TEST_CASE(sessions_act_only_on_their_own_job_and_role) {
   BOOST_REQUIRE(b.register_worker("train", "w-b", "job-b")->has_registered());
   auto waiting = std::async(std::launch::async, [&] { return b.acquire("job-b", "training"); });
   std::this_thread::sleep_for(300ms);
+  // The operator sees who works for the job, where it runs and why it waits.
+  auto shown = s.admin({"job", "job-b"});
+  BOOST_CHECK_MESSAGE(shown.out.find("w-b (train)") != std::string::npos, shown.out);
+  BOOST_CHECK(shown.out.find("iterations  0") != std::string::npos);
+  BOOST_CHECK(shown.out.find("rollout     h20-") != std::string::npos);
+  BOOST_CHECK(shown.out.find("waiting     ") != std::string::npos);
   BOOST_REQUIRE_EQUAL(s.admin({"cancel", "job-b"}).exit_code, 0);
   auto ended = waiting.get();
   BOOST_CHECK_EQUAL(ended.error.code, v1::ERROR_JOB_ENDED);

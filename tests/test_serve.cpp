@@ -148,3 +148,58 @@ BOOST_AUTO_TEST_CASE(ocs_emu_rejects_a_bad_size) {
     BOOST_CHECK(r.err.find("is not NxM") != std::string::npos);
   }
 }
+
+BOOST_AUTO_TEST_CASE(operators_override_endpoints_and_storage_and_see_every_actor) {
+  lt::temp_dir dir;
+  auto conf = test_config(dir);
+  const int gateway_port = lt::free_tcp_port();
+  lt::child_process serve{{lt::loom_binary(), "serve", "-c", conf, "--storage", dir / "other",
+                           "--gateway", "tcp://127.0.0.1:" + std::to_string(gateway_port),
+                           "--metrics", "127.0.0.1:0"}};
+  int port = await_ready(serve);
+  BOOST_CHECK(std::filesystem::exists(dir / "other/CURRENT"));
+  BOOST_CHECK(!std::filesystem::exists(dir / "db"));
+  BOOST_CHECK(serve.stderr_text().find("endpoint=tcp://127.0.0.1:" + std::to_string(gateway_port))
+              != std::string::npos);
+  auto response = lt::http_get(port, "/metrics");
+  for (auto actor : {"store", "gateway", "cluster_scheduler", "metrics_observer",
+                     "fabric_controller", "ocs_driver"})
+    BOOST_CHECK_MESSAGE(response.find(std::string{"loom_actors_up{actor=\""} + actor + "\"} 1")
+                          != std::string::npos,
+                        "loom_actors_up lacks " << actor);
+  stop_and_expect_clean_exit(serve, SIGTERM);
+  // A bad override is a config error: exit 2, nothing started.
+  auto bad = lt::run({lt::loom_binary(), "serve", "-c", conf, "--gateway", "localhost"});
+  BOOST_CHECK_EQUAL(bad.exit_code, 2);
+  BOOST_CHECK(bad.err.find("--gateway: 'localhost' is not a ZeroMQ endpoint") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(keygen_keeps_a_key_pair_unless_forced_and_configs_name_missing_keys) {
+  lt::temp_dir dir;
+  auto keygen = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv{lt::loom_binary(), "keygen", "w", "--out", dir / "keys"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return lt::run(argv);
+  };
+  BOOST_REQUIRE_EQUAL(keygen({}).exit_code, 0);
+  auto pub = lt::read_file(dir / "keys/w.pub");
+  auto again = keygen({});
+  BOOST_CHECK_EQUAL(again.exit_code, 1);
+  BOOST_CHECK(again.err.find("Pass --force") != std::string::npos);
+  BOOST_CHECK_EQUAL(lt::read_file(dir / "keys/w.pub"), pub);
+  BOOST_CHECK_EQUAL(keygen({"--force"}).exit_code, 0);
+  BOOST_CHECK_NE(lt::read_file(dir / "keys/w.pub"), pub);
+  // A client key file the config lists but nobody made: named with file, line and key.
+  std::string text{loom::embedded_config_text()};
+  auto pos = text.find("rollout = []");
+  BOOST_REQUIRE(pos != std::string::npos);
+  text.replace(pos, 12, "rollout = [\"keys/w.pub\", \"keys/missing.pub\"]");
+  lt::write_file(dir / "loom.toml", text);
+  auto check = lt::run({lt::loom_binary(), "check-config", dir / "loom.toml"});
+  BOOST_CHECK_EQUAL(check.exit_code, 2);
+  BOOST_CHECK_MESSAGE(check.err.find("security.clients.rollout: key file '" + (dir / "keys/missing.pub")
+                                     + "' does not exist")
+                        != std::string::npos,
+                      check.err);
+  BOOST_CHECK(check.err.find("w.pub") == std::string::npos);
+}

@@ -21,7 +21,15 @@ std::string keys_dir(const config& cfg) {
            : cfg.security.keys_dir;
 }
 
-int run_keygen(const std::string& name, const std::string& dir) {
+int run_keygen(const std::string& name, const std::string& dir, bool force) {
+  auto base = (std::filesystem::path{dir} / name).string();
+  for (auto file : {base + ".pub", base + ".secret"})
+    if (!force && std::filesystem::exists(file)) {
+      std::fprintf(stderr, "keygen: %s exists; clients configured with it would be locked out. "
+                           "Pass --force to replace it.\n",
+                   file.c_str());
+      return 1;
+    }
   auto k = generate_keypair();
   if (!k) {
     std::fprintf(stderr, "keygen: %s\n", render(k.error()).c_str());
@@ -31,7 +39,6 @@ int run_keygen(const std::string& name, const std::string& dir) {
     std::fprintf(stderr, "keygen: %s\n", render(err).c_str());
     return 1;
   }
-  auto base = (std::filesystem::path{dir} / name).string();
   std::printf("wrote %s.pub and %s.secret\npublic key: %s\n", base.c_str(), base.c_str(),
               k->public_key.c_str());
   return 0;

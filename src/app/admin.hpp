@@ -23,8 +23,9 @@ struct admin_request {
 /// bad input (a job file with errors).
 int run_admin(const config& cfg, const admin_request& request);
 
-/// `loom keygen NAME --out DIR`.
-int run_keygen(const std::string& name, const std::string& dir);
+/// `loom keygen NAME --out DIR [--force]`: an existing pair is kept unless forced (clients
+/// configured with its public key would be locked out).
+int run_keygen(const std::string& name, const std::string& dir, bool force);
 
 /// Where the service keeps its keys: security.keys_dir, or STORAGE/keys.
 std::string keys_dir(const config& cfg);

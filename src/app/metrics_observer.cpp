@@ -45,8 +45,12 @@ void poll_scheduler_metrics(caf::actor_system& sys, cluster_scheduler_actor sche
           },
           [](caf::error&) {});
       self->request(scheduler, caf::infinite, groups_atom::value)
-        .then([metrics](const std::vector<group_status>& g) { metrics->groups().Set(double(g.size())); },
-              [](caf::error&) {});
+        .then(
+          [metrics](const std::vector<group_status>& g) {
+            metrics->groups().Set(double(g.size()));
+            metrics->actors_up("group_executor").Set(double(g.size())); // one per group
+          },
+          [](caf::error&) {});
     };
     poll();
     self->become([=](tick_atom) {

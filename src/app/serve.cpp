@@ -28,13 +28,20 @@ namespace loom {
 
 namespace {
 
-/// The actors of a running service, in start order. Stopping them is written once: in reverse
-/// order, whatever ended the service (a start that failed, or a signal).
+/// The actors of a running service, in start order, each counted in loom_actors_up by kind
+/// while it runs. Stopping them is written once: in reverse order, whatever ended the service
+/// (a start that failed, or a signal).
 class service_actors {
 public:
+  explicit service_actors(std::shared_ptr<service_metrics> metrics)
+    : metrics_(std::move(metrics)) {}
+
   template <class Handle>
-  Handle add(Handle h) {
-    started_.push_back(caf::actor_cast<caf::actor>(h));
+  Handle add(const char* kind, Handle h) {
+    auto a = caf::actor_cast<caf::actor>(h);
+    metrics_->actors_up(kind).Increment();
+    a->attach_functor([metrics = metrics_, kind] { metrics->actors_up(kind).Decrement(); });
+    started_.push_back(std::move(a));
     return h;
   }
 
@@ -44,6 +51,7 @@ public:
   }
 
 private:
+  std::shared_ptr<service_metrics> metrics_;
   std::vector<caf::actor> started_;
 };
 
@@ -78,7 +86,7 @@ caf::expected<fabric_controller_actor> start_fabric(caf::actor_system& sys, cons
                    "attach through the gateway\"", d.id, d.driver);
       continue;
     }
-    drivers[d.id] = actors.add(*driver);
+    drivers[d.id] = actors.add("ocs_driver", *driver);
   }
   auto restored = ask_store<std::vector<stored_record>>(sys, store, scan_atom::value,
                                                         record_kind::circuit_plans, std::string{});
@@ -88,8 +96,8 @@ caf::expected<fabric_controller_actor> start_fabric(caf::actor_system& sys, cons
   fc.safe_window_margin_s = cfg.policy.fabric.safe_window_margin_ms / 1e3;
   fc.sync_writes = cfg.storage.sync_writes;
   fc.metrics = metrics;
-  auto ctl = actors.add(
-    sys.spawn(fabric_controller, std::move(*model.value), drivers, store, fc, *restored));
+  auto ctl = actors.add("fabric_controller", sys.spawn(fabric_controller, std::move(*model.value),
+                                                       drivers, store, fc, *restored));
   spdlog::info("event=fabric_controller_ready kind={} devices={} drivers={} restored_devices={}",
                cfg.fabric.kind, cfg.fabric.ocs.size(), drivers.size(), restored->size());
   return ctl;
@@ -155,7 +163,8 @@ caf::expected<cluster_scheduler_actor> start_scheduler(caf::actor_system& sys,
   sc.cluster = cfg.cluster;
   sc.policy = cfg.policy.weave;
   sc.sync_writes = cfg.storage.sync_writes;
-  return actors.add(sys.spawn(cluster_scheduler, sc, store, worker, observer));
+  return actors.add("cluster_scheduler",
+                    sys.spawn(cluster_scheduler, sc, store, worker, observer));
 }
 
 gateway_config gateway_settings(const config& cfg) {
@@ -182,8 +191,8 @@ void tell_sessions_stopping(caf::actor_system& sys, const gateway_actor& gw) {
 /// Every actor of the service, then the gateway's socket; runs until a shutdown signal.
 caf::error run_service(caf::actor_system& sys, const config& cfg, std::shared_ptr<database> db,
                        std::shared_ptr<service_metrics> metrics) {
-  service_actors actors;
-  auto store_handle = actors.add(sys.spawn(store, std::move(db), metrics));
+  service_actors actors{metrics};
+  auto store_handle = actors.add("store", sys.spawn(store, std::move(db), metrics));
   // Actors initialise asynchronously: one round trip makes "ready" mean the store answers.
   if (auto ready = ask_store<ok_atom>(sys, store_handle, flush_atom::value); !ready)
     return ready.error();
@@ -197,8 +206,8 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, std::shared_pt
   if (!server)
     return server.error();
   std::shared_ptr<zmq_server> socket = std::move(*server);
-  auto gw = actors.add(sys.spawn(gateway, gateway_settings(cfg), socket, metrics));
-  auto observer = actors.add(sys.spawn(metrics_observer, metrics));
+  auto gw = actors.add("gateway", sys.spawn(gateway, gateway_settings(cfg), socket, metrics));
+  auto observer = actors.add("metrics_observer", sys.spawn(metrics_observer, metrics));
   auto scheduler = start_scheduler(sys, cfg, store_handle, caf::actor_cast<worker_actor>(gw),
                                    observer, actors);
   if (!scheduler)

@@ -23,6 +23,11 @@ public:
                                               "conf/loom.toml")
       ->check(CLI::ExistingFile);
     add_log_level(*cmd_, level_, "Override the config's log level");
+    cmd_->add_option("--storage", overrides_.storage, "Override storage.path (RocksDB directory)");
+    cmd_->add_option("--gateway", overrides_.gateway,
+                     "Override endpoints.gateway (e.g. tcp://0.0.0.0:5555)");
+    cmd_->add_option("--metrics", overrides_.metrics,
+                     "Override endpoints.metrics (HOST:PORT; port 0 picks one)");
   }
 
   std::optional<int> run_if_given() override {
@@ -30,6 +35,11 @@ public:
       return std::nullopt;
     auto cfg = load_config(config_);
     if (!cfg)
+      return exit_config_error;
+    auto errors = apply_overrides(*cfg, overrides_);
+    for (auto& e : errors)
+      std::fprintf(stderr, "serve: %s\n", e.c_str());
+    if (!errors.empty())
       return exit_config_error;
     setup_logging(level_.empty() ? cfg->level : level_named(level_));
     return serve(*cfg);
@@ -39,6 +49,7 @@ private:
   CLI::App* cmd_ = nullptr;
   std::string config_;
   std::string level_;
+  service_overrides overrides_;
 };
 
 class check_config_command : public subcommand {
@@ -82,18 +93,20 @@ public:
                 "or\nthe service; list the .pub in the config's [security.clients] for its role.");
     cmd_->add_option("name", name_, "Key name")->required();
     cmd_->add_option("--out", dir_, "Directory")->capture_default_str();
+    cmd_->add_flag("--force", force_, "Replace an existing key pair of that name");
   }
 
   std::optional<int> run_if_given() override {
     if (!*cmd_)
       return std::nullopt;
-    return run_keygen(name_, dir_);
+    return run_keygen(name_, dir_, force_);
   }
 
 private:
   CLI::App* cmd_ = nullptr;
   std::string name_;
   std::string dir_ = "keys";
+  bool force_ = false;
 };
 
 } // namespace

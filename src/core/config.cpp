@@ -23,6 +23,15 @@ bool valid_zmq_endpoint(std::string_view s) {
          || (s.rfind("inproc://", 0) == 0 && s.size() > 9);
 }
 
+/// A client key file that does not exist is an error now, not at the first connection.
+void check_key_files(table_reader& clients, worker_role role,
+                     const std::vector<std::string>& files) {
+  for (auto& f : files)
+    if (!std::filesystem::exists(f))
+      clients.error(to_string(role),
+                    fmt::format("key file '{}' does not exist (make it with `loom keygen`)", f));
+}
+
 // -- sections --------------------------------------------------------------------------------
 
 void read_service(table_reader& root, config& cfg) {
@@ -82,9 +91,11 @@ void read_security(table_reader& root, config& cfg, const std::string& config_di
     out.heartbeat_misses = uint32_t(*v);
   if (auto clients = sec->table("clients")) {
     for (auto role : all_values<worker_role>())
-      if (auto files = clients->optional<std::vector<std::string>>(to_string(role), {}))
+      if (auto files = clients->optional<std::vector<std::string>>(to_string(role), {})) {
         for (auto& f : *files)
           out.clients[role].push_back(resolve(f));
+        check_key_files(*clients, role, out.clients[role]);
+      }
     clients->reject_unknown();
   }
   sec->reject_unknown();
@@ -296,6 +307,28 @@ config_result load_config_file(const std::string& path) {
   if (auto text = read_text_file(path, result.errors))
     return parse_config(*text, path);
   return result;
+}
+
+std::vector<std::string> apply_overrides(config& cfg, const service_overrides& o) {
+  std::vector<std::string> errors;
+  if (!o.storage.empty())
+    cfg.storage.path = o.storage;
+  if (!o.gateway.empty()) {
+    if (valid_zmq_endpoint(o.gateway))
+      cfg.endpoints.gateway = o.gateway;
+    else
+      errors.push_back(fmt::format("--gateway: '{}' is not a ZeroMQ endpoint (tcp://HOST:PORT, "
+                                   "ipc://PATH, inproc://NAME)",
+                                   o.gateway));
+  }
+  if (!o.metrics.empty()) {
+    if (valid_host_port(o.metrics))
+      cfg.endpoints.metrics = o.metrics;
+    else
+      errors.push_back(fmt::format("--metrics: '{}' is not HOST:PORT with a port in 0..65535",
+                                   o.metrics));
+  }
+  return errors;
 }
 
 } // namespace loom

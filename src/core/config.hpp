@@ -72,6 +72,16 @@ config_result parse_config(std::string_view text, std::string source_name);
 /// Reads and validates a file.
 config_result load_config_file(const std::string& path);
 
+/// What `loom serve` takes from its command line over the config file (empty: keep).
+struct service_overrides {
+  std::string storage; // storage.path
+  std::string gateway; // endpoints.gateway
+  std::string metrics; // endpoints.metrics
+};
+
+/// Applies the overrides, validated as the config keys are; one message per bad value.
+std::vector<std::string> apply_overrides(config& cfg, const service_overrides& o);
+
 /// The text of conf/loom.toml, compiled into the binary.
 std::string_view embedded_config_text();
 

@@ -80,7 +80,6 @@ store_state::~store_state() {
   else
     spdlog::info("event=store_closed path={} last_event_seq={}", db->path(),
                  db->last_event_seq());
-  metrics->actors_up("store").Decrement();
 }
 
 store_actor::behavior_type store(store_actor::stateful_pointer<store_state> self,
@@ -88,7 +87,6 @@ store_actor::behavior_type store(store_actor::stateful_pointer<store_state> self
                                  std::shared_ptr<service_metrics> metrics) {
   self->state.db = std::move(db);
   self->state.metrics = std::move(metrics);
-  self->state.metrics->actors_up("store").Increment();
   return {
     [self](drain_atom) { commit_queued(self); },
     [self](write_atom, write_batch& batch) { return queue(self, std::move(batch)); },
