@@ -244,6 +244,45 @@ CAF_TEST(restart_keeps_what_was_decided_and_places_again_only_what_was_drifting)
 
 CAF_TEST_FIXTURE_SCOPE_END()
 
+CAF_TEST_FIXTURE_SCOPE(store_flow, fixture)
+
+CAF_TEST(writes_queued_together_are_committed_with_one_sync) {
+  auto db = database::open(dir / "group");
+  CAF_REQUIRE(db);
+  auto metrics = std::make_shared<service_metrics>();
+  auto st = sys.spawn(store, std::shared_ptr<database>{std::move(*db)}, metrics);
+  run();
+  auto batch = [](std::string key, bool sync) {
+    write_batch b;
+    b.sync = sync;
+    b.records.push_back({record_kind::jobs, std::move(key), "v", false});
+    b.events.push_back("e");
+    return b;
+  };
+  // Three writers' batches are in the mailbox before the store turns to the first.
+  self->send(st, write_atom::value, batch("a", true));
+  self->send(st, write_atom::value, batch("b", false));
+  self->send(st, write_atom::value, batch("c", true));
+  for (int i = 0; i < 3; ++i)
+    expect((write_atom, write_batch), from(self).to(st).with(write_atom::value, _));
+  CAF_CHECK_EQUAL(metrics->store_batches().Value(), 0.0); // queued, nobody answered yet
+  expect((drain_atom), from(st).to(st).with(drain_atom::value));
+  // One atomic write, one WAL sync; each writer hears its own last event sequence.
+  CAF_CHECK_EQUAL(metrics->store_syncs().Value(), 1.0);
+  CAF_CHECK_EQUAL(metrics->store_batches().Value(), 3.0);
+  for (uint64_t expected = 1; expected <= 3; ++expected)
+    self->receive([&](uint64_t seq) { CAF_CHECK_EQUAL(seq, expected); });
+  // A read sees a write sent before it, even one still queued.
+  self->send(st, write_atom::value, batch("d", false));
+  self->send(st, get_atom::value, record_kind::jobs, std::string{"d"});
+  run();
+  self->receive([](uint64_t seq) { CAF_CHECK_EQUAL(seq, 4u); });
+  self->receive([](const std::string& v) { CAF_CHECK_EQUAL(v, "v"); });
+  caf::anon_send_exit(st, caf::exit_reason::user_shutdown);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
+
 CAF_TEST_FIXTURE_SCOPE(fabric_flow, fixture)
 
 CAF_TEST(intent_materialise_apply_persist_answer) {
