@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,7 +33,10 @@ std::vector<std::string> phases_of(const std::string& role) {
   return {"rollout", "training", "sync"};
 }
 
+/// One whole line at a time: command callbacks print from the client's I/O thread.
 void say(const char* format, auto... xs) {
+  static std::mutex out;
+  std::lock_guard<std::mutex> lock{out};
   std::printf(format, xs...);
   std::printf("\n");
   std::fflush(stdout);

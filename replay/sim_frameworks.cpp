@@ -15,16 +15,22 @@ namespace {
 using sim_ptr = simulated_frameworks_actor::stateful_pointer<sim_frameworks_state>;
 using job_run = sim_frameworks_state::job_run;
 
+/// Simulated time: the actor clock's, times the time scale (1 in replay; `loom drive` runs
+/// the frameworks in real time, compressed).
 caf::timespan now(sim_ptr self) {
-  return self->clock().now().time_since_epoch();
+  auto t = self->clock().now().time_since_epoch();
+  if (self->state.time_scale == 1.0)
+    return t;
+  return caf::timespan{int64_t(double(t.count()) * self->state.time_scale)};
 }
 
 double seconds(caf::timespan t) {
   return std::chrono::duration<double>(t).count();
 }
 
-caf::timespan span(double s) {
-  return caf::timespan{int64_t(std::llround(std::max(0.0, s) * 1e9))};
+/// The actor-clock wait for `s` simulated seconds.
+caf::timespan span(sim_ptr self, double s) {
+  return caf::timespan{int64_t(std::llround(std::max(0.0, s) / self->state.time_scale * 1e9))};
 }
 
 const job_arrival& spec_of(sim_ptr self, const job_run& r) {
@@ -65,7 +71,7 @@ void plan_rollout(sim_ptr self, const std::string& job, job_run& r) {
   const double target =
     !r.tail_reported && r.draw.tail_s < r.draw.rollout_s ? r.draw.tail_s : r.draw.rollout_s;
   double delay = r.pause_s + std::max(0.0, target - r.progress) / rate;
-  self->delayed_send(self, span(delay), wake_atom::value, job, r.version);
+  self->delayed_send(self, span(self, delay), wake_atom::value, job, r.version);
 }
 
 void submit(sim_ptr self, const std::string& job) {
@@ -109,7 +115,7 @@ void crash(sim_ptr self, uint64_t index) {
   self->request(st.scheduler, caf::infinite, fail_atom::value, a.job.id,
                 std::string{"simulated crash"})
     .then([](ok_atom) {}, [](const caf::error&) {});
-  self->delayed_send(self, span(a.recovery_s), arrive_atom::value, index);
+  self->delayed_send(self, span(self, a.recovery_s), arrive_atom::value, index);
 }
 
 /// A rollout permit: this iteration's realized lengths are drawn, the rollout starts.
@@ -151,7 +157,7 @@ void permitted(sim_ptr self, const phase_grant& g) {
   else
     r.phase_end_s = t + sync_seconds(self, a.job);
   ++r.version;
-  self->delayed_send(self, span(r.phase_end_s - t), wake_atom::value, g.job, r.version);
+  self->delayed_send(self, span(self, r.phase_end_s - t), wake_atom::value, g.job, r.version);
 }
 
 /// The running rollout's GPUs change; a shrink at the tail pays the migration pause.
@@ -177,7 +183,7 @@ void joined(sim_ptr self, const member_joined& j) {
     return;
   auto& r = it->second;
   r.executor = caf::actor_cast<group_executor_actor>(self->current_sender());
-  self->delayed_send(self, span(j.staging_s), staged_atom::value, j.job, ++r.joins);
+  self->delayed_send(self, span(self, j.staging_s), staged_atom::value, j.job, ++r.joins);
 }
 
 /// A phase's end, reported to the executor (which answers once it is durable).
@@ -222,8 +228,9 @@ void woken(sim_ptr self, const std::string& job, uint64_t version) {
 simulated_frameworks_actor::behavior_type
 sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state> self,
                loom::config config, std::vector<job_arrival> jobs, response_lengths lengths,
-               uint64_t seed, std::shared_ptr<sim_ledger> ledger) {
+               uint64_t seed, std::shared_ptr<sim_ledger> ledger, double time_scale) {
   auto& st = self->state;
+  st.time_scale = time_scale;
   st.config = std::move(config);
   st.jobs = std::move(jobs);
   st.lengths = lengths;
@@ -232,9 +239,9 @@ sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state
   for (size_t i = 0; i < st.jobs.size(); ++i) {
     auto& a = st.jobs[i];
     st.runs[a.job.id].index = i;
-    self->delayed_send(self, span(a.arrival_s), arrive_atom::value, uint64_t(i));
+    self->delayed_send(self, span(self, a.arrival_s), arrive_atom::value, uint64_t(i));
     if (a.fail_after_s >= 0)
-      self->delayed_send(self, span(a.arrival_s + a.fail_after_s), crash_atom::value,
+      self->delayed_send(self, span(self, a.arrival_s + a.fail_after_s), crash_atom::value,
                          uint64_t(i));
   }
   return {

@@ -52,16 +52,18 @@ struct sim_frameworks_state {
   std::vector<job_arrival> jobs;
   response_lengths lengths;
   uint64_t seed = 0;
+  double time_scale = 1; // simulated seconds per actor-clock second
   std::map<std::string, job_run> runs;
   cluster_scheduler_actor scheduler; // from connect_atom: it needs this actor as its worker
   std::shared_ptr<sim_ledger> ledger;
 };
 
 /// Jobs are submitted to the scheduler it is connected to (connect_atom, sent before the
-/// first arrival is due).
+/// first arrival is due). `time_scale`: simulated seconds per actor-clock second (replay's
+/// virtual clock: 1; a live drive compresses real time).
 simulated_frameworks_actor::behavior_type
 sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state> self,
                loom::config config, std::vector<job_arrival> jobs, response_lengths lengths,
-               uint64_t seed, std::shared_ptr<sim_ledger> ledger);
+               uint64_t seed, std::shared_ptr<sim_ledger> ledger, double time_scale);
 
 } // namespace loom::replay

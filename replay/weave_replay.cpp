@@ -25,15 +25,6 @@ namespace loom::replay {
 
 namespace {
 
-/// What one policy's run left behind.
-struct policy_log {
-  std::vector<cluster_record> cluster;
-  std::vector<iteration_record> iterations;
-  sim_ledger ledger;
-  std::vector<double> decision_us;
-  int64_t overruns = 0; // phases past the overrun factor (WEAVE §5.3)
-};
-
 struct recorder_state {
   static inline const char* name = "recorder";
   std::shared_ptr<policy_log> log;
@@ -81,7 +72,8 @@ caf::expected<policy_log> run_policy(const weave_scenario& sc, const std::string
     auto metrics = std::make_shared<service_metrics>();
     auto store_handle = sys.spawn(store, std::shared_ptr<database>{std::move(*db)}, metrics);
     auto observer = sys.spawn(recorder, log);
-    auto frameworks = sys.spawn(sim_frameworks, sc.config, sc.jobs, sc.lengths, sc.seed, ledger);
+    auto frameworks = sys.spawn(sim_frameworks, sc.config, sc.jobs, sc.lengths, sc.seed, ledger,
+                                1.0);
     cluster_scheduler_config cfg{sc.config.cluster, sc.config.policy.weave, sc.migrate_tails,
                                  false, chooser_for(policy, sc.seed), {}};
     auto scheduler = sys.spawn(cluster_scheduler, std::move(cfg), store_handle,
@@ -103,6 +95,8 @@ ordered_json latency(const std::vector<double>& us) {
                       {"max", round4(us.empty() ? 0 : *std::max_element(us.begin(), us.end()))}};
 }
 
+} // namespace
+
 ordered_json workload_json(const weave_scenario& sc) {
   std::map<std::string, int64_t> profiles;
   for (auto& a : sc.jobs)
@@ -114,7 +108,6 @@ ordered_json workload_json(const weave_scenario& sc) {
           {"max_group_size", sc.config.policy.weave.max_group_size}};
 }
 
-/// A scheduler-run policy's report entry; its run ends at the last cluster record.
 ordered_json policy_json(const weave_scenario& sc, policy_log& log, double start, double& end) {
   // The clock of every run starts at the same origin: the first arrival is the same.
   const double origin = log.cluster.empty() ? 0 : seconds_of(log.cluster.front().time_ns) - start;
@@ -131,6 +124,8 @@ ordered_json policy_json(const weave_scenario& sc, policy_log& log, double start
   out["phase_overruns"] = log.overruns;
   return out;
 }
+
+namespace {
 
 ordered_json cost_ratios(const ordered_json& policies) {
   auto ratio = [&](const char* a, const char* b) -> ordered_json {

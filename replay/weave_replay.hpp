@@ -9,7 +9,9 @@
 
 #include <caf/expected.hpp>
 
+#include "replay/sim_frameworks.hpp"
 #include "replay/weave_scenario.hpp"
+#include "replay/weave_summary.hpp"
 
 namespace loom::replay {
 
@@ -18,6 +20,21 @@ struct weave_replay_output {
   std::string timings_json;
   std::string summary; // a table for humans
 };
+
+/// What one policy's run left behind.
+struct policy_log {
+  std::vector<cluster_record> cluster;
+  std::vector<iteration_record> iterations;
+  sim_ledger ledger;
+  std::vector<double> decision_us;
+  int64_t overruns = 0; // phases past the overrun factor (WEAVE §5.3)
+};
+
+/// The scenario's workload, as the report describes it.
+ordered_json workload_json(const weave_scenario& sc);
+
+/// A scheduler-run policy's report entry; its run ends at the last cluster record (`end`).
+ordered_json policy_json(const weave_scenario& sc, policy_log& log, double start, double& end);
 
 /// Runs the scenario; writes DIR/report.json, DIR/timings.json and DIR/store/.
 caf::expected<weave_replay_output> run_weave_replay(const weave_scenario& scenario,

@@ -18,6 +18,8 @@
 
 #include "loom.pb.h"
 #include "loom/client.hpp"
+#include "store/codecs.hpp"
+#include "store/database.hpp"
 #include "tests/support/live_service.hpp"
 
 using namespace loom;
@@ -214,4 +216,70 @@ BOOST_AUTO_TEST_CASE(the_python_package_installs_offline_and_its_job_api_drives_
   BOOST_CHECK(alone.out.find("done 2 steps") != std::string::npos);
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
+namespace {
+
+/// Each job's placement as the store's event log has it: "job decision group", in order.
+std::vector<std::string> placements_in(const std::string& db_path) {
+  auto db = database::open(db_path);
+  BOOST_REQUIRE_MESSAGE(db, "cannot open " << db_path);
+  std::vector<std::string> out;
+  auto events = (*db)->read_events(1, 1000000);
+  BOOST_REQUIRE(events);
+  for (auto& r : *events) {
+    auto e = decode_event(r.value);
+    if (!e || e->event.kind != event_kind::job_placed)
+      continue;
+    auto d = e->event.detail;
+    auto decision = d.substr(0, d.find(' '));
+    auto group = d.substr(d.find("group="), d.find(' ', d.find("group=")) - d.find("group="));
+    out.push_back(e->event.subject + " " + decision + " " + group);
+  }
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(loom_drive_plays_a_scenario_live_as_replay_decides_it) {
+  lt::live_service s;
+  auto scenario = lt::source_path("replay/scenarios/weave-drive.toml");
+  auto replayed = lt::run({lt::loom_binary(), "replay", scenario, "--out", s.dir / "replay"},
+                          120s);
+  BOOST_REQUIRE_MESSAGE(replayed.exit_code == 0, replayed.err);
+  // The service runs the scenario's cluster and policy, with a driver key for the drive.
+  auto port = lt::free_tcp_port();
+  auto endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  auto written = lt::run({lt::loom_binary(), "drive", scenario, "--serve-config",
+                          s.dir / "drive.toml", "--storage", s.dir / "drive-db", "--endpoint",
+                          endpoint, "--key", s.dir / "keys/driver-a"});
+  BOOST_REQUIRE_MESSAGE(written.exit_code == 0, written.err);
+  auto serve = std::make_unique<lt::child_process>(std::vector<std::string>{
+    lt::loom_binary(), "serve", "-c", s.dir / "drive.toml", "--log-level", "warn"});
+  for (int i = 0; i < 600 && lt::read_file(s.dir / "drive-db/keys/admin.pub").empty(); ++i)
+    std::this_thread::sleep_for(100ms);
+  auto driven = lt::run({lt::loom_binary(), "drive", scenario, "--endpoint", endpoint,
+                         "--server-key", s.dir / "drive-db/keys/server.pub", "--key",
+                         s.dir / "keys/driver-a", "--time-scale", "2000", "--out",
+                         s.dir / "drive"},
+                        300s);
+  BOOST_REQUIRE_MESSAGE(driven.exit_code == 0, driven.out << driven.err);
+  serve->send_signal(SIGTERM);
+  BOOST_REQUIRE(serve->wait(lt::live_limit));
+  auto replay = json::parse(lt::read_file(s.dir / "replay/report.json"))["policies"]["weave"];
+  auto live_report = json::parse(lt::read_file(s.dir / "drive/report.json"));
+  auto live = live_report["policies"]["weave"];
+  BOOST_TEST_MESSAGE("drive: " << live_report["drive"].dump() << "; replay mean slowdown "
+                               << replay["mean_slowdown"] << ", live " << live["mean_slowdown"]);
+  BOOST_CHECK_EQUAL(live_report["drive"]["wire_errors"], 0);
+  // The same decisions, in the same order, into the same groups; the same iterations run and
+  // the same SLO attainment.
+  BOOST_CHECK_EQUAL(live["decisions"].dump(), replay["decisions"].dump());
+  auto decided = placements_in(s.dir / "replay/store/weave");
+  BOOST_CHECK_EQUAL(decided.size(), 12u); // every job of the scenario
+  BOOST_CHECK(placements_in(s.dir / "drive-db") == decided);
+  BOOST_CHECK_EQUAL(live["iterations"], replay["iterations"]);
+  BOOST_CHECK_EQUAL(live["jobs_with_iterations"], replay["jobs_with_iterations"]);
+  BOOST_CHECK_EQUAL(live["slo_attainment"], replay["slo_attainment"]);
+  BOOST_CHECK_EQUAL(live["rejections"].dump(), replay["rejections"].dump());
 }

@@ -418,6 +418,27 @@ BOOST_AUTO_TEST_CASE(a_job_spec_is_read_strictly) {
   BOOST_CHECK(all.find("colour") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(a_job_spec_written_reads_back_to_the_same_job) {
+  rl_job j{"job-0007", 24, 16, 445.4, 1.0 / 3.0, 1.37, 512.123456789, 1e-5, 0};
+  j.model = "Qwen2.5-32B";
+  j.max_response_tokens = 16384;
+  j.batch_size = 512;
+  j.multi_turn = true;
+  j.model_gb = 65.5;
+  j.iterations = 120;
+  auto back = parse_job_spec(format_job_spec(j), "written", 1.5);
+  BOOST_REQUIRE(back.value);
+  auto& b = *back.value;
+  BOOST_CHECK_EQUAL(b.id, j.id);
+  BOOST_CHECK_EQUAL(b.model, j.model);
+  BOOST_CHECK_EQUAL(b.rollout_gpus, 24);
+  BOOST_CHECK(b.multi_turn);
+  // Exactly, not approximately: a live run submits what replay decided on.
+  BOOST_CHECK(b.training_memory_gb == j.training_memory_gb);
+  BOOST_CHECK(b.slo == j.slo && b.rollout_s == j.rollout_s && b.training_s == j.training_s);
+  BOOST_CHECK(b.model_gb == j.model_gb && b.iterations == j.iterations);
+}
+
 BOOST_AUTO_TEST_SUITE(ledger)
 
 namespace {

@@ -103,7 +103,7 @@ BOOST_AUTO_TEST_CASE(a_group_runs_meta_iterations_survives_a_failure_and_readmit
                         std::make_shared<service_metrics>());
     auto obs = sys.spawn(observer, its, cluster);
     auto sim = sys.spawn(replay::sim_frameworks, *cfg.value, jobs, replay::response_lengths{},
-                         uint64_t{5}, ledger);
+                         uint64_t{5}, ledger, 1.0);
     auto scheduler = sys.spawn(cluster_scheduler,
                                cluster_scheduler_config{cfg.value->cluster,
                                                         cfg.value->policy.weave, true, true, {},

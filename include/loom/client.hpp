@@ -75,6 +75,9 @@ public:
   /// same request id, at most `options.timeout`; nothing if none came.
   std::optional<v1::Envelope> call(v1::Envelope request);
   std::optional<v1::Envelope> call(v1::Envelope request, std::chrono::milliseconds timeout);
+  /// Sends `request` and returns at once; `done` gets the reply (on the client's I/O thread),
+  /// as call() would return it, without a timeout. For callers that must not block (actors).
+  void call_async(v1::Envelope request, std::function<void(std::optional<v1::Envelope>)> done);
   /// Sends a one-way message (progress, goodbye); never blocks.
   void send(v1::Envelope message);
 
@@ -92,8 +95,9 @@ public:
                                     double solo_s);
   /// Rollout progress (WEAVE §4.3: drives long-tail migration).
   void progress(const std::string& job, uint32_t responses_done, uint32_t responses_total);
-  /// Leaves: `job_finished` tells the service the job is complete.
-  void goodbye(const std::string& reason, bool job_finished);
+  /// Leaves: `job_finished` tells the service the job is complete, `job_failed` that it
+  /// crashed (it fails alone, WEAVE §5.3).
+  void goodbye(const std::string& reason, bool job_finished, bool job_failed = false);
 
   /// Commands from the service: pulled, or pushed to a callback (on the I/O thread).
   std::optional<v1::Envelope> next_command(std::chrono::milliseconds wait);

@@ -11,6 +11,8 @@ LOOM_SERVER_KEY, LOOM_KEY, LOOM_JOB. Without LOOM_ENDPOINT it runs on its own, u
 
 import argparse
 import random
+import sys
+import threading
 import time
 
 from loom_client import Job, JobEnded, Restarted
@@ -34,6 +36,16 @@ def sync_weights(version, step_s):
     return version + 1
 
 
+_out = threading.Lock()
+
+
+def say(line):
+    """One whole line at a time: callbacks print from the client's I/O thread."""
+    with _out:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -44,8 +56,8 @@ def main():
     rng = random.Random(7)
     step_s = a.phase_ms / 1000.0
     job = Job(role="driver")
-    job.on_job_left(lambda state, reason: print(f"left: {state} {reason}", flush=True))
-    print(f"loom {'on' if job.enabled else 'off'} job {job.name or '-'}", flush=True)
+    job.on_job_left(lambda state, reason: say(f"left: {state} {reason}"))
+    say(f"loom {'on' if job.enabled else 'off'} job {job.name or '-'}")
 
     @job.phase("training")
     def train_step(responses):
@@ -61,16 +73,15 @@ def main():
                 loss = train_step(responses)
                 with job.phase("sync"):
                     version = sync_weights(version, step_s)
-                print(f"step {step} gpus {rollout.gpus} loss {loss:.1f} weights v{version}",
-                      flush=True)
+                say(f"step {step} gpus {rollout.gpus} loss {loss:.1f} weights v{version}")
                 step += 1
             except Restarted as e:
-                print(f"step {step} again: {e.message}", flush=True)
+                say(f"step {step} again: {e.message}")
         job.finish()
     except JobEnded as e:
-        print(f"ended: {e.message}", flush=True)
+        say(f"ended: {e.message}")
         job.close()
-    print(f"done {step} steps", flush=True)
+    say(f"done {step} steps")
 
 
 if __name__ == "__main__":

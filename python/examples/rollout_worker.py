@@ -8,11 +8,23 @@ reports its progress, and releases it. With --role driver it runs every phase of
       --job math-7b --iterations 3 [--role driver]
 """
 
+import sys
+import threading
 import time
 
 from loom_client import Job, JobEnded, Restarted, worker_arguments
 
 PHASES = {"rollout": ("rollout",), "driver": ("rollout", "training", "sync")}
+
+
+_out = threading.Lock()
+
+
+def say(line):
+    """One whole line at a time: callbacks print from the client's I/O thread."""
+    with _out:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def main():
@@ -22,27 +34,26 @@ def main():
     a = p.parse_args()
     job = Job(a.job, role=a.role, worker_id=a.id or f"{a.job}-{a.role}-py",
               endpoint=a.endpoint, server_key=a.server_key, key=a.key, timeout_s=60)
-    print(f"registered {a.id or a.job} resumed={int(job.registration.resumed)}", flush=True)
-    job.on_tail_migration(lambda gpus: print(f"tail {a.job} now on {gpus} GPUs", flush=True))
+    say(f"registered {a.id or a.job} resumed={int(job.registration.resumed)}")
+    job.on_tail_migration(lambda gpus: say(f"tail {a.job} now on {gpus} GPUs"))
     it = 0
     try:
         while it < a.iterations:
             try:
                 for phase in PHASES[a.role]:
                     with job.phase(phase) as held:
-                        print(f"grant {a.job} {phase} iteration {it} gpus {held.gpus}",
-                              flush=True)
+                        say(f"grant {a.job} {phase} iteration {it} gpus {held.gpus}")
                         time.sleep(a.phase_ms / 1000.0)
                         if phase == "rollout":
                             job.progress(256, 256)
                 it += 1
             except Restarted as e:
-                print(f"restart {a.job} iteration {it}: {e.message}", flush=True)
+                say(f"restart {a.job} iteration {it}: {e.message}")
     except JobEnded as e:
-        print(f"ended {a.job}: {e.message}", flush=True)
+        say(f"ended {a.job}: {e.message}")
     # A driver completes its job; a rollout worker leaves that to the trainer.
     job.close("iterations done", finished=a.role == "driver")
-    print(f"finished {a.job} status 0", flush=True)
+    say(f"finished {a.job} status 0")
 
 
 if __name__ == "__main__":

@@ -8,33 +8,45 @@ iteration it completes the job. Usage:
       --server-key KEYS/server.pub --key KEYS/trainer --job math-7b --iterations 3
 """
 
+import sys
+import threading
 import time
 
 from loom_client import Job, JobEnded, Restarted, worker_arguments
+
+
+_out = threading.Lock()
+
+
+def say(line):
+    """One whole line at a time: callbacks print from the client's I/O thread."""
+    with _out:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def main():
     a = worker_arguments(__doc__).parse_args()
     job = Job(a.job, role="train", worker_id=f"{a.job}-trainer", endpoint=a.endpoint,
               server_key=a.server_key, key=a.key, timeout_s=60)
-    job.on_job_left(lambda state, reason: print(f"{a.job} left its group: {reason}", flush=True))
+    job.on_job_left(lambda state, reason: say(f"{a.job} left its group: {reason}"))
     it = 0
     try:
         while it < a.iterations:
             try:
                 with job.phase("training") as held:
-                    print(f"training {a.job} iteration {it} on {held.gpus} GPUs", flush=True)
+                    say(f"training {a.job} iteration {it} on {held.gpus} GPUs")
                     time.sleep(a.phase_ms / 1000.0)
                 with job.phase("sync"):
                     time.sleep(a.phase_ms / 1000.0)
                 it += 1
             except Restarted as e:
-                print(f"restart {a.job} iteration {it}: {e.message}", flush=True)
+                say(f"restart {a.job} iteration {it}: {e.message}")
         job.finish()
     except JobEnded as e:
-        print(f"ended {a.job}: {e.message}", flush=True)
+        say(f"ended {a.job}: {e.message}")
         job.close()
-    print(f"finished {a.job} status 0", flush=True)
+    say(f"finished {a.job} status 0")
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ std::unique_ptr<subcommand> serve_subcommand();
 std::unique_ptr<subcommand> check_config_subcommand();
 std::unique_ptr<subcommand> keygen_subcommand();
 std::unique_ptr<subcommand> replay_subcommand();
+std::unique_ptr<subcommand> drive_subcommand();
 std::unique_ptr<subcommand> ocs_emu_subcommand();
 std::unique_ptr<subcommand> admin_subcommands();
 

@@ -96,6 +96,8 @@ struct client::impl {
   struct pending_call {
     v1::Envelope request;
     std::optional<v1::Envelope> reply;
+    // Asynchronous calls: who gets the reply (on the I/O thread); nobody waits for them.
+    std::function<void(std::optional<v1::Envelope>)> done;
   };
 
   client_options options;
@@ -138,13 +140,13 @@ struct client::impl {
     e.set_version(1);
     e.set_request_id(rid);
     if (fatal && !e.has_register_()) {
-      pending[rid] = {e, error_reply(rid, v1::ErrorCode(fatal->code), fatal->message)};
+      pending[rid] = {e, error_reply(rid, v1::ErrorCode(fatal->code), fatal->message), {}};
       return rid;
     }
     // While the session is being re-established, requests wait for it.
     if (!lost || e.has_register_())
       outbox.push_back(e.SerializeAsString());
-    pending[rid] = {std::move(e), std::nullopt};
+    pending[rid] = {std::move(e), std::nullopt, {}};
     notify_io();
     return rid;
   }
@@ -170,6 +172,35 @@ struct client::impl {
 
   std::optional<v1::Envelope> call(v1::Envelope e, std::chrono::milliseconds timeout) {
     return wait(enqueue(std::move(e)), timeout);
+  }
+
+  void call_async(v1::Envelope e, std::function<void(std::optional<v1::Envelope>)> done) {
+    auto rid = enqueue(std::move(e));
+    std::unique_lock<std::mutex> lock{mutex};
+    auto& call = pending.at(rid);
+    if (call.reply) { // answered at once (a refused registration)
+      auto reply = std::move(call.reply);
+      pending.erase(rid);
+      lock.unlock();
+      done(std::move(reply));
+      return;
+    }
+    call.done = std::move(done);
+  }
+
+  /// Answers of asynchronous calls, taken out to be delivered unlocked. Under the mutex.
+  std::vector<std::pair<std::function<void(std::optional<v1::Envelope>)>, v1::Envelope>>
+  take_async() {
+    std::vector<std::pair<std::function<void(std::optional<v1::Envelope>)>, v1::Envelope>> out;
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (it->second.done && it->second.reply) {
+        out.emplace_back(std::move(it->second.done), std::move(*it->second.reply));
+        it = pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return out;
   }
 
   // -- the I/O thread (the only user of the socket) -------------------------------------------
@@ -277,6 +308,13 @@ struct client::impl {
         if (cb)
           cb(*command);
       }
+      decltype(take_async()) answered;
+      {
+        std::lock_guard<std::mutex> lock{mutex};
+        answered = take_async();
+      }
+      for (auto& [done, reply] : answered)
+        done(std::move(reply));
     }
   }
 
@@ -370,6 +408,11 @@ std::optional<v1::Envelope> client::call(v1::Envelope request,
   return impl_->call(std::move(request), timeout);
 }
 
+void client::call_async(v1::Envelope request,
+                        std::function<void(std::optional<v1::Envelope>)> done) {
+  impl_->call_async(std::move(request), std::move(done));
+}
+
 void client::send(v1::Envelope message) {
   impl_->enqueue_oneway(std::move(message));
 }
@@ -441,10 +484,11 @@ void client::progress(const std::string& job, uint32_t done, uint32_t total) {
   send(e);
 }
 
-void client::goodbye(const std::string& reason, bool job_finished) {
+void client::goodbye(const std::string& reason, bool job_finished, bool job_failed) {
   v1::Envelope e;
   e.mutable_goodbye()->set_reason(reason);
   e.mutable_goodbye()->set_job_finished(job_finished);
+  e.mutable_goodbye()->set_job_failed(job_failed);
   send(e);
   std::lock_guard<std::mutex> lock{impl_->mutex};
   impl_->registration.reset(); // no heartbeats, no registering again

@@ -68,6 +68,8 @@ using job_atom = caf::atom_constant<caf::atom("job")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
 using overrun_atom = caf::atom_constant<caf::atom("overrun")>;
 using stopping_atom = caf::atom_constant<caf::atom("stopping")>;
+using answer_atom = caf::atom_constant<caf::atom("answer")>;
+using command_atom = caf::atom_constant<caf::atom("command")>;
 using caf::flush_atom;
 using caf::get_atom;
 using caf::ok_atom;
@@ -161,6 +163,20 @@ using simulated_frameworks_actor = worker_actor::extend<
   caf::reacts_to<wake_atom, std::string, uint64_t>,      // a phase event is due (version)
   caf::reacts_to<staged_atom, std::string, uint64_t>,    // a job's Init is done (join count)
   caf::reacts_to<crash_atom, uint64_t>>;                 // job index: it crashes now
+
+/// `loom drive`: replay's simulated frameworks against a live service. The wire scheduler
+/// stands in for the cluster scheduler: it submits over the wire (answers come back as
+/// serialized loom.v1 envelopes, by token) and records the cluster as the service decides.
+using wire_scheduler_actor = cluster_scheduler_actor::extend<
+  caf::reacts_to<answer_atom, uint64_t, std::string>,
+  // A job's worker heard the job left its group.
+  caf::reacts_to<leave_atom, std::string, job_state>>;
+
+/// `loom drive`: one simulated job's worker session, standing in for its group executor
+/// towards the simulated frameworks (staged, done, tail) and speaking loom.v1 to the service.
+using wire_job_actor = group_executor_actor::extend<
+  caf::reacts_to<answer_atom, uint64_t, std::string>,
+  caf::reacts_to<command_atom, std::string>>; // a command from the service, serialized
 
 // -- OrchestrRL: generation planner, balancer, engines -------------------------------------
 

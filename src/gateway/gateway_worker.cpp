@@ -142,6 +142,10 @@ void goodbye(self_ptr self, const std::string& identity, const session& s,
   if (g.job_finished() && runs_job(s.role))
     self->request(st.scheduler, caf::infinite, finish_atom::value, s.job)
       .then([](ok_atom) {}, [](caf::error&) {});
+  else if (g.job_failed() && runs_job(s.role))
+    self->request(st.scheduler, caf::infinite, fail_atom::value, s.job,
+                  fmt::format("worker {}: {}", worker ? *worker : "", g.reason()))
+      .then([](ok_atom) {}, [](caf::error&) {});
   st.sessions.close(identity);
   update_alive(self);
 }

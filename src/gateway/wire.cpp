@@ -67,6 +67,10 @@ void fill(v1::SubmitReply& out, const placement_reply& r) {
   out.set_reason(r.reason);
   out.set_cost_per_hour(r.cost_per_hour);
   out.set_group_cost_per_hour(r.group_cost_per_hour);
+  for (auto& n : r.rollout_nodes)
+    out.add_rollout_nodes(n);
+  for (auto& n : r.training_nodes)
+    out.add_training_nodes(n);
 }
 
 void fill(v1::JobInfo& out, const job_status& s) {

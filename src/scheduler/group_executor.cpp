@@ -22,13 +22,9 @@ caf::timespan span(double seconds) {
   return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(seconds));
 }
 
-/// What the job's phases cost after another job's on the group's GPUs (WEAVE §3 C3).
 phase_switches switches_of(const group_executor_config& c, const rl_job& job) {
-  const int rollout_per_node = std::min(job.rollout_gpus, c.gpus_per_rollout_node);
-  const int training_per_node = std::min(c.training_gpus, c.gpus_per_training_node);
-  return {phase_switch_costs(job.rollout_memory_gb, rollout_per_node, c.policy),
-          phase_switch_costs(training_memory_per_node(job, c.training_gpus), training_per_node,
-                             c.policy)};
+  return member_switches(job, c.gpus_per_rollout_node, c.gpus_per_training_node, c.training_gpus,
+                         c.policy);
 }
 
 /// WEAVE §5.3 stragglers: the permitted phase is checked at its overrun deadline.
@@ -226,8 +222,7 @@ void joined(executor_ptr self, const group_member& m, std::optional<job_progress
   } else {
     // WEAVE §5.1: the one-time Init stages the job's state into host DRAM while the GPUs serve
     // the group's other jobs; its workers say when it is done.
-    auto sw = switches_of(st.config, m.job);
-    staging = std::max(sw.rollout.cold_s, sw.training.cold_s);
+    staging = staging_s(switches_of(st.config, m.job));
   }
   spdlog::info("event=job_joined group={} job={} members={} restored={} iterations_done={} "
                "expected_staging_s={:.1f}",

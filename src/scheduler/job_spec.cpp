@@ -1,5 +1,7 @@
 #include "scheduler/job_spec.hpp"
 
+#include <fmt/format.h>
+
 #include "core/toml_reader.hpp"
 
 namespace loom {
@@ -63,6 +65,28 @@ job_spec_result load_job_spec_file(const std::string& path, double default_slo) 
   if (auto text = read_text_file(path, result.errors))
     return parse_job_spec(*text, path, default_slo);
   return result;
+}
+
+std::string format_job_spec(const rl_job& j) {
+  // {} prints the shortest text that reads back to the same double.
+  return fmt::format(R"(name = "{}"
+model = "{}"
+rollout_gpus = {}
+training_gpus = {}
+max_response_tokens = {}
+batch_size = {}
+multi_turn = {}
+rollout_host_memory_gb = {}
+training_host_memory_gb = {}
+slo = {}
+worst_rollout_s = {}
+worst_training_s = {}
+model_gb = {}
+iterations = {}
+)",
+                     j.id, j.model, j.rollout_gpus, j.training_gpus, j.max_response_tokens,
+                     j.batch_size, j.multi_turn, j.rollout_memory_gb, j.training_memory_gb, j.slo,
+                     j.rollout_s, j.training_s, j.model_gb, j.iterations);
 }
 
 } // namespace loom

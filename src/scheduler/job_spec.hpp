@@ -31,4 +31,8 @@ job_spec_result parse_job_spec(std::string_view text, const std::string& source,
 
 job_spec_result load_job_spec_file(const std::string& path, double default_slo);
 
+/// The job as a spec file's text (what `loom submit` sends): parse_job_spec reads it back to
+/// the same job, every number exactly.
+std::string format_job_spec(const rl_job& job);
+
 } // namespace loom

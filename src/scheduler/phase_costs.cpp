@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "scheduler/placement.hpp"
+
 namespace loom {
 
 switch_costs phase_switch_costs(double working_set_gb, int gpus_on_node, const weave_policy& p) {
@@ -9,6 +11,16 @@ switch_costs phase_switch_costs(double working_set_gb, int gpus_on_node, const w
   c.warm_s = working_set_gb / (std::max(1, gpus_on_node) * p.warm_start_gbps_per_gpu);
   c.cold_s = p.cold_start_init_s + working_set_gb / p.cold_start_gbps;
   return c;
+}
+
+phase_switches member_switches(const rl_job& job, int gpus_per_rollout_node,
+                               int gpus_per_training_node, int group_training_gpus,
+                               const weave_policy& p) {
+  const int rollout_per_node = std::min(job.rollout_gpus, gpus_per_rollout_node);
+  const int training_per_node = std::min(group_training_gpus, gpus_per_training_node);
+  return {phase_switch_costs(job.rollout_memory_gb, rollout_per_node, p),
+          phase_switch_costs(training_memory_per_node(job, group_training_gpus),
+                             training_per_node, p)};
 }
 
 double model_sync_s(double model_gb, int rollout_nodes, double cross_link_gbps,

@@ -22,6 +22,19 @@ struct phase_switches {
 /// re-initialisation (cold).
 switch_costs phase_switch_costs(double working_set_gb, int gpus_on_node, const weave_policy& p);
 
+/// What a member's rollout and training cost to start after another job's phase on its
+/// group's GPUs (WEAVE §3 C3): its rollout GPUs per node, and its training state spread over
+/// the group's training pool (footnote 2).
+phase_switches member_switches(const rl_job& job, int gpus_per_rollout_node,
+                               int gpus_per_training_node, int group_training_gpus,
+                               const weave_policy& p);
+
+/// WEAVE §5.1 Init: the one-time cold start of a joined job, staging its rollout and training
+/// state into host DRAM side by side.
+inline double staging_s(const phase_switches& s) {
+  return s.rollout.cold_s > s.training.cold_s ? s.rollout.cold_s : s.training.cold_s;
+}
+
 /// WEAVE §5.2: time to bring `model_gb` of updated weights from the training pool to
 /// `rollout_nodes` rollout nodes over a `cross_link_gbps` (Gbit/s) link. Flat (veRL-style
 /// AllGather): every rollout node fetches its own copy across the link. Topology-aware: one

@@ -1,0 +1,40 @@
+#pragma once
+// `loom drive`: a WEAVE scenario's simulated frameworks, played as real ZeroMQ workers against
+// a running `loom serve` (job arrivals, staging, phases, tail reports, crashes), with simulated
+// time compressed `time_scale` times. Writes DIR/report.json in replay's schema for policy
+// "weave", so a live run compares with `loom replay` of the same scenario. The service must
+// run the scenario's cluster and policy: write_serve_config makes its config.
+
+#include <string>
+
+#include <caf/expected.hpp>
+
+#include "replay/weave_scenario.hpp"
+
+namespace loom::replay {
+
+struct drive_options {
+  std::string endpoint;
+  std::string server_key;   // the service's public key file; empty: it runs insecure
+  std::string key;          // a driver-role key pair prefix (KEY.pub, KEY.secret)
+  std::string admin_key;    // the admin pair prefix; default: next to the server key
+  double time_scale = 1000; // simulated seconds per real second
+  double limit_s = 600;     // give up (an error) after this long, real time
+  std::string out_dir;
+};
+
+struct drive_output {
+  std::string report_json;
+  std::string summary;
+};
+
+caf::expected<drive_output> run_drive(const weave_scenario& scenario, const drive_options& o);
+
+/// A service config for the scenario: its cluster config's text with the scenario's WEAVE
+/// policy, the given storage and endpoints, and `driver_keys` as the driver role's clients.
+caf::expected<std::string> serve_config_text(const weave_scenario& scenario,
+                                             const std::string& storage,
+                                             const std::string& gateway,
+                                             const std::string& driver_key_file);
+
+} // namespace loom::replay
