@@ -95,9 +95,14 @@ double cpu_seconds(pid_t pid) {
 
 /// The value of a counter on the service's /metrics, or -1 if it has none.
 double metric(int port, const std::string& name) {
-  auto r = lt::run({"/usr/bin/curl", "-s", fmt::format("http://127.0.0.1:{}/metrics", port)});
+  std::string text;
+  try {
+    text = lt::http_get(port, "/metrics");
+  } catch (const std::exception&) {
+    return -1; // not listening yet
+  }
   std::smatch m;
-  if (!std::regex_search(r.out, m, std::regex("\n" + name + " ([0-9.e+]+)")))
+  if (!std::regex_search(text, m, std::regex("\n" + name + " ([0-9.e+]+)")))
     return -1;
   return std::stod(m[1]);
 }
