@@ -23,7 +23,7 @@ public:
                "serve (arrivals, staging, phases, tail reports, crashes), simulated time\n"
                "compressed --time-scale times; writes DIR/report.json in replay's schema.\n"
                "The service must run the scenario's cluster and policy: --serve-config FILE\n"
-               "writes that config (with --storage, --gateway and the driver key --key).");
+               "writes that config (with --storage, --endpoint and the driver key --key).");
     cmd_->add_option("scenario", path_, "WEAVE scenario file (TOML)")
       ->required()
       ->check(CLI::ExistingFile);
