@@ -59,7 +59,8 @@ step run_phase(loom::client& c, const settings& s, const std::string& phase, int
     std::fprintf(stderr, "acquire %s failed: %s\n", phase.c_str(), held.error().message.c_str());
     return step::stop;
   }
-  say("grant %s %s iteration %d gpus %u", s.job.c_str(), phase.c_str(), it, held.grant().gpus());
+  say("grant %s %s iteration %d gpus %u loom_iteration %llu", s.job.c_str(), phase.c_str(), it,
+      held.grant().gpus(), static_cast<unsigned long long>(held.grant().iteration()));
   std::this_thread::sleep_for(std::chrono::milliseconds{s.phase_ms});
   if (phase == "rollout")
     c.progress(s.job, 256, 256);

@@ -175,7 +175,8 @@ void ended(job_ptr self, job_state why) {
 /// A permit: the simulated framework runs the phase; its report comes back as done_atom.
 void granted(job_ptr self, const v1::PhaseGrant& g, phase_kind phase) {
   self->send(self->state.frameworks, run_atom::value,
-             phase_grant{self->state.job.id, phase, int(g.gpus()), g.switch_s(), g.cold()});
+             phase_grant{self->state.job.id, phase, int(g.gpus()), g.switch_s(), g.cold(),
+                         int64_t(g.iteration()), g.group()});
 }
 
 void acquire(job_ptr self, phase_kind phase) {

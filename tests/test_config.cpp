@@ -235,7 +235,7 @@ BOOST_AUTO_TEST_CASE(two_tors_for_one_nic) {
 }
 
 BOOST_AUTO_TEST_CASE(unknown_client_role) {
-  auto text = mutate("rollout = []\ntrain = []", "rollout = []\npilot = []");
+  auto text = mutate("ocs-agent = []", "pilot = []");
   expect_one_error(text, line_of(text, "pilot = []"), "security.clients.pilot", "unknown key");
 }
 

@@ -110,13 +110,13 @@ CAF_TEST(submit_place_join_grant_release) {
   expect((join_atom, member_joined), from(executor).to(worker).with(join_atom::value, _));
   CAF_CHECK(!sched.has_pending_timeout());
   inject((staged_atom, std::string), from(worker).to(executor).with(staged_atom::value, "A"));
-  // Its place in the turn order is written; its first run permit is a warm start, 100 GB from
-  // host DRAM over 8 GPUs at 25 GB/s each.
+  // Its place in the turn order is written; its first run permit, for iteration 1 of group g1,
+  // is a warm start, 100 GB from host DRAM over 8 GPUs at 25 GB/s each.
   expect((write_atom, write_batch), from(executor).to(store_handle).with(write_atom::value, _));
   expect((drain_atom), from(store_handle).to(store_handle).with(drain_atom::value));
   expect((run_atom, phase_grant), from(executor).to(worker)
                                      .with(run_atom::value,
-                                           phase_grant{"A", phase_kind::rollout, 8, 0.5, false}));
+                                           phase_grant{"A", phase_kind::rollout, 8, 0.5, false, 1, "g1"}));
   expect((uint64_t), from(store_handle).to(executor).with(_));
   expect((progress_atom, job_progress), from(executor).to(scheduler).with(progress_atom::value, _));
   // The worker's releases (the test sends them and hears the answers) go straight back to
@@ -125,7 +125,7 @@ CAF_TEST(submit_place_join_grant_release) {
          from(self).to(executor).with(done_atom::value, "A", phase_kind::rollout, 90.0));
   expect((run_atom, phase_grant), from(executor).to(worker)
                                      .with(run_atom::value,
-                                           phase_grant{"A", phase_kind::training, 8, 0.5, false}));
+                                           phase_grant{"A", phase_kind::training, 8, 0.5, false, 1, "g1"}));
   // A report of a phase the job is not running is refused, not applied.
   inject((done_atom, std::string, phase_kind, double),
          from(self).to(executor).with(done_atom::value, "A", phase_kind::sync, 1.0));
@@ -137,7 +137,7 @@ CAF_TEST(submit_place_join_grant_release) {
   self->receive([](ok_atom) {});
   expect((run_atom, phase_grant), from(executor).to(worker)
                                      .with(run_atom::value,
-                                           phase_grant{"A", phase_kind::sync, 0, 0, false}));
+                                           phase_grant{"A", phase_kind::sync, 0, 0, false, 1, "g1"}));
   // The sync ends its only iteration: the job leaves, the scheduler durably finishes it, and
   // the emptied group's executor stops.
   inject((done_atom, std::string, phase_kind, double),

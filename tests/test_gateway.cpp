@@ -135,6 +135,7 @@ BOOST_AUTO_TEST_CASE(jobs_attached_at_once_share_a_group_and_survive_failure_and
   // beyond it: four iterations, each with its three grants, plus the restarted phase.
   BOOST_CHECK_EQUAL(lt::count_lines(*across, "restart job-e"), 1);
   BOOST_CHECK_GE(lt::count_lines(*across, "grant "), 12);
+  BOOST_CHECK(lt::miscounted_grants(*across).empty()); // the worker and the service agree
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
 }
@@ -225,6 +226,53 @@ BOOST_AUTO_TEST_CASE(sessions_act_only_on_their_own_job_and_role) {
                     v1::ERROR_JOB_ENDED);
   // Nothing of this disturbed the service.
   BOOST_CHECK_EQUAL(s.admin({"jobs"}).exit_code, 0);
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
+BOOST_AUTO_TEST_CASE(a_release_sent_again_after_a_restart_counts_its_iteration_once) {
+  lt::live_service s;
+  auto serve = s.serve();
+  BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("job-r", 5)}).exit_code, 0);
+  client w{s.keys("driver-a")};
+  BOOST_REQUIRE(w.register_worker("driver", "w-r", "job-r")->has_registered());
+  // Grants name the iteration of the job's placement and the group that permits them.
+  for (auto phase : {"rollout", "training", "sync"}) {
+    phase_guard held{w, "job-r", phase, 10s};
+    BOOST_REQUIRE_MESSAGE(held, held.error().message);
+    BOOST_CHECK_EQUAL(held.grant().iteration(), 1u);
+    BOOST_CHECK_EQUAL(held.grant().group(), "g1");
+  }
+  auto next = w.acquire("job-r", "rollout", 10s);
+  BOOST_REQUIRE_MESSAGE(next, next.error.message);
+  BOOST_CHECK_EQUAL(next->iteration(), 2u);
+  // The service dies with iteration 1 counted and iteration 2's rollout running.
+  serve->send_signal(SIGKILL);
+  BOOST_REQUIRE(serve->wait(lt::live_limit));
+  serve = s.serve();
+  auto sync_release = [](uint64_t iteration, const std::string& group) {
+    auto e = release_of("job-r", v1::PHASE_SYNC);
+    e.mutable_phase_release()->set_iteration(iteration);
+    e.mutable_phase_release()->set_group(group);
+    return e;
+  };
+  // The client registers again and sends the release again: iteration 1's end was counted,
+  // so it is acknowledged; an iteration not counted, or another group's, is run again.
+  auto again = w.call(sync_release(1, "g1"));
+  BOOST_REQUIRE(again);
+  BOOST_CHECK_MESSAGE(again->has_ok(), again->DebugString());
+  BOOST_CHECK_EQUAL(error_code(w.call(sync_release(2, "g1"))), v1::ERROR_RESTART_ITERATION);
+  BOOST_CHECK_EQUAL(error_code(w.call(sync_release(1, "g7"))), v1::ERROR_RESTART_ITERATION);
+  BOOST_CHECK_EQUAL(error_code(w.call(release_of("job-r", v1::PHASE_SYNC))),
+                    v1::ERROR_RESTART_ITERATION); // an old client's release names none
+  // The rollout running when the service died has no permit any more: run it again.
+  auto rollout = w.release("job-r", "rollout", 1.0);
+  BOOST_REQUIRE(rollout);
+  BOOST_CHECK(rollout->restart_iteration());
+  BOOST_CHECK(s.admin({"job", "job-r"}).out.find("iterations  1") != std::string::npos);
+  auto resumed = w.acquire("job-r", "rollout", 10s);
+  BOOST_REQUIRE_MESSAGE(resumed, resumed.error.message);
+  BOOST_CHECK_EQUAL(resumed->iteration(), 2u);
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
 }

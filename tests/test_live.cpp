@@ -137,9 +137,17 @@ BOOST_AUTO_TEST_CASE(thirty_sigkills_change_no_acknowledged_decision) {
       BOOST_CHECK_EQUAL(j["state"], "placed");
       BOOST_CHECK_GT(j["iterations_done"].get<int>(), 0);
     }
+  // And they count iterations as the service does: a release whose answer a kill lost was
+  // sent again, and acknowledged if its iteration end had been counted.
   for (auto& w : workers) {
     w->read_until(false, [](const std::string&) { return false; }, 5ms);
     BOOST_CHECK_GT(lt::count_lines(*w, "grant "), 0);
+    auto miscounted = lt::miscounted_grants(*w);
+    BOOST_CHECK_MESSAGE(miscounted.empty(), miscounted.size() << " grants miscounted, first: "
+                                                              << (miscounted.empty()
+                                                                    ? ""
+                                                                    : miscounted.front()));
+    BOOST_TEST_MESSAGE(lt::count_lines(*w, "restart ") << " iterations run again");
     w->send_signal(SIGKILL);
   }
   serve->send_signal(SIGTERM);

@@ -8,10 +8,12 @@
 // exponential backoff (100 ms up to 5 s).
 //
 // When the service goes away (it says ServiceStopping, or a restarted one no longer knows the
-// session), the client registers again under the same worker id, from the same process. A
-// PhaseAcquire still waiting is sent again (nothing ran yet); any other request in flight is
-// answered ERROR_RESTART_ITERATION: the phase it reported on is run again, from the rollout of
-// the job's current iteration, which the restarted service resumes at.
+// session), the client registers again under the same worker id, from the same process, and
+// sends again what was in flight of PhaseAcquire (nothing ran yet), Staged and PhaseRelease.
+// A release names its grant's iteration: the service acknowledges one whose iteration end it
+// already counted, and answers ERROR_RESTART_ITERATION to any other (run the job's iteration
+// again from its rollout, where the restarted service resumes it). Any other request in flight
+// is answered ERROR_RESTART_ITERATION by the client.
 
 #include <chrono>
 #include <functional>

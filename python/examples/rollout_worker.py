@@ -42,7 +42,8 @@ def main():
             try:
                 for phase in PHASES[a.role]:
                     with job.phase(phase) as held:
-                        say(f"grant {a.job} {phase} iteration {it} gpus {held.gpus}")
+                        say(f"grant {a.job} {phase} iteration {it} gpus {held.gpus} "
+                            f"loom_iteration {held.iteration}")
                         time.sleep(a.phase_ms / 1000.0)
                         if phase == "rollout":
                             job.progress(256, 256)

@@ -3,9 +3,11 @@
 The I/O thread sends what callers queue, files replies by request id, sends heartbeats at the
 service's rate and hands commands to callbacks (or a queue for next_command). When the service
 goes away (ServiceStopping, or a restarted service that no longer knows the session) it
-registers again under the same worker id from the same process: a PhaseAcquire still waiting is
-sent again; any other request in flight fails with Restarted (run the iteration again from its
-rollout, which the restarted service resumes at).
+registers again under the same worker id from the same process, and sends again what was in
+flight of PhaseAcquire (nothing ran yet), Staged and PhaseRelease. A release names its grant's
+iteration: the service acknowledges one whose iteration end it already counted, and any other
+fails with Restarted (run the iteration again from its rollout, where the restarted service
+resumes it). Any other request in flight fails with Restarted too.
 """
 
 import collections
@@ -32,6 +34,8 @@ ROLES = {
 PHASES = {"rollout": pb.PHASE_ROLLOUT, "training": pb.PHASE_TRAINING, "sync": pb.PHASE_SYNC}
 
 _REGISTER_RETRY_S = 0.5
+# Requests sent again to the next service (see above).
+_SENT_AGAIN = ("phase_acquire", "phase_release", "staged")
 _REGISTER_PATIENCE_S = 3.0
 _wake_ids = itertools.count()
 
@@ -101,6 +105,7 @@ class Client:
         self._incarnation = os.urandom(8).hex()
         self._cond = threading.Condition()
         self._pending = {}          # request id -> [request envelope, reply or None]
+        self._grants = {}           # (job, phase) -> its last PhaseGrant, named by its release
         self._outbox = []
         self._commands = collections.deque()
         self._callbacks = []
@@ -191,7 +196,10 @@ class Client:
         env = pb.Envelope()
         env.phase_acquire.job = job
         env.phase_acquire.phase = PHASES[phase]
-        return self.call(env, timeout_s).phase_grant
+        grant = self.call(env, timeout_s).phase_grant
+        with self._cond:
+            self._grants[(job, phase)] = grant
+        return grant
 
     def release(self, job, phase, solo_s):
         """The phase is done; solo_s: how long the same work takes alone on full GPUs."""
@@ -199,6 +207,11 @@ class Client:
         env.phase_release.job = job
         env.phase_release.phase = PHASES[phase]
         env.phase_release.solo_s = solo_s
+        with self._cond:
+            grant = self._grants.get((job, phase))
+        if grant is not None:
+            env.phase_release.iteration = grant.iteration
+            env.phase_release.group = grant.group
         self.call(env)
 
     def progress(self, job, done, total):
@@ -244,7 +257,7 @@ class Client:
             self.waiting_reason = ""
             for rid, entry in self._pending.items():
                 body = entry[0].WhichOneof("body")
-                if entry[1] is None and body not in ("phase_acquire", "register"):
+                if entry[1] is None and body not in _SENT_AGAIN + ("register",):
                     entry[1] = _error_reply(rid, pb.ERROR_RESTART_ITERATION,
                                             "the service went away under this request: run "
                                             "the job's iteration again from its rollout")
@@ -289,6 +302,7 @@ class Client:
                 return None
             entry = self._pending.get(rid) if rid else None
             body = env.WhichOneof("body")
+            sent_again = entry is not None and entry[0].WhichOneof("body") in _SENT_AGAIN
             is_acquire = entry is not None and entry[0].WhichOneof("body") == "phase_acquire"
             lost = (self._registration is not None and body == "error"
                     and env.error.code == pb.ERROR_NOT_REGISTERED)
@@ -296,7 +310,7 @@ class Client:
                 is_acquire and body == "error" and env.error.code == pb.ERROR_UNAVAILABLE)
             if lost or stopping:
                 self._lose_session()
-                if entry is not None and not is_acquire and entry[1] is None:
+                if entry is not None and not sent_again and entry[1] is None:
                     entry[1] = env
                 self._cond.notify_all()
                 return None

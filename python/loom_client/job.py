@@ -24,13 +24,15 @@ _JOB_STATES = {v: k for k, v in pb.JobState.items()}
 
 
 class Grant:
-    """A run permit (WEAVE §5.1): the GPUs the phase runs on and the load before it."""
+    """A run permit (WEAVE §5.1): the GPUs the phase runs on and the load before it, and the
+    iteration (of the job's placement, from 1) Loom counts it in."""
 
-    def __init__(self, phase, gpus=0, switch_s=0.0, cold=False):
+    def __init__(self, phase, gpus=0, switch_s=0.0, cold=False, iteration=0):
         self.phase = phase
         self.gpus = gpus
         self.switch_s = switch_s
         self.cold = cold
+        self.iteration = iteration
 
 
 class Phase:
@@ -59,6 +61,10 @@ class Phase:
     @property
     def gpus(self):
         return self.grant.gpus if self.grant else 0
+
+    @property
+    def iteration(self):
+        return self.grant.iteration if self.grant else 0
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -109,7 +115,7 @@ class Job:
         if not self.enabled:
             return Grant(name)
         g = self.client.acquire(self.name, name)
-        return Grant(name, g.gpus, g.switch_s, g.cold)
+        return Grant(name, g.gpus, g.switch_s, g.cold, g.iteration)
 
     def _release(self, name, solo_s):
         if self.enabled:

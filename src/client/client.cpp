@@ -76,6 +76,13 @@ v1::Envelope error_reply(uint64_t rid, v1::ErrorCode code, std::string message) 
   return e;
 }
 
+/// Requests the client sends again to the next service: an acquire (nothing ran yet), staging,
+/// and a release, which names its grant's iteration so that the service acknowledges one it
+/// already counted and says to run the iteration again otherwise.
+bool sent_again(const v1::Envelope& request) {
+  return request.has_phase_acquire() || request.has_phase_release() || request.has_staged();
+}
+
 call_error error_of(const std::optional<v1::Envelope>& reply) {
   if (!reply)
     return {0, "no answer in time"};
@@ -118,6 +125,8 @@ struct client::impl {
   clock_type::time_point register_at;
   std::optional<call_error> fatal; // registering again was refused for good
   std::string waiting;
+  // The last grant of each job and phase, whose iteration and group its release names.
+  std::map<std::pair<std::string, v1::Phase>, v1::PhaseGrant> grants;
   uint64_t next_id = 1;
   std::atomic<bool> stop{false};
   std::thread io;
@@ -205,8 +214,8 @@ struct client::impl {
 
   // -- the I/O thread (the only user of the socket) -------------------------------------------
 
-  /// The session is gone: acquires wait to be sent again, other calls in flight are told to
-  /// run the iteration again, and a Register goes out. Under the mutex.
+  /// The session is gone: phase requests wait to be sent again, other calls in flight are told
+  /// to run the iteration again, and a Register goes out. Under the mutex.
   void lose_session() {
     if (!registration)
       return;
@@ -214,7 +223,7 @@ struct client::impl {
       lost = true;
       waiting.clear();
       for (auto& [rid, call] : pending)
-        if (!call.reply && !call.request.has_phase_acquire() && !call.request.has_register_())
+        if (!call.reply && !sent_again(call.request) && !call.request.has_register_())
           call.reply = error_reply(rid, v1::ERROR_RESTART_ITERATION,
                                    "the service went away under this request: run the job's "
                                    "iteration again from its rollout");
@@ -272,7 +281,7 @@ struct client::impl {
                                  && e.has_error() && e.error().code() == v1::ERROR_UNAVAILABLE;
     if (loses_session(e) || e.has_service_stopping() || stopping_answer) {
       lose_session();
-      if (it != pending.end() && !it->second.request.has_phase_acquire() && !it->second.reply)
+      if (it != pending.end() && !sent_again(it->second.request) && !it->second.reply)
         it->second.reply = std::move(e);
       arrived.notify_all();
       return std::nullopt;
@@ -456,8 +465,11 @@ outcome<v1::PhaseGrant> client::acquire(const std::string& job, const std::strin
   e.mutable_phase_acquire()->set_job(job);
   e.mutable_phase_acquire()->set_phase(*p);
   auto reply = impl_->call(e, timeout);
-  if (reply && reply->has_phase_grant())
+  if (reply && reply->has_phase_grant()) {
+    std::lock_guard<std::mutex> lock{impl_->mutex};
+    impl_->grants[{job, *p}] = reply->phase_grant();
     return {reply->phase_grant(), {}};
+  }
   return {std::nullopt, error_of(reply)};
 }
 
@@ -470,6 +482,13 @@ std::optional<call_error> client::release(const std::string& job, const std::str
   e.mutable_phase_release()->set_job(job);
   e.mutable_phase_release()->set_phase(*p);
   e.mutable_phase_release()->set_solo_s(solo_s);
+  {
+    std::lock_guard<std::mutex> lock{impl_->mutex};
+    if (auto g = impl_->grants.find({job, *p}); g != impl_->grants.end()) {
+      e.mutable_phase_release()->set_iteration(g->second.iteration());
+      e.mutable_phase_release()->set_group(g->second.group());
+    }
+  }
   auto reply = call(e);
   if (reply && reply->has_ok())
     return std::nullopt;

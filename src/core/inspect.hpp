@@ -77,7 +77,8 @@ typename Inspector::result_type inspect(Inspector& f, group_member& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, phase_grant& x) {
-  return f(caf::meta::type_name("phase_grant"), x.job, x.phase, x.gpus, x.switch_s, x.cold);
+  return f(caf::meta::type_name("phase_grant"), x.job, x.phase, x.gpus, x.switch_s, x.cold,
+           x.iteration, x.group);
 }
 
 template <class Inspector>

@@ -68,6 +68,41 @@ void acquire(self_ptr self, const std::string& identity, const session& s, uint6
     });
 }
 
+/// A sync release that ended an iteration the store has counted: its answer was lost (the
+/// service restarted under it) and the client sent it again. Iterations end at their sync.
+bool counted(const job_status& js, const v1::PhaseRelease& r, phase_kind phase) {
+  if (phase != phase_kind::sync || r.iteration() == 0)
+    return false;
+  if (js.state == job_state::finished)
+    return true; // it finished at the end of its last iteration
+  return js.state == job_state::placed && js.group == r.group()
+         && int64_t(r.iteration()) <= js.member.iterations_done;
+}
+
+/// A release of a phase no executor's permit stands for: after a restart, a drift, or a
+/// release sent twice. One the store already counted is acknowledged; any other phase is run
+/// again from its iteration's rollout (WEAVE §5.1: a permit covers one run of a phase).
+void release_unpermitted(self_ptr self, const std::string& identity, uint64_t rid,
+                         const v1::PhaseRelease& r, phase_kind phase) {
+  self->request(self->state.scheduler, caf::infinite, job_atom::value, r.job())
+    .then(
+      [self, identity, rid, r, phase](const job_status& js) {
+        if (counted(js, r, phase))
+          reply(self, identity, rid, [](v1::Envelope& e) { e.mutable_ok(); });
+        else if (js.state == job_state::placed || js.state == job_state::drifted)
+          send_error(self, identity, rid, v1::ERROR_RESTART_ITERATION,
+                     fmt::format("no permit of job '{}' stands for its {} phase (the service "
+                                 "restarted or placed it again): run its iteration again from "
+                                 "its rollout",
+                                 r.job(), phase));
+        else
+          send_error(self, identity, rid, v1::ERROR_JOB_ENDED,
+                     fmt::format("job '{}' is {}{}", r.job(), js.state,
+                                 js.reason.empty() ? "" : ": " + js.reason));
+      },
+      [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+}
+
 void release(self_ptr self, const std::string& identity, const session& s, uint64_t rid,
              const v1::PhaseRelease& r) {
   auto phase = wire::phase_of(r.phase());
@@ -79,17 +114,8 @@ void release(self_ptr self, const std::string& identity, const session& s, uint6
   }
   const auto job = r.job();
   auto executor = executor_of(self, job);
-  if (!executor) {
-    // Placed, but not in the group that permitted the phase: after a restart or a drift.
-    when_placed(
-      self, job, identity, rid,
-      [self, identity, rid, job] {
-        send_error(self, identity, rid, v1::ERROR_RESTART_ITERATION,
-                   fmt::format("job '{}' was placed again since this phase was permitted: run "
-                               "its iteration again from its rollout",
-                               job));
-      },
-      [] { return true; });
+  if (!executor || !self->state.grants.held(job, *phase)) {
+    release_unpermitted(self, identity, rid, r, *phase);
     return;
   }
   self->state.grants.release(job, *phase);

@@ -34,6 +34,11 @@ public:
   /// holds for those who ask later, until the phase is released.
   std::vector<acquire_waiter> grant(const phase_grant& g);
 
+  /// The executor's permit for the phase stands (granted, not yet released).
+  bool held(const std::string& job, phase_kind phase) const {
+    return granted_.count(key{job, phase}) > 0;
+  }
+
   /// The phase was reported done: its permit is used up.
   void release(const std::string& job, phase_kind phase);
 

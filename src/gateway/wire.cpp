@@ -57,6 +57,8 @@ void fill(v1::PhaseGrant& out, const phase_grant& g) {
   out.set_gpus(uint32_t(g.gpus));
   out.set_switch_s(g.switch_s);
   out.set_cold(g.cold);
+  out.set_iteration(uint64_t(g.iteration));
+  out.set_group(g.group);
 }
 
 void fill(v1::SubmitReply& out, const placement_reply& r) {

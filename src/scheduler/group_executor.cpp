@@ -41,9 +41,12 @@ void watch(executor_ptr self, const phase_grant& g) {
 
 void hand_out(executor_ptr self, const executor_actions& actions) {
   auto& st = self->state;
-  for (auto& g : actions.grants) {
+  for (auto g : actions.grants) {
     spdlog::debug("event=run_permit group={} job={} phase={} gpus={} switch_s={:.2f} cold={}",
                   st.config.group, g.job, g.phase, g.gpus, g.switch_s, g.cold);
+    if (auto* m = st.ledger->find(g.job))
+      g.iteration = m->iteration + 1;
+    g.group = st.config.group;
     watch(self, g);
     if (st.worker)
       self->send(st.worker, run_atom::value, g);

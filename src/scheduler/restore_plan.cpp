@@ -58,7 +58,8 @@ std::optional<restored_group> rebuild(const group_record& g,
                                       const std::map<std::string, int>& rollout_index,
                                       const std::map<std::string, int>& training_index,
                                       std::vector<std::string>& problems) {
-  restored_group out{group_number(g.id)};
+  restored_group out;
+  out.id = group_number(g.id);
   auto roll = indices_of(g.rollout_nodes, rollout_index);
   auto train = indices_of(g.training_nodes, training_index);
   if (out.id == 0 || !roll || !train) {

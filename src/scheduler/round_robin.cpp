@@ -149,7 +149,7 @@ executor_actions round_robin::phase_done(const std::string& job, phase_kind phas
       // Sync needs no pool GPUs of its own (it streams over the link, WEAVE §5.2): it is
       // permitted at once and gates only this job's next rollout.
       it->second.phase = phase_kind::sync;
-      out.grants.push_back(phase_grant{job, phase_kind::sync, 0, 0, false});
+      out.grants.push_back(phase_grant{job, phase_kind::sync, 0, 0, false, 0, {}});
       break;
     case phase_kind::sync:
       it->second.phase = phase_kind::rollout;
@@ -243,7 +243,7 @@ void round_robin::start_rollouts(executor_actions& out) {
       if (!next || available == 0)
         continue;
       running_rollout run{next_order_++, need, {}, false};
-      phase_grant grant{job, phase_kind::rollout, 0, 0, false};
+      phase_grant grant{job, phase_kind::rollout, 0, 0, false, 0, {}};
       for (auto& [n, g] : need) {
         auto& nn = nodes_.at(n);
         int take = std::min(nn.free, g);
@@ -275,7 +275,7 @@ void round_robin::start_training(executor_actions& out) {
   auto& m = members_.at(job);
   ++m.training_turn;
   training_running_ = job;
-  phase_grant grant{job, phase_kind::training, training_gpus_, 0, false};
+  phase_grant grant{job, phase_kind::training, training_gpus_, 0, false, 0, {}};
   if (training_last_ != job) {
     bool warm = training_resident_.count(job) > 0;
     grant.switch_s = warm ? m.switches.training.warm_s : m.switches.training.cold_s;

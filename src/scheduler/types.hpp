@@ -68,6 +68,10 @@ struct phase_grant {
   int gpus = 0;
   double switch_s = 0;
   bool cold = false;
+  // Stamped by the executor that permits it: a release names them back, so that one sent again
+  // after a restart is known for an iteration end already counted.
+  int64_t iteration = 0; // of the job's placement, from 1
+  std::string group;
 };
 
 /// How Algorithm 1 placed a job (WEAVE §4.2).

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include <map>
+#include <regex>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -201,6 +202,17 @@ int count_lines(const child_process& w, const std::string& prefix) {
   for (auto& l : w.stdout_lines())
     n += l.rfind(prefix, 0) == 0;
   return n;
+}
+
+std::vector<std::string> miscounted_grants(const child_process& w) {
+  static const std::regex grant{R"(^grant \S+ \S+ iteration (\d+) .*loom_iteration (\d+))"};
+  std::vector<std::string> out;
+  for (auto& l : w.stdout_lines()) {
+    std::smatch m;
+    if (std::regex_search(l, m, grant) && std::stoll(m[1]) + 1 != std::stoll(m[2]))
+      out.push_back(l);
+  }
+  return out;
 }
 
 } // namespace loom::test

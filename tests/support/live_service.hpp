@@ -64,4 +64,8 @@ bool finished(child_process& w);
 /// The example worker's lines starting with `prefix`.
 int count_lines(const child_process& w, const std::string& prefix);
 
+/// The example worker's grants in which its own iteration count (from 0) and the service's
+/// (`loom_iteration`, from 1) disagree: an iteration run twice or skipped by one side.
+std::vector<std::string> miscounted_grants(const child_process& w);
+
 } // namespace loom::test
