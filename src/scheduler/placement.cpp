@@ -31,6 +31,10 @@ placement_engine::placement_engine(std::vector<pool_node> rollout_pool,
     training_used_(training_pool_.size(), false),
     max_group_size_(max_group_size),
     tail_migration_cost_s_(tail_migration_cost_s) {
+  for (int i = 0; i < int(rollout_pool_.size()); ++i)
+    rollout_free_.insert(rollout_free_.end(), i);
+  for (int i = 0; i < int(training_pool_.size()); ++i)
+    training_free_.insert(training_free_.end(), i);
   for (auto& n : rollout_pool_) {
     rollout_gpus_total_ += n.gpus;
     rollout_memory_max_ = std::max(rollout_memory_max_, n.memory_gb);
@@ -51,25 +55,24 @@ void placement_engine::update_open(uint64_t id) {
 }
 
 std::vector<int> placement_engine::free_nodes(const std::vector<pool_node>& pool,
-                                              const std::vector<bool>& used, int gpus) const {
+                                              const std::set<int>& free, int gpus) const {
   std::vector<int> out;
   int have = 0;
-  for (size_t i = 0; i < pool.size() && have < gpus; ++i)
-    if (!used[i]) {
-      out.push_back(int(i));
-      have += pool[i].gpus;
-    }
+  for (auto it = free.begin(); it != free.end() && have < gpus; ++it) {
+    out.push_back(*it);
+    have += pool[size_t(*it)].gpus;
+  }
   if (have < gpus)
     out.clear();
   return out;
 }
 
 std::vector<int> placement_engine::free_rollout_nodes(int gpus) const {
-  return free_nodes(rollout_pool_, rollout_used_, gpus);
+  return free_nodes(rollout_pool_, rollout_free_, gpus);
 }
 
 std::vector<int> placement_engine::free_training_nodes(int gpus) const {
-  return free_nodes(training_pool_, training_used_, gpus);
+  return free_nodes(training_pool_, training_free_, gpus);
 }
 
 size_t placement_engine::rollout_nodes_needed(const rl_job& job) const {
@@ -274,6 +277,10 @@ void placement_engine::set_rollout_used(int n, bool used) {
   if (rollout_used_[size_t(n)] == used)
     return;
   rollout_used_[size_t(n)] = used;
+  if (used)
+    rollout_free_.erase(n);
+  else
+    rollout_free_.insert(n);
   const auto& node = rollout_pool_[size_t(n)];
   cost_per_hour_ += used ? node.cost_per_hour : -node.cost_per_hour;
   rollout_gpus_used_ += used ? node.gpus : -node.gpus;
@@ -283,6 +290,10 @@ void placement_engine::set_training_used(int n, bool used) {
   if (training_used_[size_t(n)] == used)
     return;
   training_used_[size_t(n)] = used;
+  if (used)
+    training_free_.erase(n);
+  else
+    training_free_.insert(n);
   const auto& node = training_pool_[size_t(n)];
   cost_per_hour_ += used ? node.cost_per_hour : -node.cost_per_hour;
   training_gpus_used_ += used ? node.gpus : -node.gpus;

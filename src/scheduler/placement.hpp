@@ -119,7 +119,7 @@ public:
                           int group_training_gpus) const;
 
 private:
-  std::vector<int> free_nodes(const std::vector<pool_node>& pool, const std::vector<bool>& used,
+  std::vector<int> free_nodes(const std::vector<pool_node>& pool, const std::set<int>& free,
                               int gpus) const;
   /// Provisions or releases a node, keeping the cost and GPU counts.
   void set_rollout_used(int node, bool used);
@@ -139,6 +139,10 @@ private:
   std::vector<pool_node> training_pool_;
   std::vector<bool> rollout_used_;
   std::vector<bool> training_used_;
+  // The unused nodes in index order, so that a fresh group's nodes are found without scanning
+  // the provisioned ones (Alg. 1 lines 15-17 take the first free nodes).
+  std::set<int> rollout_free_;
+  std::set<int> training_free_;
   int max_group_size_;
   double tail_migration_cost_s_;
   uint64_t next_group_ = 1;
