@@ -350,7 +350,7 @@ wire_job_actor::behavior_type wire_job(wire_job_actor::stateful_pointer<wire_job
     [](join_atom, const group_member&) {},
     [](restore_atom, const group_member&, const job_progress&) {},
     [](status_atom, const std::string& job) { return member_status{job}; },
-    [](overrun_atom, const std::string&, uint64_t) {},
+    [](overrun_atom, int64_t) {},
   };
 }
 

@@ -134,7 +134,7 @@ using group_executor_actor = caf::typed_actor<
   // Where the job stands: iterations, phase, and why it waits.
   caf::replies_to<status_atom, std::string>::with<member_status>,
   // Internal: the phase permitted with this grant sequence number may have overrun.
-  caf::reacts_to<overrun_atom, std::string, uint64_t>>;
+  caf::reacts_to<overrun_atom, int64_t>>;
 
 /// One per cluster: admission and placement (WEAVE §4.2 Alg. 1), persisted before answered.
 using cluster_scheduler_actor = caf::typed_actor<

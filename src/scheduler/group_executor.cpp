@@ -1,5 +1,7 @@
 #include "scheduler/group_executor.hpp"
 
+#include <limits>
+
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
@@ -18,13 +20,24 @@ int64_t now_ns(executor_ptr self) {
   return self->clock().now().time_since_epoch().count();
 }
 
-caf::timespan span(double seconds) {
-  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(seconds));
-}
-
 phase_switches switches_of(const group_executor_config& c, const rl_job& job) {
   return member_switches(job, c.gpus_per_rollout_node, c.gpus_per_training_node, c.training_gpus,
                          c.policy);
+}
+
+/// Sets the alarm for the earliest due watched phase, unless one rings by then.
+void arm(executor_ptr self) {
+  auto& st = self->state;
+  if (st.watched.empty())
+    return;
+  int64_t due = std::numeric_limits<int64_t>::max();
+  for (auto& [job, w] : st.watched)
+    due = std::min(due, w.due_ns());
+  if (st.alarm_ns != 0 && st.alarm_ns <= due)
+    return;
+  st.alarm_ns = due;
+  self->delayed_send(self, std::chrono::nanoseconds{std::max<int64_t>(0, due - now_ns(self))},
+                     overrun_atom::value, due);
 }
 
 /// WEAVE §5.3 stragglers: the permitted phase is checked at its overrun deadline.
@@ -33,10 +46,10 @@ void watch(executor_ptr self, const phase_grant& g) {
   auto* m = st.ledger->find(g.job);
   if (!m)
     return;
-  watched_phase w{st.next_sequence++, g.phase, now_ns(self),
-                  deadlines_of(m->member.job, g, st.config.training_gpus, st.config.policy)};
-  st.watched[g.job] = w;
-  self->delayed_send(self, span(w.deadlines.overrun_s), overrun_atom::value, g.job, w.sequence);
+  st.watched[g.job] = watched_phase{
+    g.phase, now_ns(self),
+    deadlines_of(m->member.job, g, st.config.training_gpus, st.config.policy)};
+  arm(self);
 }
 
 void hand_out(executor_ptr self, const executor_actions& actions) {
@@ -165,10 +178,10 @@ caf::result<ok_atom> phase_done(executor_ptr self, const std::string& job, phase
 
 /// The watched phase's deadline passed: reported once past the overrun factor (its elapsed
 /// time feeds the drift check), failed alone past the stuck factor (WEAVE §5.3).
-void check_overrun(executor_ptr self, const std::string& job, uint64_t sequence) {
+void deadline_passed(executor_ptr self, const std::string& job) {
   auto& st = self->state;
   auto it = st.watched.find(job);
-  if (it == st.watched.end() || it->second.sequence != sequence)
+  if (it == st.watched.end())
     return;
   auto& w = it->second;
   const double elapsed = double(now_ns(self) - w.since_ns) / 1e9;
@@ -179,8 +192,6 @@ void check_overrun(executor_ptr self, const std::string& job, uint64_t sequence)
                  st.config.group, job, w.phase, elapsed, w.deadlines.overrun_s);
     if (st.observer)
       self->send(st.observer, overrun_atom::value, job, w.phase, elapsed);
-    self->delayed_send(self, span(w.deadlines.stuck_s - elapsed), overrun_atom::value, job,
-                       sequence);
     report_drift(self);
     return;
   }
@@ -191,6 +202,21 @@ void check_overrun(executor_ptr self, const std::string& job, uint64_t sequence)
   st.watched.erase(it);
   self->request(st.scheduler, caf::infinite, fail_atom::value, job, reason)
     .then([](ok_atom) {}, [](const caf::error&) {});
+}
+
+/// The alarm rang: every watched phase due by now is checked, and the next alarm set.
+void alarm_rang(executor_ptr self, int64_t at_ns) {
+  auto& st = self->state;
+  if (at_ns != st.alarm_ns)
+    return; // superseded by an earlier alarm
+  st.alarm_ns = 0;
+  std::vector<std::string> due;
+  for (auto& [job, w] : st.watched)
+    if (w.due_ns() <= now_ns(self))
+      due.push_back(job);
+  for (auto& job : due)
+    deadline_passed(self, job);
+  arm(self);
 }
 
 member_status status_of(executor_ptr self, const std::string& job) {
@@ -279,9 +305,7 @@ group_executor(group_executor_actor::stateful_pointer<group_executor_state> self
         hand_out(self, st.schedule->tail_bound(job));
     },
     [self](status_atom, const std::string& job) { return status_of(self, job); },
-    [self](overrun_atom, const std::string& job, uint64_t sequence) {
-      check_overrun(self, job, sequence);
-    },
+    [self](overrun_atom, int64_t at_ns) { alarm_rang(self, at_ns); },
   };
 }
 

@@ -35,11 +35,15 @@ struct group_executor_config {
 
 /// A permitted phase being watched for overruns (WEAVE §5.3 stragglers).
 struct watched_phase {
-  uint64_t sequence = 0; // of the grant; a timer for an older one is stale
   phase_kind phase = phase_kind::rollout;
   int64_t since_ns = 0;
   phase_deadlines deadlines;
   bool overran = false;
+
+  /// When it is checked next: at its overrun deadline, then at its stuck one.
+  int64_t due_ns() const {
+    return since_ns + int64_t((overran ? deadlines.stuck_s : deadlines.overrun_s) * 1e9);
+  }
 };
 
 struct group_executor_state {
@@ -49,7 +53,9 @@ struct group_executor_state {
   std::optional<iteration_ledger> ledger;
   std::map<std::string, turn_place> restored; // places kept from before a restart, until staged
   std::map<std::string, watched_phase> watched;
-  uint64_t next_sequence = 1;
+  // One alarm for the earliest due watched phase (0: none set): most phases end long before
+  // theirs, and a timer per permit would be most of a replay's messages.
+  int64_t alarm_ns = 0;
   worker_actor worker;
   cluster_scheduler_actor scheduler;
   observer_actor observer;
