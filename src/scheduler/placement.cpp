@@ -193,10 +193,10 @@ placement_decision placement_engine::place(const rl_job& job) const {
   double fresh_cost = 0;
   for (int n : fresh_rollout)
     fresh_cost += rollout_pool_[size_t(n)].cost_per_hour;
-  for (uint64_t id : open_) {
+  for (uint64_t id : open_) { // not saturated, not full (Alg. 1 line 4)
     const auto& g = groups_.at(id);
-    if (g.is_saturated || !has_room(g, job))
-      continue; // Alg. 1 lines 4 and 8
+    if (!has_room(g, job))
+      continue; // Alg. 1 line 8
     auto consider = [&](const std::vector<int>& nodes, placement_kind kind, double delta) {
       if (delta >= best.delta_cost_per_hour)
         return;
