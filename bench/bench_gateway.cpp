@@ -55,8 +55,12 @@ cluster bench_cluster(int workers) {
 }
 
 rl_job bench_job(const std::string& id) {
-  rl_job j{id, 8, 8, 1, 1, 4.0, 1, 1, 0};
-  j.iterations = 0;
+  rl_job j;
+  j.id = id;
+  j.rollout_gpus = j.training_gpus = 8;
+  j.rollout_memory_gb = j.training_memory_gb = 1;
+  j.slo = 4.0;
+  j.rollout_s = j.training_s = 1;
   return j;
 }
 

@@ -1,5 +1,7 @@
 // Generation cores: one balancer tick over N instances (OrchestrRL §4.2; goal under 1 ms for
-// 1,000 instances), and the instance simulator the planner calls per candidate config.
+// 1,000 instances), the instance simulator the planner calls per candidate config, the planner
+// solve, and the live runtime's monitoring tick (every instance's stats in, the balancer's
+// loads out, migrations turned into commands) at 128-1,024 GPUs.
 
 #include <benchmark/benchmark.h>
 
@@ -9,6 +11,7 @@
 #include "core/gpu.hpp"
 #include "generation/batch_sim.hpp"
 #include "generation/config_search.hpp"
+#include "generation/deployment_runtime.hpp"
 #include "generation/load_index.hpp"
 
 namespace {
@@ -95,5 +98,57 @@ void BM_plan_generation(benchmark::State& state) {
 BENCHMARK(BM_plan_generation)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 } // namespace
+
+/// A deployment of `gpus` GPUs in TP=1 instances on 8-GPU engines, its step of 16 requests per
+/// GPU placed round-robin: the per-tick work of the controller.
+void BM_runtime_tick(benchmark::State& state) {
+  loom::engine_model e{*loom::find_model("Qwen2.5-14B"), *loom::find_builtin_gpu("H800")};
+  const int gpus = int(state.range(0));
+  loom::deployment_config d;
+  d.name = "bench";
+  d.gpus = gpus;
+  d.initial = loom::parallel_config{1};
+  d.planner_enabled = false;
+  loom::deployment_runtime rt{e, d};
+  for (int i = 0; i < gpus / 8; ++i)
+    rt.join({"e" + std::to_string(i), "n", 8, false}, 0);
+  for (auto& c : rt.take_commands())
+    rt.on_ack({c.id, c.engine, true, {}, {}, 0}, 0);
+  loom::step_batch b;
+  for (int i = 0; i < gpus * 16; ++i)
+    b.requests.push_back({uint64_t(i), 400, 0, -1});
+  rt.start_step(b, 0);
+  rt.plan_now(0);
+  std::vector<loom::instance_stats> stats;
+  for (auto& c : rt.take_commands()) {
+    rt.on_ack({c.id, c.engine, true, {}, {}, 0}, 0);
+    loom::instance_stats s{c.engine, c.instance, 1, {}, 100000, 200000, 256, 30.0, 0};
+    for (auto& r : c.requests)
+      s.requests.push_back({r.id, 400, int64_t(r.id % 3000), r.id % 4 != 0, r.id % 4 != 0});
+    stats.push_back(std::move(s));
+  }
+  double now = 1;
+  size_t moves = 0;
+  for (auto _ : state) {
+    for (auto& s : stats)
+      rt.on_stats(s, now);
+    auto work = rt.tick(now);
+    if (work.balance) {
+      auto loads = std::move(*work.balance);
+      auto migrations = loom::plan_migrations(loads, {});
+      moves = migrations.size();
+      rt.on_migrations(migrations, now);
+      for (auto& c : rt.take_commands()) // released, then admitted: both answered
+        rt.on_ack({c.id, c.engine, true, {}, {}, 0}, now);
+      rt.take_commands();
+    }
+    rt.take_records();
+    now += 1;
+  }
+  state.counters["instances"] = double(gpus);
+  state.counters["requests"] = double(gpus * 16);
+  state.counters["migrations"] = double(moves);
+}
+BENCHMARK(BM_runtime_tick)->Arg(128)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

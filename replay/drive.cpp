@@ -49,19 +49,6 @@ std::string toml_weave_policy(const weave_policy& p) {
                      p.overrun_factor, p.stuck_factor);
 }
 
-/// Client options for a key pair prefix (empty server key: the service runs insecure).
-client_options options_for(const drive_options& o, const std::string& prefix) {
-  client_options c;
-  c.endpoint = o.endpoint;
-  c.timeout = no_timeout;
-  if (o.server_key.empty())
-    return c;
-  c.server_public_key = read_key(o.server_key);
-  c.public_key = read_key(prefix + ".pub");
-  c.secret_key = read_key(prefix + ".secret");
-  return c;
-}
-
 /// Every job's last state ended it, and no arrival, crash or resubmission is still due.
 bool finished(drive_context& ctx, const weave_scenario& sc, double sim_s) {
   double last_event = 0;
@@ -83,11 +70,8 @@ bool finished(drive_context& ctx, const weave_scenario& sc, double sim_s) {
 
 std::shared_ptr<drive_context> make_context(const weave_scenario& sc, const drive_options& o) {
   auto ctx = std::make_shared<drive_context>();
-  auto admin = o.admin_key.empty()
-                 ? (std::filesystem::path{o.server_key}.parent_path() / "admin").string()
-                 : o.admin_key;
-  ctx->admin = options_for(o, admin);
-  ctx->worker = options_for(o, o.key);
+  ctx->admin = drive_client_options(o, admin_key_prefix(o));
+  ctx->worker = drive_client_options(o, o.key);
   ctx->config = sc.config;
   ctx->time_scale = o.time_scale;
   ctx->pools = std::make_shared<placement_engine>(
@@ -129,6 +113,24 @@ caf::error drive_workload(const weave_scenario& sc, const drive_options& o,
 }
 
 } // namespace
+
+client_options drive_client_options(const drive_options& o, const std::string& prefix) {
+  client_options c;
+  c.endpoint = o.endpoint;
+  c.timeout = no_timeout;
+  if (o.server_key.empty())
+    return c;
+  c.server_public_key = read_key(o.server_key);
+  c.public_key = read_key(prefix + ".pub");
+  c.secret_key = read_key(prefix + ".secret");
+  return c;
+}
+
+std::string admin_key_prefix(const drive_options& o) {
+  return o.admin_key.empty()
+           ? (std::filesystem::path{o.server_key}.parent_path() / "admin").string()
+           : o.admin_key;
+}
 
 caf::expected<drive_output> run_drive(const weave_scenario& sc, const drive_options& o) {
   if (!sc.migrate_tails)

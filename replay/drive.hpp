@@ -9,6 +9,7 @@
 
 #include <caf/expected.hpp>
 
+#include "loom/client.hpp"
 #include "replay/weave_scenario.hpp"
 
 namespace loom::replay {
@@ -16,11 +17,15 @@ namespace loom::replay {
 struct drive_options {
   std::string endpoint;
   std::string server_key;   // the service's public key file; empty: it runs insecure
-  std::string key;          // a driver-role key pair prefix (KEY.pub, KEY.secret)
+  std::string key;          // a driver-role (WEAVE) or gen-router key pair prefix
   std::string admin_key;    // the admin pair prefix; default: next to the server key
   double time_scale = 1000; // simulated seconds per real second
   double limit_s = 600;     // give up (an error) after this long, real time
   std::string out_dir;
+  // Generation scenarios:
+  std::string engine_key;    // the engines' gen-instance key pair prefix
+  std::string engine_binary; // loom-example-engine; default: next to the loom binary
+  std::string initial;       // the parallel config to start from; default: static-best's
 };
 
 struct drive_output {
@@ -29,6 +34,13 @@ struct drive_output {
 };
 
 caf::expected<drive_output> run_drive(const weave_scenario& scenario, const drive_options& o);
+
+/// Client options for a key pair prefix (no server key: the service runs insecure); calls
+/// wait as long as they take.
+client_options drive_client_options(const drive_options& o, const std::string& prefix);
+
+/// The admin key pair prefix: --admin-key, else `admin` next to the server key.
+std::string admin_key_prefix(const drive_options& o);
 
 /// A service config for the scenario: its cluster config's text with the scenario's WEAVE
 /// policy, the given storage and endpoints, and `driver_keys` as the driver role's clients.

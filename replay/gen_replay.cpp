@@ -11,12 +11,8 @@
 
 #include "core/error.hpp"
 #include "core/metrics.hpp"
-#include "generation/balancer.hpp"
-#include "generation/gen_planner.hpp"
-#include "replay/driver.hpp"
+#include "replay/gen_run.hpp"
 #include "replay/report.hpp"
-#include "store/database.hpp"
-#include "store/store_actor.hpp"
 
 namespace loom::replay {
 
@@ -32,57 +28,10 @@ struct run_spec {
 
 caf::expected<gen_run_log> run_once(const gen_scenario& sc, const run_spec& spec,
                                     const std::string& store_dir) {
-  engine_model engine{sc.model, sc.gpu};
-  sim_engines_config cfg;
-  cfg.initial = spec.initial;
-  cfg.steps = sc.steps;
-  cfg.tick_s = sc.tick_s;
-  cfg.plan_interval_s = sc.plan_interval_s;
-  cfg.training_s = sc.training_s;
-  cfg.kv_path = sc.planner.kv_path;
-  cfg.curve_step = sc.curve_step;
-  auto log = std::make_shared<gen_run_log>();
-  std::shared_ptr<database> db;
-  if (spec.planner) {
-    auto opened = open_scratch_store(store_dir);
-    if (!opened)
-      return opened.error();
-    db = std::move(*opened);
-  }
-  {
-    driver d;
-    auto& sys = d.system();
-    std::vector<caf::actor> all;
-    gen_planner_actor planner;
-    balancer_actor balance;
-    if (spec.planner) {
-      auto store_handle = sys.spawn(store, db, std::make_shared<service_metrics>());
-      gen_planner_config pc;
-      pc.deployment = sc.name;
-      pc.gpu_budget = sc.gpus;
-      pc.max_tokens = sc.max_tokens;
-      pc.bin_tokens = sc.bin_tokens;
-      pc.forecast_window = sc.forecast_window;
-      pc.params = sc.planner;
-      pc.sync_writes = false; // replay's store is scratch; live serve syncs
-      planner = sys.spawn(gen_planner, engine, pc, store_handle);
-      all.push_back(caf::actor_cast<caf::actor>(store_handle));
-      all.push_back(caf::actor_cast<caf::actor>(planner));
-    }
-    if (spec.balancer) {
-      balance = sys.spawn(balancer, sc.balancer);
-      all.push_back(caf::actor_cast<caf::actor>(balance));
-    }
-    sys.spawn(simulated_engines, engine, cfg, planner, balance, log);
-    d.run_to_quiescence();
-    for (auto& a : all)
-      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    d.run_to_quiescence();
-  }
-  if (!log->done)
-    return make_error(errc::invalid_argument,
-                      log->error.empty() ? "the run stopped before its last step" : log->error);
-  return std::move(*log);
+  const engine_model engine{sc.model, sc.gpu};
+  gen_run_spec run{deployment_for(sc, spec.initial.parallel, spec.planner, spec.balancer),
+                   framework_for(sc, spec.initial.parallel), store_dir};
+  return run_generation(engine, run);
 }
 
 double samples_per_s(const gen_scenario& sc, const gen_run_log& log) {
@@ -99,9 +48,12 @@ double mean_of(const std::vector<double>& v) {
 }
 
 
-json policy_json(const gen_scenario& sc, const run_spec& spec, const gen_run_log& log) {
+} // namespace
+
+json gen_policy_json(const gen_scenario& sc, const gen_deployment& initial,
+                     const gen_run_log& log) {
   json out;
-  out["initial_deployment"] = spec.initial.name();
+  out["initial_deployment"] = initial.name();
   out["makespan_s"] = {{"mean", round4(mean_of(log.makespans))},
                        {"p50", round4(percentile(log.makespans, 0.5))},
                        {"p99", round4(percentile(log.makespans, 0.99))}};
@@ -129,6 +81,8 @@ json policy_json(const gen_scenario& sc, const run_spec& spec, const gen_run_log
   return out;
 }
 
+namespace {
+
 /// veRL-TO's sweep: every fixed DP x TP with TP in {1, 2, 4, 8} that fits (only TP8 when no
 /// policy needs the best one), with each run's wall time.
 struct static_sweep {
@@ -138,7 +92,7 @@ struct static_sweep {
 };
 
 caf::expected<static_sweep> sweep_statics(const gen_scenario& sc, const engine_model& engine,
-                                          bool adaptive) {
+                                          bool adaptive, const std::string& out_dir) {
   static_sweep out;
   for (int tp : {1, 2, 4, 8}) {
     if (sc.gpus % tp != 0 || tp > sc.planner.gpus_per_node || engine.kv_capacity_tokens(tp) <= 0)
@@ -146,7 +100,9 @@ caf::expected<static_sweep> sweep_statics(const gen_scenario& sc, const engine_m
     if (!adaptive && tp != 8)
       continue;
     auto t0 = std::chrono::steady_clock::now();
-    auto log = run_once(sc, {{tp, sc.gpus / tp}, false, false}, "");
+    auto log = run_once(sc, {{tp, sc.gpus / tp}, false, false},
+                        (std::filesystem::path{out_dir} / "store" / fmt::format("static-tp{}", tp))
+                          .string());
     if (!log)
       return log.error();
     out.wall_s[tp] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -171,7 +127,7 @@ json static_policy(const gen_scenario& sc, const std::string& name, const static
   if (it == sweep.logs.end())
     return {{"error", fmt::format("TP=8 does not fit {} GPUs of {} per node", sc.gpus,
                                   sc.planner.gpus_per_node)}};
-  auto p = policy_json(sc, {{tp, sc.gpus / tp}, false, false}, it->second);
+  auto p = gen_policy_json(sc, {tp, sc.gpus / tp}, it->second);
   if (name == "static-best") {
     json all;
     for (auto& [t, log] : sweep.logs)
@@ -199,7 +155,7 @@ caf::expected<json> adaptive_policy(const gen_scenario& sc, const std::string& n
                                  {"max", round4(max)},
                                  {"calls", log->solve_ms.size()}};
   }
-  return policy_json(sc, spec, *log);
+  return gen_policy_json(sc, spec.initial, *log);
 }
 
 json speedups_of(json& policies) {
@@ -262,6 +218,14 @@ std::string gen_table(const gen_scenario& sc, json& policies, json& timings,
 
 } // namespace
 
+caf::expected<gen_deployment> best_static_deployment(const gen_scenario& sc,
+                                                     const std::string& out_dir) {
+  auto sweep = sweep_statics(sc, engine_model{sc.model, sc.gpu}, true, out_dir);
+  if (!sweep)
+    return sweep.error();
+  return gen_deployment{sweep->best_tp, sc.gpus / sweep->best_tp};
+}
+
 caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& sc,
                                                 const std::string& out_dir) {
   if (auto err = make_output_dir(out_dir))
@@ -272,7 +236,8 @@ caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& sc,
   };
   auto sweep = sweep_statics(sc, engine,
                              want("static-best") || want("planner-only")
-                               || want("balancer-only") || want("orchestr"));
+                               || want("balancer-only") || want("orchestr"),
+                             out_dir);
   if (!sweep)
     return sweep.error();
   const gen_deployment best{sweep->best_tp, sc.gpus / sweep->best_tp};

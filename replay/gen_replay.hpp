@@ -9,6 +9,7 @@
 #include <string>
 
 #include <caf/expected.hpp>
+#include <nlohmann/json.hpp>
 
 #include "replay/gen_scenario.hpp"
 
@@ -22,5 +23,14 @@ struct gen_replay_output {
 
 caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& scenario,
                                                 const std::string& out_dir);
+
+/// The best fixed DP x TP of veRL-TO's sweep (static-best's deployment, where the adaptive
+/// policies start); the sweep's stores go under DIR/store.
+caf::expected<gen_deployment> best_static_deployment(const gen_scenario& scenario,
+                                                     const std::string& out_dir);
+
+/// A policy's entry of report.json, from its run.
+nlohmann::json gen_policy_json(const gen_scenario& scenario, const gen_deployment& initial,
+                               const gen_run_log& log);
 
 } // namespace loom::replay

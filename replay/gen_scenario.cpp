@@ -162,4 +162,43 @@ scenario_result<gen_scenario> load_gen_scenario(const std::string& path) {
   return load_scenario_file<gen_scenario>(path, read_gen_scenario);
 }
 
+int engine_gpus(const gen_scenario& sc) {
+  return std::min(sc.gpus, sc.planner.gpus_per_node);
+}
+
+deployment_config deployment_for(const gen_scenario& sc, const parallel_config& initial,
+                                 bool planner, bool balancer) {
+  deployment_config d;
+  d.name = sc.name;
+  d.model = sc.model.name;
+  d.gpu = sc.gpu.name;
+  d.gpus = sc.gpus;
+  d.initial = initial;
+  d.max_tokens = sc.max_tokens;
+  d.planner_enabled = planner;
+  d.balancer_enabled = balancer;
+  d.period_s = sc.plan_interval_s;
+  d.tick_s = sc.tick_s;
+  d.bin_tokens = sc.bin_tokens;
+  d.forecast_window = sc.forecast_window;
+  d.planner = sc.planner;
+  d.planner.gpus_per_node = engine_gpus(sc);
+  d.balancer = sc.balancer;
+  return d;
+}
+
+sim_generation_config framework_for(const gen_scenario& sc, const parallel_config& loaded) {
+  sim_generation_config f;
+  f.deployment = sc.name;
+  f.gpus_per_engine = engine_gpus(sc);
+  f.engines = sc.gpus / f.gpus_per_engine;
+  f.loaded = loaded;
+  f.steps = sc.steps;
+  f.tick_s = sc.tick_s;
+  f.training_s = sc.training_s;
+  f.costs = {sc.planner.engine_restart_s, sc.planner.weight_load_gbps, sc.planner.kv_path};
+  f.curve_step = sc.curve_step;
+  return f;
+}
+
 } // namespace loom::replay

@@ -21,10 +21,11 @@
 #include "core/config_error.hpp"
 #include "core/gpu.hpp"
 #include "generation/config_search.hpp"
+#include "generation/deployment_config.hpp"
 #include "generation/load_index.hpp"
 #include "generation/model_catalog.hpp"
 #include "replay/scenario_file.hpp"
-#include "replay/sim_engines.hpp"
+#include "replay/sim_generation.hpp"
 
 namespace loom::replay {
 
@@ -53,5 +54,16 @@ struct gen_scenario {
 };
 
 scenario_result<gen_scenario> load_gen_scenario(const std::string& path);
+
+/// GPUs of one engine (a node's server) in the scenario's deployment.
+int engine_gpus(const gen_scenario& sc);
+
+/// The deployment a policy runs, as `loom serve` would be configured for it: the scenario's
+/// model, GPUs and knobs, starting from `initial`, with the planner and balancer on or off.
+deployment_config deployment_for(const gen_scenario& sc, const parallel_config& initial,
+                                 bool planner, bool balancer);
+
+/// The simulated framework of a run: one engine per node, running `loaded` at start.
+sim_generation_config framework_for(const gen_scenario& sc, const parallel_config& loaded);
 
 } // namespace loom::replay

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/config_error.hpp"
-#include "replay/sim_engines.hpp"
+#include "replay/sim_generation.hpp"
 
 namespace loom::replay {
 

@@ -90,6 +90,29 @@ BOOST_AUTO_TEST_CASE(embedded_defaults_load) {
   BOOST_CHECK_EQUAL(c.policy.weave.tail_migration_threshold, 0.8);
 }
 
+BOOST_AUTO_TEST_CASE(generation_deployments_default_to_the_policy_knobs) {
+  auto result = parse_config(embedded_config_text(), "<embedded>");
+  BOOST_REQUIRE(result.value);
+  BOOST_REQUIRE_EQUAL(result.value->generation.size(), 1u);
+  auto& d = result.value->generation[0];
+  BOOST_CHECK_EQUAL(d.name, "local-gen");
+  BOOST_CHECK_EQUAL(d.model, "Qwen2.5-14B");
+  BOOST_CHECK_EQUAL(d.gpus, 16);
+  BOOST_CHECK_EQUAL(d.gpus_per_engine(), 8);
+  BOOST_CHECK(d.initial == parallel_config{4});
+  BOOST_CHECK_EQUAL(d.period_s, 30.0);   // [policy.planner] period_s
+  BOOST_CHECK_EQUAL(d.tick_s, 0.5);      // [policy.balancer] tick_ms
+  BOOST_CHECK_EQUAL(d.balancer.theta, 0.25);
+  BOOST_CHECK_EQUAL(d.planner.epsilon_s, 2.0);
+  auto tuned = parse_config(mutate("max_tokens = 16384 ", "max_tokens = 16384\nperiod_s = 5\n"
+                                                           "tick_ms = 100\ntheta = 0.1 "),
+                            "test.toml");
+  BOOST_REQUIRE(tuned.value);
+  BOOST_CHECK_EQUAL(tuned.value->generation[0].period_s, 5.0);
+  BOOST_CHECK_EQUAL(tuned.value->generation[0].tick_s, 0.1);
+  BOOST_CHECK_EQUAL(tuned.value->generation[0].balancer.theta, 0.1);
+}
+
 BOOST_AUTO_TEST_CASE(weave_testbed_matches_the_paper) {
   auto result = load_config_file(loom::test::source_path("conf/weave-testbed.toml"));
   BOOST_REQUIRE_MESSAGE(result.value, (result.errors.empty() ? "" : result.errors[0].to_string()));
@@ -267,6 +290,42 @@ BOOST_AUTO_TEST_CASE(bad_endpoint) {
   auto text = mutate("metrics = \"127.0.0.1:9464\"", "metrics = \"127.0.0.1:99999\"");
   expect_one_error(text, line_of(text, "99999"), "endpoints.metrics",
                    "is not HOST:PORT with a port in 0..65535");
+}
+
+BOOST_AUTO_TEST_CASE(generation_deployment_errors_name_their_key) {
+  struct bad {
+    std::string from, to, needle, key, message;
+  };
+  for (auto& b : std::vector<bad>{
+         {"model = \"Qwen2.5-14B\" ", "model = \"GPT-5\" ", "GPT-5",
+          "generation.deployments[0].model", "'GPT-5' is not a model the engine model knows"},
+         {"gpu = \"H20\"  ", "gpu = \"TPU\"  ", "\"TPU\"", "generation.deployments[0].gpu",
+          "unknown GPU type 'TPU'"},
+         {"gpus = 16 ", "gpus = 12 ", "gpus = 12", "generation.deployments[0].gpus",
+          "must be a whole number of engines of gpus_per_node = 8 GPUs, got 12"},
+         {"initial = \"TP4\" ", "initial = \"TP3\" ", "TP3", "generation.deployments[0].initial",
+          "TP3 takes 3 GPUs"},
+         {"initial = \"TP4\" ", "initial = \"MP4\" ", "MP4", "generation.deployments[0].initial",
+          "'MP4' is not a parallel config"},
+         {"model = \"Qwen2.5-14B\" ", "model = \"Qwen3-235B-A22B\" ", "initial = \"TP4\"",
+          "generation.deployments[0].initial", "Qwen3-235B-A22B's weights do not fit TP4"},
+         {"name = \"local-gen\"", "name = \"local gen\"", "local gen",
+          "generation.deployments[0].name", "is not a deployment name"},
+         {"command_retries = 2 ", "command_retries = 99 ", "= 99",
+          "generation.deployments[0].command_retries", "must be at most 10, got 99"},
+       }) {
+    auto text = mutate(b.from, b.to);
+    BOOST_TEST_CONTEXT(b.to) { expect_one_error(text, line_of(text, b.needle), b.key, b.message); }
+  }
+  // A second deployment of the same name.
+  std::string text{embedded_config_text()};
+  auto at = text.find("[[generation.deployments]]");
+  text += "\n" + text.substr(at, text.find("\n", text.find("initial =")) - at) + "\n";
+  auto result = parse_config(text, "test.toml");
+  BOOST_REQUIRE(!result.value);
+  BOOST_REQUIRE_EQUAL(result.errors.size(), 1u);
+  BOOST_CHECK_EQUAL(result.errors[0].key, "generation.deployments[1].name");
+  BOOST_CHECK(result.errors[0].message.find("local-gen") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(every_error_is_reported) {

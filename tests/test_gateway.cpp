@@ -68,16 +68,19 @@ BOOST_AUTO_TEST_CASE(jobs_attached_at_once_share_a_group_and_survive_failure_and
   lt::live_service s{{.iterations = 3}}; // the default 60 s cold start is not waited out
   auto serve = s.serve();
   auto a = s.admin({"submit", s.job_file("job-a")});
-  // Workers start right after their submission is acknowledged.
-  auto wa = s.cpp_worker("driver-a", "job-a", "driver", 3, 100);
   auto b = s.admin({"submit", s.job_file("job-b")});
-  auto wb = s.python_example("rollout_worker.py", "driver-b",
-                             {"--job", "job-b", "--role", "driver", "--iterations", "3",
-                              "--phase-ms", "100"});
   BOOST_REQUIRE_MESSAGE(a.exit_code == 0, a.err);
   BOOST_CHECK(a.out.find("new_group in group g1") != std::string::npos);
   BOOST_CHECK(b.out.find("direct_packing in group g1") != std::string::npos);
   BOOST_CHECK(b.out.find("group $57.04/h") != std::string::npos); // the group's own cost
+  // The Python worker starts first and has its first grant before the C++ one starts: the
+  // slower start must not let either run its whole job alone.
+  auto wb = s.python_example("rollout_worker.py", "driver-b",
+                             {"--job", "job-b", "--role", "driver", "--iterations", "3",
+                              "--phase-ms", "100"});
+  BOOST_REQUIRE(wb->read_until(
+    false, [](const std::string& l) { return l.rfind("grant", 0) == 0; }, lt::live_limit));
+  auto wa = s.cpp_worker("driver-a", "job-a", "driver", 3, 100);
   BOOST_REQUIRE_MESSAGE(lt::finished(*wa), "C++ worker:\n" << wa->stderr_text());
   BOOST_REQUIRE_MESSAGE(lt::finished(*wb), "Python worker:\n" << wb->stderr_text());
   BOOST_CHECK_EQUAL(lt::count_lines(*wa, "grant "), 9); // 3 iterations x 3 phases
@@ -85,11 +88,11 @@ BOOST_AUTO_TEST_CASE(jobs_attached_at_once_share_a_group_and_survive_failure_and
   // Round robin (WEAVE §4.3): while both run, the shared rollout pool alternates between them.
   serve->read_until(true, [](const std::string&) { return false; }, 300ms);
   auto order = rollout_grants(serve->stderr_lines());
-  auto first_b = std::find(order.begin(), order.end(), "job-b");
-  auto last_a = std::find(order.rbegin(), order.rend(), "job-a").base();
-  BOOST_REQUIRE(first_b != order.end());
-  BOOST_REQUIRE_GE(last_a - first_b, 2);
-  for (auto it = first_b + 1; it < last_a; ++it)
+  auto first_a = std::find(order.begin(), order.end(), "job-a");
+  auto last_b = std::find(order.rbegin(), order.rend(), "job-b").base();
+  BOOST_REQUIRE(first_a != order.end());
+  BOOST_REQUIRE_GE(last_b - first_a, 2);
+  for (auto it = first_a + 1; it < last_b; ++it)
     BOOST_CHECK_MESSAGE(*it != *(it - 1), "rollout grants repeat " << *it);
   BOOST_CHECK(s.admin({"jobs"}).out.find("job-a  finished") != std::string::npos);
 

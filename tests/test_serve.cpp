@@ -163,7 +163,8 @@ BOOST_AUTO_TEST_CASE(operators_override_endpoints_and_storage_and_see_every_acto
               != std::string::npos);
   auto response = lt::http_get(port, "/metrics");
   for (auto actor : {"store", "gateway", "cluster_scheduler", "metrics_observer",
-                     "fabric_controller", "ocs_driver"})
+                     "fabric_controller", "ocs_driver", "gen_controller", "gen_planner",
+                     "balancer", "gen_metrics"})
     BOOST_CHECK_MESSAGE(response.find(std::string{"loom_actors_up{actor=\""} + actor + "\"} 1")
                           != std::string::npos,
                         "loom_actors_up lacks " << actor);

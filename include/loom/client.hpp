@@ -87,6 +87,34 @@ public:
   /// Roles: driver (every phase of its job), rollout, train, collective-shim, ocs-agent, admin.
   std::optional<v1::Envelope> register_worker(const std::string& role, const std::string& worker_id,
                                               const std::string& job, const std::string& node = "");
+  /// Registers any Register message (version and request id are set here), e.g. the
+  /// generation roles' (below), which name their deployment.
+  std::optional<v1::Envelope> register_as(v1::Register registration);
+
+  // -- generation (OrchestrRL §4): engines and routers ------------------------------------------
+
+  /// An inference engine (role gen-instance): one node's server with `gpus` GPUs, serving
+  /// `deployment`. Commands arrive as Reconfigure, AdmitRequests and MigrateRequests.
+  std::optional<v1::Envelope> register_engine(const std::string& engine_id,
+                                              const std::string& deployment, uint32_t gpus,
+                                              const std::string& node = "");
+  /// The framework's request router of `deployment` (role gen-router).
+  std::optional<v1::Envelope> register_router(const std::string& router_id,
+                                              const std::string& deployment);
+  /// How often an engine reports GenStats (the deployment's monitoring tick), from its
+  /// registration; 0 before.
+  uint32_t stats_interval_ms() const;
+  /// One instance's load this tick (one-way; the next tick's supersedes a lost one).
+  void gen_stats(v1::GenStats stats);
+  /// Requests the engine finished; `answered` (on the I/O thread, may be empty) hears when
+  /// they are durable. Sent again to a restarted service.
+  void requests_finished(v1::RequestsFinished done,
+                         std::function<void(std::optional<call_error>)> answered = {});
+  /// Answers a command (one-way).
+  void ack(v1::CommandAck ack);
+  /// The router starts a step: blocks until its requests are placed (or the step is found
+  /// already done: StepPlaced.done). Sent again to a restarted service.
+  outcome<v1::StepPlaced> start_step(v1::StepStart step);
   /// WEAVE §5.1 Init done: the job's state is in host DRAM (its first acquire says so too).
   std::optional<call_error> staged(const std::string& job);
   /// WEAVE §5.1: blocks until the phase ("rollout", "training", "sync") is granted.

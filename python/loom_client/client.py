@@ -30,12 +30,14 @@ ROLES = {
     "collective-shim": pb.ROLE_COLLECTIVE_SHIM,
     "ocs-agent": pb.ROLE_OCS_AGENT,
     "admin": pb.ROLE_ADMIN,
+    "gen-router": pb.ROLE_GEN_ROUTER,
 }
 PHASES = {"rollout": pb.PHASE_ROLLOUT, "training": pb.PHASE_TRAINING, "sync": pb.PHASE_SYNC}
 
 _REGISTER_RETRY_S = 0.5
-# Requests sent again to the next service (see above).
-_SENT_AGAIN = ("phase_acquire", "phase_release", "staged")
+# Requests sent again to the next service (see above); the service takes an engine's finished
+# requests and a router's step start once however often they come.
+_SENT_AGAIN = ("phase_acquire", "phase_release", "staged", "requests_finished", "step_start")
 _REGISTER_PATIENCE_S = 3.0
 _wake_ids = itertools.count()
 
@@ -111,6 +113,7 @@ class Client:
         self._callbacks = []
         self._registration = None
         self._heartbeat_ms = 2000
+        self.stats_interval_ms = 0
         self._lost = False
         self._registering = 0
         self._register_at = 0.0
@@ -171,18 +174,74 @@ class Client:
             self._outbox.append(env.SerializeToString())
             self._wake()
 
-    def register(self, role, worker_id, job="", node=""):
+    def register(self, role, worker_id, job="", node="", deployment="", gpus=0):
         env = pb.Envelope()
         env.register.role = ROLES[role]
         env.register.worker_id = worker_id
         env.register.job = job
         env.register.node = node
+        env.register.deployment = deployment
+        env.register.gpus = gpus
         env.register.incarnation = self._incarnation
         reply = self.call(env).registered
         with self._cond:
             self._registration = env
             self._heartbeat_ms = reply.heartbeat_ms
+            self.stats_interval_ms = reply.stats_interval_ms
         return reply
+
+    # -- generation (OrchestrRL §4): engines and routers ----------------------------------------
+
+    def register_engine(self, engine_id, deployment, gpus, node=""):
+        """An inference engine (role gen-instance): one node's server with `gpus` GPUs. Loom's
+        commands (Reconfigure, AdmitRequests, MigrateRequests) arrive at the callbacks or
+        next_command; answer each with ack(). Report loads every stats_interval_ms."""
+        return self.register("gen-instance", engine_id, node=node, deployment=deployment,
+                             gpus=gpus)
+
+    def register_router(self, router_id, deployment):
+        """The framework's request router of a deployment (role gen-router)."""
+        return self.register("gen-router", router_id, deployment=deployment)
+
+    def gen_stats(self, stats):
+        """One instance's load this tick (a loom_pb2.GenStats); one-way."""
+        env = pb.Envelope()
+        env.gen_stats.CopyFrom(stats)
+        self.send(env)
+
+    def requests_finished(self, deployment, step, done):
+        """Requests this engine finished: done = [(request, output_tokens, finished_at_ns)].
+        Returns once they are durable (sent again to a restarted service)."""
+        env = pb.Envelope()
+        env.requests_finished.deployment = deployment
+        env.requests_finished.step = step
+        for request, output, at_ns in done:
+            d = env.requests_finished.requests.add()
+            d.request, d.output_tokens, d.finished_at_ns = request, output, at_ns
+        self.call(env)
+
+    def ack(self, deployment, command, ok=True, detail="", released=(), elapsed_s=0.0):
+        """Answers a command; released: the RequestProgress of what a drain or a migration let
+        go."""
+        env = pb.Envelope()
+        a = env.command_ack
+        a.deployment, a.command, a.ok, a.detail, a.elapsed_s = (deployment, command, ok, detail,
+                                                                elapsed_s)
+        for r in released:
+            a.released.add().CopyFrom(r)
+        self.send(env)
+
+    def start_step(self, deployment, step, requests, timeout_s=None):
+        """The router starts a step: requests = [(request id, prompt tokens)]. Blocks until
+        they are placed; returns the StepPlaced (done is set when the step already
+        finished)."""
+        env = pb.Envelope()
+        env.step_start.deployment = deployment
+        env.step_start.step = step
+        for request, prompt in requests:
+            r = env.step_start.requests.add()
+            r.request, r.prompt_tokens = request, prompt
+        return self.call(env, timeout_s).step_placed
 
     def staged(self, job):
         """WEAVE §5.1 Init done: the job's state is in host DRAM (its first acquire says so

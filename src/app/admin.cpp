@@ -89,6 +89,8 @@ std::optional<v1::Envelope> request_for(const config& cfg, const admin_request& 
     request.mutable_cancel_job()->set_job(req.argument);
   } else if (req.command == "groups") {
     request.mutable_list_groups();
+  } else if (req.command == "generation") {
+    request.mutable_list_generation();
   } else {
     request.mutable_list_fabric();
   }

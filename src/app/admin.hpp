@@ -1,6 +1,6 @@
 #pragma once
 // The operator's side of `loom`: `keygen` writes CURVE key pairs, and `submit`, `jobs`,
-// `groups`, `job`, `cancel`, `fabric` talk to a running `serve` over the gateway with the
+// `groups`, `job`, `cancel`, `fabric`, `generation` talk to a running `serve` over the gateway with the
 // admin key (human tables by default, JSON with --json).
 
 #include <string>
@@ -11,7 +11,7 @@
 namespace loom {
 
 struct admin_request {
-  std::string command;     // submit | jobs | groups | job | cancel | fabric
+  std::string command;     // submit | jobs | groups | job | cancel | fabric | generation
   std::string argument;    // the job file or job id
   bool json = false;
   std::string key;         // key pair path prefix (PREFIX.pub, PREFIX.secret); default: the

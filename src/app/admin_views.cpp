@@ -159,6 +159,67 @@ json show_fabric(const admin_request& req, const v1::FabricPlans& plans) {
   return out;
 }
 
+json generation_json(const v1::GenerationInfo& d) {
+  json instances = json::array();
+  for (auto& i : d.instances())
+    instances.push_back({{"instance", i.instance()}, {"engines", strings(i.engines())}});
+  return {{"deployment", d.deployment()},
+          {"model", d.model()},
+          {"gpus", d.gpus()},
+          {"current", d.current()},
+          {"layout", d.epoch()},
+          {"engines", strings(d.engines())},
+          {"instances", instances},
+          {"step", d.step()},
+          {"step_active", d.step_active()},
+          {"pending", d.pending()},
+          {"finished", d.finished()},
+          {"reconfiguring", d.phase()},
+          {"forecast_mean_tokens", d.forecast_mean_tokens()},
+          {"recent", strings(d.recent())},
+          {"reconfigurations", d.counters().reconfigurations()},
+          {"migrations", d.counters().migrations()},
+          {"kv_transfers", d.counters().kv_transfers()},
+          {"kv_recomputes", d.counters().kv_recomputes()},
+          {"engines_lost", d.counters().engines_lost()},
+          {"commands_retried", d.counters().commands_retried()},
+          {"commands_abandoned", d.counters().commands_abandoned()},
+          {"last_solve_ms", d.last_solve_ms()},
+          {"last_forecast_error", d.last_forecast_error()}};
+}
+
+/// Each deployment: what serves and on which engines, the step, the forecast, and its last
+/// decisions.
+json show_generation(const admin_request& req, const v1::GenerationList& list) {
+  json out = json::array();
+  std::vector<std::vector<std::string>> rows;
+  for (auto& d : list.deployments()) {
+    out.push_back(generation_json(d));
+    auto step = d.step_active() ? fmt::format("{} ({} left)", d.step(), d.pending())
+                                : fmt::format("{} done", d.step());
+    rows.push_back({d.deployment(), d.current() + (d.phase().empty() ? "" : " " + d.phase()),
+                    std::to_string(d.engines_size()), step,
+                    fmt::format("{:.0f}", d.forecast_mean_tokens()),
+                    std::to_string(d.counters().reconfigurations()),
+                    std::to_string(d.counters().migrations()),
+                    fmt::format("{:.2f}", d.last_solve_ms()),
+                    d.last_forecast_error() < 0 ? "-"
+                                                : fmt::format("{:.3f}", d.last_forecast_error())});
+  }
+  if (req.json)
+    return out;
+  print_table({"DEPLOYMENT", "SERVING", "ENGINES", "STEP", "FORECAST TOKENS", "RECONF", "MIGR",
+               "SOLVE MS", "FCST ERR"},
+              rows);
+  for (auto& d : list.deployments()) {
+    std::printf("\n%s engines: %s\n", d.deployment().c_str(),
+                fmt::format("{}", fmt::join(d.engines(), ", ")).c_str());
+    for (auto& r : d.recent())
+      std::printf("  %s\n", r.c_str());
+  }
+  return out;
+}
+
 /// A submission's answer with its group's own cost; a rejected job is exit code 1.
 int show_submit(const admin_request& req, const v1::SubmitReply& r) {
   auto kind = read_either<placement_kind>(r.placement(), r.outcome());
@@ -189,6 +250,9 @@ int show(const admin_request& req, const v1::Envelope& reply) {
     case v1::Envelope::kJobInfo: out = show_jobs(req, reply); break;
     case v1::Envelope::kGroupList: out = show_groups(req, reply.group_list()); break;
     case v1::Envelope::kFabricPlans: out = show_fabric(req, reply.fabric_plans()); break;
+    case v1::Envelope::kGenerationList:
+      out = show_generation(req, reply.generation_list());
+      break;
     case v1::Envelope::kOk:
       out = {{"ok", true}};
       if (!req.json)

@@ -1,5 +1,6 @@
-// `loom drive`: a WEAVE scenario's simulated frameworks as real workers against a running
-// serve (replay/drive.hpp); `--serve-config FILE` writes the config that serve must run.
+// `loom drive`: a scenario played live against a running serve, WEAVE's simulated frameworks
+// as real workers (replay/drive.hpp) or a generation scenario's router and engine processes
+// (replay/gen_drive.hpp); `--serve-config FILE` writes the config that serve must run.
 
 #include <CLI/CLI.hpp>
 
@@ -9,6 +10,7 @@
 #include "app/logging.hpp"
 #include "core/error.hpp"
 #include "replay/drive.hpp"
+#include "replay/gen_drive.hpp"
 #include "replay/scenario_file.hpp"
 
 namespace loom {
@@ -19,19 +21,30 @@ class drive_command : public subcommand {
 public:
   void add_to(CLI::App& app) override {
     cmd_ = app.add_subcommand(
-      "drive", "Play a WEAVE scenario's simulated frameworks as real workers against a running\n"
-               "serve (arrivals, staging, phases, tail reports, crashes), simulated time\n"
-               "compressed --time-scale times; writes DIR/report.json in replay's schema.\n"
-               "The service must run the scenario's cluster and policy: --serve-config FILE\n"
-               "writes that config (with --storage, --endpoint and the driver key --key).");
-    cmd_->add_option("scenario", path_, "WEAVE scenario file (TOML)")
+      "drive", "Play a scenario live against a running serve, simulated time compressed\n"
+               "--time-scale times; writes DIR/report.json in replay's schema.\n"
+               "WEAVE: its simulated frameworks as real workers (arrivals, staging, phases,\n"
+               "tail reports, crashes), with the driver key --key.\n"
+               "Generation: one loom-example-engine process per node (the engine simulator\n"
+               "replay uses, key --engine-key) and the framework's router (key --key).\n"
+               "The service must run the scenario's cluster or deployment: --serve-config FILE\n"
+               "writes that config (with --storage, --endpoint and the keys).");
+    cmd_->add_option("scenario", path_, "WEAVE or generation scenario file (TOML)")
       ->required()
       ->check(CLI::ExistingFile);
     cmd_->add_option("--endpoint", options_.endpoint, "The service's gateway")
       ->capture_default_str();
     cmd_->add_option("--server-key", options_.server_key,
                      "The service's public key file (omit if it runs insecure)");
-    cmd_->add_option("--key", options_.key, "A driver-role key pair prefix (KEY.pub, KEY.secret)");
+    cmd_->add_option("--key", options_.key,
+                     "A driver-role (WEAVE) or gen-router key pair prefix (KEY.pub, KEY.secret)");
+    cmd_->add_option("--engine-key", options_.engine_key,
+                     "Generation: the engines' gen-instance key pair prefix");
+    cmd_->add_option("--engine-binary", options_.engine_binary,
+                     "Generation: loom-example-engine; default: next to this binary");
+    cmd_->add_option("--initial", options_.initial,
+                     "Generation: the parallel config to start from (e.g. TP4); default: the "
+                     "best static one of replay's sweep");
     cmd_->add_option("--admin-key", options_.admin_key,
                      "The admin key pair prefix; default: admin next to the server key");
     cmd_->add_option("--time-scale", options_.time_scale, "Simulated seconds per real second")
@@ -52,6 +65,8 @@ public:
     if (!*cmd_)
       return std::nullopt;
     setup_logging(level_named(level_));
+    if (replay::scenario_kind(path_) == "generation")
+      return run_generation();
     auto sc = replay::load_weave_scenario(path_);
     if (!sc.value) {
       print_errors(sc.errors, "scenario");
@@ -69,6 +84,32 @@ public:
   }
 
 private:
+  int run_generation() {
+    auto sc = replay::load_gen_scenario(path_);
+    if (!sc.value) {
+      print_errors(sc.errors, "scenario");
+      return exit_config_error;
+    }
+    if (!serve_config_.empty()) {
+      auto initial = replay::drive_initial(*sc.value, options_);
+      if (!initial) {
+        std::fprintf(stderr, "drive: %s\n", render(initial.error()).c_str());
+        return 1;
+      }
+      return write_file(replay::gen_serve_config_text(
+        *sc.value, *initial, storage_, options_.endpoint,
+        options_.key.empty() ? "" : options_.key + ".pub",
+        options_.engine_key.empty() ? "" : options_.engine_key + ".pub", options_.time_scale));
+    }
+    auto out = replay::run_gen_drive(*sc.value, options_);
+    if (!out) {
+      std::fprintf(stderr, "drive failed: %s\n", render(out.error()).c_str());
+      return 1;
+    }
+    std::printf("%sreport: %s/report.json\n", out->summary.c_str(), options_.out_dir.c_str());
+    return 0;
+  }
+
   int write_serve_config(const replay::weave_scenario& sc) {
     auto text = replay::serve_config_text(sc, storage_, options_.endpoint,
                                           options_.key.empty() ? "" : options_.key + ".pub");
@@ -76,8 +117,12 @@ private:
       std::fprintf(stderr, "drive: %s\n", render(text.error()).c_str());
       return 1;
     }
+    return write_file(*text);
+  }
+
+  int write_file(const std::string& text) {
     std::FILE* f = std::fopen(serve_config_.c_str(), "w");
-    if (!f || std::fputs(text->c_str(), f) < 0) {
+    if (!f || std::fputs(text.c_str(), f) < 0) {
       std::fprintf(stderr, "drive: cannot write %s\n", serve_config_.c_str());
       return 1;
     }
@@ -89,7 +134,8 @@ private:
 
   CLI::App* cmd_ = nullptr;
   std::string path_;
-  replay::drive_options options_{"tcp://127.0.0.1:5555", "", "", "", 1000, 600, "drive-out"};
+  replay::drive_options options_{"tcp://127.0.0.1:5555", "", "", "", 1000, 600, "drive-out",
+                                 "",                     "", ""};
   std::string serve_config_;
   std::string storage_ = "var/loom-drive";
   std::string level_ = "warn";

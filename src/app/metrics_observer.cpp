@@ -28,6 +28,41 @@ metrics_observer(observer_actor::stateful_pointer<metrics_observer_state> self,
   };
 }
 
+gen_observer_actor::behavior_type
+gen_metrics(gen_observer_actor::stateful_pointer<gen_metrics_state> self,
+            std::shared_ptr<service_metrics> metrics) {
+  self->state.metrics = std::move(metrics);
+  return {
+    [self](gen_atom, const gen_record& r) {
+      auto& m = *self->state.metrics;
+      switch (r.kind) {
+        case gen_record_kind::reconfigured: m.gen_reconfigurations(r.deployment).Increment(); break;
+        case gen_record_kind::migrated: {
+          const char* mode = r.mode == kv_mode::transfer    ? "kv"
+                             : r.mode == kv_mode::recompute ? "recompute"
+                                                            : "queued";
+          m.gen_migrations(r.deployment, mode).Increment();
+          break;
+        }
+        case gen_record_kind::planned: m.gen_solve_seconds().Observe(r.solve_ms / 1e3); break;
+        case gen_record_kind::forecast_scored:
+          if (r.forecast_error >= 0)
+            m.gen_forecast_error(r.deployment).Set(r.forecast_error);
+          break;
+        case gen_record_kind::step_done: m.gen_steps(r.deployment).Increment(); break;
+        case gen_record_kind::engine_lost: m.gen_engines_lost(r.deployment).Increment(); break;
+        case gen_record_kind::command_retried:
+          m.gen_commands(r.deployment, "retried").Increment();
+          break;
+        case gen_record_kind::command_abandoned:
+          m.gen_commands(r.deployment, "abandoned").Increment();
+          break;
+        default: break;
+      }
+    },
+  };
+}
+
 void poll_scheduler_metrics(caf::actor_system& sys, cluster_scheduler_actor scheduler,
                             std::shared_ptr<service_metrics> metrics,
                             std::chrono::milliseconds period) {

@@ -18,10 +18,14 @@
 #include "core/type_registry.hpp"
 #include "drivers/ocs_driver.hpp"
 #include "fabric/fabric_controller.hpp"
+#include "generation/balancer.hpp"
+#include "generation/gen_controller.hpp"
+#include "generation/gen_planner.hpp"
 #include "gateway/gateway.hpp"
 #include "gateway/keys.hpp"
 #include "scheduler/cluster_scheduler.hpp"
 #include "store/codecs.hpp"
+#include "store/gen_codecs.hpp"
 #include "store/store_actor.hpp"
 
 namespace loom {
@@ -167,6 +171,95 @@ caf::expected<cluster_scheduler_actor> start_scheduler(caf::actor_system& sys,
                     sys.spawn(cluster_scheduler, sc, store, worker, observer));
 }
 
+/// A record the store may not have: nothing when it is missing, an error when unreadable.
+caf::expected<std::optional<std::string>> stored(caf::actor_system& sys, const store_actor& store,
+                                                 record_kind kind, const std::string& key) {
+  auto got = ask_store<std::string>(sys, store, get_atom::value, kind, key);
+  if (got)
+    return std::optional<std::string>{std::move(*got)};
+  if (code_of(got.error()) == errc::not_found)
+    return std::optional<std::string>{};
+  return got.error();
+}
+
+/// What the store kept of a deployment: its controller's record, the running step's batch
+/// and finishes, its planner's forecaster history.
+caf::expected<std::pair<gen_controller_restore, std::vector<std::vector<double>>>>
+restore_deployment(caf::actor_system& sys, const store_actor& store, const std::string& name) {
+  gen_controller_restore out;
+  std::vector<std::vector<double>> history;
+  auto unreadable = [&](const char* what) {
+    return make_error(errc::storage_corrupted,
+                      fmt::format("deployment '{}': its {} record does not decode", name, what));
+  };
+  auto record = stored(sys, store, record_kind::gen_deployments, name);
+  if (!record)
+    return record.error();
+  if (*record) {
+    out.record = decode_gen_deployment(**record);
+    if (!out.record)
+      return unreadable("controller");
+  }
+  if (out.record && out.record->step_active) {
+    auto key = gen_step_key(name, out.record->step);
+    auto batch = stored(sys, store, record_kind::gen_steps, key);
+    if (!batch)
+      return batch.error();
+    if (*batch && !(out.step = decode_gen_step(**batch)))
+      return unreadable("step");
+    auto done = ask_store<std::vector<stored_record>>(sys, store, scan_atom::value,
+                                                      record_kind::gen_steps, key + "/");
+    if (!done)
+      return done.error();
+    for (auto& r : *done)
+      if (auto d = decode_request_done(r.value))
+        out.finished.push_back(*d);
+  }
+  auto forecast = stored(sys, store, record_kind::gen_forecasts, name);
+  if (!forecast)
+    return forecast.error();
+  if (*forecast) {
+    auto h = decode_gen_forecast(**forecast);
+    if (!h)
+      return unreadable("forecast");
+    history = std::move(*h);
+  }
+  return std::pair{std::move(out), std::move(history)};
+}
+
+/// One deployment's planner, balancer and controller, working through the gateway's engine
+/// sessions, restored from what the store kept.
+caf::error start_deployment(caf::actor_system& sys, const config& cfg,
+                            const deployment_config& dep, const store_actor& store,
+                            const gateway_actor& gw, const gen_observer_actor& observer,
+                            service_actors& actors) {
+  auto restored = restore_deployment(sys, store, dep.name);
+  if (!restored)
+    return restored.error();
+  engine_model engine{*find_model(dep.model), *cfg.cluster.find_gpu(dep.gpu)};
+  gen_controller_links links;
+  links.store = store;
+  links.edge = caf::actor_cast<engine_edge_actor>(gw);
+  links.observer = observer;
+  links.sync_writes = cfg.storage.sync_writes;
+  if (dep.planner_enabled)
+    links.planner =
+      actors.add("gen_planner", sys.spawn(gen_planner, engine,
+                                          planner_config_of(dep, cfg.storage.sync_writes), store,
+                                          std::move(restored->second)));
+  if (dep.balancer_enabled)
+    links.balancer = actors.add("balancer", sys.spawn(balancer, dep.balancer));
+  const bool resumed = restored->first.record.has_value();
+  auto ctl = actors.add("gen_controller", sys.spawn(gen_controller, engine, dep, links,
+                                                    std::move(restored->first)));
+  caf::anon_send(gw, connect_atom::value, dep.name, ctl);
+  spdlog::info("event=gen_deployment_ready deployment={} model={} gpus={} initial={} planner={} "
+               "balancer={} restored={}",
+               dep.name, dep.model, dep.gpus, dep.initial.name(), dep.planner_enabled,
+               dep.balancer_enabled, resumed);
+  return caf::none;
+}
+
 gateway_config gateway_settings(const config& cfg) {
   gateway_config gc;
   gc.insecure = cfg.security.insecure;
@@ -174,6 +267,8 @@ gateway_config gateway_settings(const config& cfg) {
   gc.heartbeat_misses = cfg.security.heartbeat_misses;
   gc.tail_threshold = cfg.policy.weave.tail_migration_threshold;
   gc.default_slo = cfg.policy.weave.default_slo;
+  for (auto& d : cfg.generation)
+    gc.stats_interval_ms[d.name] = uint32_t(std::max(1.0, d.tick_s * 1e3));
   return gc;
 }
 
@@ -214,6 +309,12 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, std::shared_pt
     return scheduler.error();
   poll_scheduler_metrics(sys, *scheduler, metrics, std::chrono::seconds{1});
   caf::anon_send(gw, connect_atom::value, *scheduler, *fabric);
+  if (!cfg.generation.empty()) {
+    auto gen_observer = actors.add("gen_metrics", sys.spawn(gen_metrics, metrics));
+    for (auto& d : cfg.generation)
+      if (auto err = start_deployment(sys, cfg, d, store_handle, gw, gen_observer, actors))
+        return err;
+  }
   socket->run([gw](wire_frame f) { caf::anon_send(gw, frame_atom::value, std::move(f)); });
   spdlog::info("event=gateway_listening endpoint={} secure={}", socket->endpoint(),
                !cfg.security.insecure);

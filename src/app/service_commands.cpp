@@ -69,14 +69,15 @@ public:
       return exit_config_error;
     auto& c = *cfg;
     std::printf("%s: ok: cluster '%s', %zu rollout nodes (%d GPUs, $%.2f/h), %zu training nodes "
-                "(%d GPUs, $%.2f/h), fabric %s with %zu ToRs, %zu OCS, %zu links\n",
+                "(%d GPUs, $%.2f/h), fabric %s with %zu ToRs, %zu OCS, %zu links, %zu generation "
+                "deployments\n",
                 c.source.c_str(), c.cluster.name.c_str(), c.cluster.rollout.size(),
                 c.cluster.total_gpus(pool_kind::rollout),
                 c.cluster.cost_per_hour(pool_kind::rollout), c.cluster.training.size(),
                 c.cluster.total_gpus(pool_kind::training),
                 c.cluster.cost_per_hour(pool_kind::training),
                 std::string{to_string(c.fabric.kind)}.c_str(), c.fabric.tors.size(),
-                c.fabric.ocs.size(), c.fabric.links.size());
+                c.fabric.ocs.size(), c.fabric.links.size(), c.generation.size());
     return 0;
   }
 

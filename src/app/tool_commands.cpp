@@ -169,6 +169,9 @@ public:
     add(app, "job", "Show one job.", "id");
     add(app, "cancel", "Cancel a job: it leaves its group, the others go on.", "id");
     add(app, "fabric", "List committed circuit plans.", nullptr);
+    add(app, "generation", "Show each generation deployment: what serves, its engines, the "
+                           "step,\nthe forecast and the last decisions.",
+        nullptr);
   }
 
   std::optional<int> run_if_given() override {

@@ -53,7 +53,7 @@ std::optional<v1::Role> role_of(const std::string& r) {
     {"rollout", v1::ROLE_ROLLOUT},           {"train", v1::ROLE_TRAIN},
     {"gen-instance", v1::ROLE_GEN_INSTANCE}, {"collective-shim", v1::ROLE_COLLECTIVE_SHIM},
     {"ocs-agent", v1::ROLE_OCS_AGENT},       {"admin", v1::ROLE_ADMIN},
-    {"driver", v1::ROLE_DRIVER}};
+    {"driver", v1::ROLE_DRIVER},             {"gen-router", v1::ROLE_GEN_ROUTER}};
   auto it = roles.find(r);
   return it == roles.end() ? std::nullopt : std::optional{it->second};
 }
@@ -78,9 +78,11 @@ v1::Envelope error_reply(uint64_t rid, v1::ErrorCode code, std::string message) 
 
 /// Requests the client sends again to the next service: an acquire (nothing ran yet), staging,
 /// and a release, which names its grant's iteration so that the service acknowledges one it
-/// already counted and says to run the iteration again otherwise.
+/// already counted and says to run the iteration again otherwise; an engine's finished
+/// requests and a router's step start, which the service takes once however often they come.
 bool sent_again(const v1::Envelope& request) {
-  return request.has_phase_acquire() || request.has_phase_release() || request.has_staged();
+  return request.has_phase_acquire() || request.has_phase_release() || request.has_staged()
+         || request.has_requests_finished() || request.has_step_start();
 }
 
 call_error error_of(const std::optional<v1::Envelope>& reply) {
@@ -120,6 +122,7 @@ struct client::impl {
   std::function<void(const v1::Envelope&)> callback;
   std::optional<v1::Envelope> registration;
   uint32_t heartbeat_ms = 0;
+  uint32_t stats_interval_ms = 0;
   bool lost = false;             // the service no longer knows the session
   uint64_t registering = 0;      // request id of the Register in flight after a loss
   clock_type::time_point register_at;
@@ -430,21 +433,89 @@ std::optional<v1::Envelope> client::register_worker(const std::string& role,
                                                     const std::string& worker_id,
                                                     const std::string& job,
                                                     const std::string& node) {
+  v1::Register r;
+  r.set_role(role_of(role).value_or(v1::ROLE_UNSPECIFIED));
+  r.set_worker_id(worker_id);
+  r.set_job(job);
+  r.set_node(node);
+  return register_as(std::move(r));
+}
+
+std::optional<v1::Envelope> client::register_as(v1::Register registration) {
   v1::Envelope reg;
-  auto* r = reg.mutable_register_();
-  r->set_role(role_of(role).value_or(v1::ROLE_UNSPECIFIED));
-  r->set_worker_id(worker_id);
-  r->set_job(job);
-  r->set_node(node);
-  r->set_incarnation(impl_->incarnation);
+  *reg.mutable_register_() = std::move(registration);
+  reg.mutable_register_()->set_incarnation(impl_->incarnation);
   auto reply = impl_->call(reg, impl_->options.timeout);
   if (reply && reply->has_registered()) {
     std::lock_guard<std::mutex> lock{impl_->mutex};
     reg.set_version(1);
     impl_->registration = reg;
     impl_->heartbeat_ms = reply->registered().heartbeat_ms();
+    impl_->stats_interval_ms = reply->registered().stats_interval_ms();
   }
   return reply;
+}
+
+std::optional<v1::Envelope> client::register_engine(const std::string& engine_id,
+                                                    const std::string& deployment, uint32_t gpus,
+                                                    const std::string& node) {
+  v1::Register r;
+  r.set_role(v1::ROLE_GEN_INSTANCE);
+  r.set_worker_id(engine_id);
+  r.set_deployment(deployment);
+  r.set_gpus(gpus);
+  r.set_node(node);
+  return register_as(std::move(r));
+}
+
+std::optional<v1::Envelope> client::register_router(const std::string& router_id,
+                                                    const std::string& deployment) {
+  v1::Register r;
+  r.set_role(v1::ROLE_GEN_ROUTER);
+  r.set_worker_id(router_id);
+  r.set_deployment(deployment);
+  return register_as(std::move(r));
+}
+
+uint32_t client::stats_interval_ms() const {
+  std::lock_guard<std::mutex> lock{impl_->mutex};
+  return impl_->stats_interval_ms;
+}
+
+void client::gen_stats(v1::GenStats stats) {
+  v1::Envelope e;
+  *e.mutable_gen_stats() = std::move(stats);
+  send(std::move(e));
+}
+
+void client::requests_finished(v1::RequestsFinished done,
+                               std::function<void(std::optional<call_error>)> answered) {
+  v1::Envelope e;
+  *e.mutable_requests_finished() = std::move(done);
+  impl_->call_async(std::move(e), [answered = std::move(answered)](
+                                    std::optional<v1::Envelope> reply) {
+    if (!answered)
+      return;
+    if (reply && reply->has_ok())
+      answered(std::nullopt);
+    else
+      answered(error_of(reply));
+  });
+}
+
+void client::ack(v1::CommandAck ack) {
+  v1::Envelope e;
+  *e.mutable_command_ack() = std::move(ack);
+  send(std::move(e));
+}
+
+outcome<v1::StepPlaced> client::start_step(v1::StepStart step) {
+  v1::Envelope e;
+  *e.mutable_step_start() = std::move(step);
+  auto reply = call(std::move(e));
+  if (reply && reply->has_step_placed())
+    return {reply->step_placed(), {}};
+  return {std::nullopt, error_of(reply)};
 }
 
 std::optional<call_error> client::staged(const std::string& job) {

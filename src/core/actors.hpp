@@ -70,6 +70,12 @@ using overrun_atom = caf::atom_constant<caf::atom("overrun")>;
 using stopping_atom = caf::atom_constant<caf::atom("stopping")>;
 using answer_atom = caf::atom_constant<caf::atom("answer")>;
 using command_atom = caf::atom_constant<caf::atom("command")>;
+using engine_atom = caf::atom_constant<caf::atom("engine")>;
+using lost_atom = caf::atom_constant<caf::atom("lost")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using finished_atom = caf::atom_constant<caf::atom("finished")>;
+using ack_atom = caf::atom_constant<caf::atom("ack")>;
+using gen_atom = caf::atom_constant<caf::atom("gen")>;
 using caf::flush_atom;
 using caf::get_atom;
 using caf::ok_atom;
@@ -194,12 +200,46 @@ using gen_planner_actor = caf::typed_actor<
 using balancer_actor = caf::typed_actor<
   caf::replies_to<balance_atom, std::vector<gen_worker>>::with<std::vector<migration>>>;
 
-/// Replay's simulated generation engines: they run the steps of a scenario on instance
-/// simulators, consult the planner and balancer, and obey them.
-using simulated_engines_actor = caf::typed_actor<
-  caf::reacts_to<step_atom>,             // start the next step
-  caf::reacts_to<tick_atom>,             // monitoring tick: advance, balance, maybe re-plan
-  caf::reacts_to<deliver_atom, uint64_t>>; // a migrated request's KV transfer is done
+/// Sees what generation deployments do (replay's recorder; live metrics).
+using gen_observer_actor = caf::typed_actor<caf::reacts_to<gen_atom, gen_record>>;
+
+/// The edge a deployment's controller commands: its engines and its router (live: their
+/// sessions behind the gateway; replay: simulated engines and the simulated framework).
+using engine_edge_actor = caf::typed_actor<
+  // A command for one engine of the deployment (named in it); the engine answers ack_atom.
+  caf::reacts_to<command_atom, std::string, gen_command>,
+  // Every request of the deployment's step finished: its routers hear so.
+  caf::reacts_to<step_done_atom, step_outcome>>;
+
+/// One per generation deployment: runs Alg. 1 against its engines (deployment_runtime). It
+/// lays instances over the engines that register, consults the planner at each step's start
+/// and every planning period and the balancer on every monitoring tick, and commands the
+/// engines; every command is durable before it is sent, and one not answered in time is sent
+/// again, then abandoned with its engine.
+using gen_controller_actor = caf::typed_actor<
+  // An engine registers (again); refused with errc::invalid_argument or errc::conflict.
+  caf::replies_to<engine_atom, engine_hello>::with<ok_atom>,
+  // The engine is gone (its session died or it said goodbye): why.
+  caf::reacts_to<lost_atom, std::string, std::string>,
+  // One instance's load on a tick.
+  caf::reacts_to<stats_atom, instance_stats>,
+  // Requests an engine finished: answered once durable.
+  caf::replies_to<finished_atom, requests_finished>::with<ok_atom>,
+  caf::reacts_to<ack_atom, command_ack>,
+  // The router starts a step: answered with where its requests run, once that is durable.
+  caf::replies_to<step_atom, step_batch>::with<step_placement>,
+  caf::replies_to<status_atom>::with<gen_status>,
+  // Internal: the controller's alarm (its version).
+  caf::reacts_to<tick_atom, uint64_t>>;
+
+/// Replay's simulated generation framework: the RL framework's router, starting each step of
+/// a scenario once the previous one is done and trained on, and the deployment's engines,
+/// running instance simulators on the actor clock and obeying the controller's commands.
+using simulated_generation_actor = engine_edge_actor::extend<
+  caf::reacts_to<connect_atom, gen_controller_actor>, // register the engines, start step 0
+  caf::reacts_to<step_atom>,                          // the router starts the next step
+  caf::reacts_to<tick_atom>,                          // the engines' monitoring tick
+  caf::reacts_to<deliver_atom, std::string, command_ack>>; // an answer due now
 
 // -- OCS drivers (Opus §4.3: one vendor-neutral interface over TL1, emulation, agents) -------
 
@@ -241,10 +281,12 @@ using gateway_actor = worker_actor::extend<
   // The actors it serves requests with, sent once by `serve` before frames can arrive; the
   // fabric controller is null when the service runs no fabric.
   caf::reacts_to<connect_atom, cluster_scheduler_actor, fabric_controller_actor>,
+  // A generation deployment's controller, by name (one message per deployment, likewise).
+  caf::reacts_to<connect_atom, std::string, gen_controller_actor>,
   caf::reacts_to<frame_atom, wire_frame>,
   caf::reacts_to<sweep_atom>, // heartbeat check
   // The service is stopping: every session is told so (answered once the notices are queued).
-  caf::replies_to<stopping_atom>::with<ok_atom>>;
+  caf::replies_to<stopping_atom>::with<ok_atom>>::extend_with<engine_edge_actor>;
 
 /// The in-process emulated OCS: the driver protocol plus fault injection. Its latencies run on
 /// the actor clock, so replay advances them virtually.

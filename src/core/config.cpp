@@ -295,6 +295,7 @@ config_result parse_config(std::string_view text, std::string source_name) {
                 source_name.empty() || source_name.front() == '<' ? std::string{}
                                            : std::filesystem::path{source_name}.parent_path().string());
   read_policy(root, cfg);
+  read_generation(root, cfg);
   root.reject_unknown();
   result.errors = diag.take_errors();
   if (result.errors.empty())

@@ -12,6 +12,7 @@
 #include "core/fabric_config.hpp"
 #include "core/policy.hpp"
 #include "core/types.hpp"
+#include "generation/deployment_config.hpp"
 
 namespace loom {
 
@@ -59,6 +60,7 @@ struct config {
   loom::cluster cluster;
   fabric_config fabric;
   loom::policy policy;
+  std::vector<deployment_config> generation; // [[generation.deployments]]
 };
 
 struct config_result {

@@ -36,4 +36,8 @@ private:
 /// The [fabric] section: PoDs, ToRs, OCS devices and links, wired as RFabric §5.1 allows.
 void read_fabric(table_reader& root, config& cfg, const id_registry& node_ids);
 
+/// The [generation] section: its deployments, defaulted from [policy.planner] and
+/// [policy.balancer] (read first).
+void read_generation(table_reader& root, config& cfg);
+
 } // namespace loom::config_parts

@@ -25,6 +25,8 @@ const char* to_string(errc x) {
     case errc::job_ended: return "job_ended";
     case errc::already_exists: return "already_exists";
     case errc::out_of_turn: return "out_of_turn";
+    case errc::unavailable: return "unavailable";
+    case errc::conflict: return "conflict";
   }
   return "unknown";
 }

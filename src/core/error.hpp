@@ -28,6 +28,8 @@ enum class errc : uint8_t {
   already_exists,     // a job of that name is placed or being placed
   out_of_turn,        // a report or request for a phase the job is not at (e.g. after a
                       // restart, which resumes jobs at the start of their iteration)
+  unavailable,        // nothing can serve it now (e.g. a deployment with no engine)
+  conflict,           // it contradicts what runs (e.g. a new step while one runs)
 };
 
 const char* to_string(errc x);

@@ -41,6 +41,16 @@ struct gen_snapshot;
 struct gen_decision;
 struct gen_worker;
 struct migration;
+struct engine_hello;
+struct instance_stats;
+struct requests_finished;
+struct gen_command;
+struct command_ack;
+struct step_batch;
+struct step_placement;
+struct step_outcome;
+struct gen_record;
+struct gen_status;
 
 // fabric/types.hpp
 struct fabric_intent;

@@ -148,14 +148,15 @@ typename Inspector::result_type inspect(Inspector& f, gen_pending& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_snapshot& x) {
-  return f(caf::meta::type_name("gen_snapshot"), x.step, x.deployment, x.pending,
+  return f(caf::meta::type_name("gen_snapshot"), x.step, x.deployment, x.gpu_budget, x.pending,
            x.finished_outputs);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_decision& x) {
   return f(caf::meta::type_name("gen_decision"), x.deployment, x.assignment, x.reconfigure,
-           x.objective_s, x.current_s, x.switch_s, x.migrate_s, x.solve_ms);
+           x.objective_s, x.current_s, x.switch_s, x.migrate_s, x.solve_ms,
+           x.forecast_mean_tokens);
 }
 
 template <class Inspector>
@@ -172,6 +173,96 @@ typename Inspector::result_type inspect(Inspector& f, gen_worker& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, migration& x) {
   return f(caf::meta::type_name("migration"), x.request, x.from, x.to, x.was_waiting);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, engine_hello& x) {
+  return f(caf::meta::type_name("engine_hello"), x.engine, x.node, x.gpus, x.restarted);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, request_state& x) {
+  return f(caf::meta::type_name("request_state"), x.id, x.prompt_tokens, x.generated, x.running,
+           x.kv_resident);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, instance_stats& x) {
+  return f(caf::meta::type_name("instance_stats"), x.engine, x.instance, x.epoch, x.requests,
+           x.kv_free_tokens, x.kv_capacity_tokens, x.max_batch, x.decode_rate_tps,
+           x.preemptions);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, request_done& x) {
+  return f(caf::meta::type_name("request_done"), x.id, x.output_tokens, x.finished_at_ns);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, requests_finished& x) {
+  return f(caf::meta::type_name("requests_finished"), x.engine, x.step, x.done);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, instance_slot& x) {
+  return f(caf::meta::type_name("instance_slot"), x.instance, x.engines);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, admitted_request& x) {
+  return f(caf::meta::type_name("admitted_request"), x.id, x.prompt_tokens, x.generated,
+           x.kv_transfer, x.kv_source);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gen_command& x) {
+  return f(caf::meta::type_name("gen_command"), x.id, x.engine, x.kind, x.epoch, x.config,
+           x.slots, x.instance, x.resume, x.requests, x.moves);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, command_ack& x) {
+  return f(caf::meta::type_name("command_ack"), x.command, x.engine, x.ok, x.detail, x.released,
+           x.elapsed_s);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_batch& x) {
+  return f(caf::meta::type_name("step_batch"), x.step, x.requests);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_placement& x) {
+  return f(caf::meta::type_name("step_placement"), x.step, x.deployment, x.reconfigured,
+           x.instances, x.engines, x.done, x.last_finished_at_ns);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_outcome& x) {
+  return f(caf::meta::type_name("step_outcome"), x.deployment, x.step, x.last_finished_at_ns,
+           x.requests);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gen_record& x) {
+  return f(caf::meta::type_name("gen_record"), x.deployment, x.kind, x.step, x.step_s, x.pending,
+           x.detail, x.mode, x.reconfigure, x.solve_ms, x.forecast_error, x.forecast_mean_error,
+           x.preemptions);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gen_counters& x) {
+  return f(caf::meta::type_name("gen_counters"), x.reconfigurations, x.migrations,
+           x.kv_transfers, x.kv_recomputes, x.engines_lost, x.commands_retried,
+           x.commands_abandoned);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gen_status& x) {
+  return f(caf::meta::type_name("gen_status"), x.deployment, x.model, x.gpus, x.current,
+           x.epoch, x.engines, x.instances, x.step, x.step_active, x.pending, x.finished,
+           x.phase, x.forecast_mean_tokens, x.recent, x.counters, x.last_solve_ms,
+           x.last_forecast_error);
 }
 
 // -- fabric ----------------------------------------------------------------------------------

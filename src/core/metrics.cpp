@@ -58,6 +58,45 @@ service_metrics::service_metrics() : registry_(std::make_shared<prometheus::Regi
                                  {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1});
   ocs_plans_ = &counters(r, "loom_fabric_plans_total",
                          "Fabric plan decisions by outcome (committed ones reprogrammed OCS)");
+  gen_reconfigurations_ = &counters(r, "loom_gen_reconfigurations_total",
+                                    "Parallelism switches of a generation deployment");
+  gen_migrations_ = &counters(r, "loom_gen_migrations_total",
+                              "Requests the balancer moved, by how their KV travelled");
+  gen_solve_ = &histogram(r, "loom_gen_solve_seconds", "Generation planner solve time",
+                          {1e-4, 1e-3, 1e-2, 0.05, 0.1, 1, 10});
+  gen_forecast_error_ = &gauges(r, "loom_gen_forecast_error",
+                                "Relative error of the last step's length-histogram forecast");
+  gen_steps_ = &counters(r, "loom_gen_steps_total", "Generation steps finished");
+  gen_engines_lost_ = &counters(r, "loom_gen_engines_lost_total",
+                                "Engines lost: silent, gone, or not answering commands");
+  gen_commands_ = &counters(r, "loom_gen_commands_total",
+                            "Engine commands sent again or abandoned, by outcome");
+}
+
+prometheus::Counter& service_metrics::gen_reconfigurations(const std::string& deployment) {
+  return gen_reconfigurations_->Add({{"deployment", deployment}});
+}
+
+prometheus::Counter& service_metrics::gen_migrations(const std::string& deployment,
+                                                    const std::string& mode) {
+  return gen_migrations_->Add({{"deployment", deployment}, {"mode", mode}});
+}
+
+prometheus::Gauge& service_metrics::gen_forecast_error(const std::string& deployment) {
+  return gen_forecast_error_->Add({{"deployment", deployment}});
+}
+
+prometheus::Counter& service_metrics::gen_steps(const std::string& deployment) {
+  return gen_steps_->Add({{"deployment", deployment}});
+}
+
+prometheus::Counter& service_metrics::gen_engines_lost(const std::string& deployment) {
+  return gen_engines_lost_->Add({{"deployment", deployment}});
+}
+
+prometheus::Counter& service_metrics::gen_commands(const std::string& deployment,
+                                                  const std::string& outcome) {
+  return gen_commands_->Add({{"deployment", deployment}, {"outcome", outcome}});
 }
 
 prometheus::Gauge& service_metrics::actors_up(const std::string& actor) {

@@ -52,6 +52,21 @@ public:
   /// Fabric plan outcomes (committed, deferred, kept, unchanged).
   prometheus::Counter& ocs_plans(const std::string& outcome);
 
+  // OrchestrRL §4 live, by deployment.
+  /// Parallelism switches the planner made (each a drain, reshard and admit of the engines).
+  prometheus::Counter& gen_reconfigurations(const std::string& deployment);
+  /// Requests the balancer moved, by how their state travelled (kv | recompute | queued).
+  prometheus::Counter& gen_migrations(const std::string& deployment, const std::string& mode);
+  /// Planner solve time (Eq. 1-4), seconds.
+  prometheus::Histogram& gen_solve_seconds() { return *gen_solve_; }
+  /// The last finished step's forecast error (histogram L1 over the batch).
+  prometheus::Gauge& gen_forecast_error(const std::string& deployment);
+  prometheus::Counter& gen_steps(const std::string& deployment);
+  /// Engines lost (silent, gone, or not answering commands).
+  prometheus::Counter& gen_engines_lost(const std::string& deployment);
+  /// Commands sent again or abandoned for want of an answer, by outcome.
+  prometheus::Counter& gen_commands(const std::string& deployment, const std::string& outcome);
+
 private:
   prometheus::Family<prometheus::Gauge>* jobs_;
   prometheus::Gauge* groups_;
@@ -71,6 +86,13 @@ private:
   prometheus::Counter* store_syncs_;
   prometheus::Family<prometheus::Counter>* phase_overruns_;
   prometheus::Gauge* config_generation_;
+  prometheus::Family<prometheus::Counter>* gen_reconfigurations_;
+  prometheus::Family<prometheus::Counter>* gen_migrations_;
+  prometheus::Histogram* gen_solve_;
+  prometheus::Family<prometheus::Gauge>* gen_forecast_error_;
+  prometheus::Family<prometheus::Counter>* gen_steps_;
+  prometheus::Family<prometheus::Counter>* gen_engines_lost_;
+  prometheus::Family<prometheus::Counter>* gen_commands_;
 };
 
 } // namespace loom

@@ -47,6 +47,16 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<migration>("loom.migration");
   cfg.add_message_type<std::vector<migration>>("loom.migrations");
   cfg.add_message_type<std::vector<int64_t>>("loom.int64s");
+  cfg.add_message_type<engine_hello>("loom.engine_hello");
+  cfg.add_message_type<instance_stats>("loom.instance_stats");
+  cfg.add_message_type<requests_finished>("loom.requests_finished");
+  cfg.add_message_type<gen_command>("loom.gen_command");
+  cfg.add_message_type<command_ack>("loom.command_ack");
+  cfg.add_message_type<step_batch>("loom.step_batch");
+  cfg.add_message_type<step_placement>("loom.step_placement");
+  cfg.add_message_type<step_outcome>("loom.step_outcome");
+  cfg.add_message_type<gen_record>("loom.gen_record");
+  cfg.add_message_type<gen_status>("loom.gen_status");
   cfg.add_message_type<fabric_stage>("loom.fabric_stage");
   cfg.add_message_type<primitive>("loom.primitive");
   cfg.add_message_type<window_kind>("loom.window_kind");

@@ -20,16 +20,18 @@ namespace loom {
 enum class worker_role : uint8_t {
   rollout,         // an RL framework's rollout workers
   train,           // its trainers
-  gen_instance,    // an inference engine instance (OrchestrRL)
+  gen_instance,    // an inference engine: one node's server, hosting the deployment's
+                   // instances its GPUs carry (OrchestrRL)
   collective_shim, // a collective shim (Opus)
   ocs_agent,       // an OCS agent speaking for a switch
   admin,           // operators and the loom CLI
   driver,          // a framework's single controller, running every phase of its job
+  gen_router,      // a framework's request router for a generation deployment (OrchestrRL)
 };
 
 template <>
 struct enum_names<worker_role> {
-  static constexpr std::array<std::pair<worker_role, std::string_view>, 7> table{{
+  static constexpr std::array<std::pair<worker_role, std::string_view>, 8> table{{
     {worker_role::rollout, "rollout"},
     {worker_role::train, "train"},
     {worker_role::gen_instance, "gen-instance"},
@@ -37,6 +39,7 @@ struct enum_names<worker_role> {
     {worker_role::ocs_agent, "ocs-agent"},
     {worker_role::admin, "admin"},
     {worker_role::driver, "driver"},
+    {worker_role::gen_router, "gen-router"},
   }};
 };
 

@@ -65,8 +65,10 @@ refusal(const gateway_config& c, const std::string& worker_id, open_outcome outc
   return std::nullopt;
 }
 
+/// Opens the session; `admit`, when given, may still refuse it (an engine its deployment does
+/// not take): the worker hears Registered or the refusal once it has decided.
 void open_session(self_ptr self, const std::string& identity, uint64_t rid,
-                  const std::string& worker_id, session s) {
+                  const std::string& worker_id, session s, admission admit = {}) {
   auto& st = self->state;
   auto outcome = st.sessions.open(worker_id, s, alive_limit(st.config));
   if (auto no = refusal(st.config, worker_id, outcome)) {
@@ -74,14 +76,33 @@ void open_session(self_ptr self, const std::string& identity, uint64_t rid,
     return;
   }
   update_alive(self);
-  spdlog::info("event=worker_registered worker={} role={} job={} node={} resumed={}", worker_id,
-               s.role, s.job, s.node, outcome == open_outcome::resumed);
-  reply(self, identity, rid, [&](v1::Envelope& e) {
-    auto* x = e.mutable_registered();
-    x->set_session(worker_id);
-    x->set_heartbeat_ms(st.config.heartbeat_ms);
-    x->set_resumed(outcome == open_outcome::resumed);
-  });
+  // Open before it is admitted: what the admission sends the worker finds its session.
+  auto answer = [self, identity, rid, worker_id, s, outcome](const caf::error& err) {
+    auto& st = self->state;
+    if (err) {
+      st.sessions.close(identity);
+      update_alive(self);
+      send_failure(self, identity, rid, err);
+      return;
+    }
+    spdlog::info("event=worker_registered worker={} role={} job={} deployment={} node={} "
+                 "resumed={}",
+                 worker_id, s.role, s.job, s.deployment, s.node,
+                 outcome == open_outcome::resumed);
+    reply(self, identity, rid, [&](v1::Envelope& e) {
+      auto* x = e.mutable_registered();
+      x->set_session(worker_id);
+      x->set_heartbeat_ms(st.config.heartbeat_ms);
+      x->set_resumed(outcome == open_outcome::resumed);
+      if (auto tick = st.config.stats_interval_ms.find(s.deployment);
+          s.role == worker_role::gen_instance && tick != st.config.stats_interval_ms.end())
+        x->set_stats_interval_ms(tick->second);
+    });
+  };
+  if (admit)
+    admit(std::move(answer));
+  else
+    answer(caf::error{});
 }
 
 /// A job's worker registers only for a job the scheduler has and that has not ended.
@@ -125,8 +146,14 @@ void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope
                fmt::format("a {} worker names the job it runs", *role));
     return;
   }
-  session s{frame.identity, *role,     r.node(),        runs_job(*role) ? r.job() : "",
-            self->clock().now(), frame.key, r.incarnation()};
+  if (serves_generation(*role) && r.deployment().empty()) {
+    send_error(self, frame.identity, rid, v1::ERROR_INVALID,
+               fmt::format("a {} session names the deployment it serves", *role));
+    return;
+  }
+  session s{frame.identity,      *role,     r.node(),        runs_job(*role) ? r.job() : "",
+            self->clock().now(), frame.key, r.incarnation(),
+            serves_generation(*role) ? r.deployment() : ""};
   if (auto no = refusal(st.config, r.worker_id(),
                         st.sessions.check(r.worker_id(), s, alive_limit(st.config)))) {
     send_error(self, frame.identity, rid, no->first, no->second);
@@ -134,7 +161,11 @@ void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope
   }
   if (runs_job(*role))
     open_job_session(self, frame.identity, rid, r.worker_id(), std::move(s));
-  else
+  else if (serves_generation(*role)) {
+    if (auto admit = deployment_admission(self, frame.identity, rid, r.worker_id(), s,
+                                          int(r.gpus())))
+      open_session(self, frame.identity, rid, r.worker_id(), std::move(s), std::move(*admit));
+  } else
     open_session(self, frame.identity, rid, r.worker_id(), std::move(s));
 }
 
@@ -188,6 +219,7 @@ void sweep(self_ptr self) {
                  s.job,
                  std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_seen).count());
     st.metrics->workers_dead().Increment();
+    engine_gone(self, worker, s, "its session went silent");
     if (runs_job(s.role))
       self->request(st.scheduler, caf::infinite, fail_atom::value, s.job,
                     fmt::format("worker {} stopped sending heartbeats", worker))
@@ -230,6 +262,9 @@ gateway_actor::behavior_type gateway(gateway_actor::stateful_pointer<gateway_sta
       self->state.scheduler = std::move(scheduler);
       self->state.fabric = std::move(fabric);
     },
+    [self](connect_atom, const std::string& name, gen_controller_actor controller) {
+      self->state.deployments[name] = std::move(controller);
+    },
     [self](frame_atom, const wire_frame& frame) { handle_frame(self, frame); },
     [self](sweep_atom) { sweep(self); },
     [self](stopping_atom) { return stopping(self); },
@@ -243,6 +278,11 @@ gateway_actor::behavior_type gateway(gateway_actor::stateful_pointer<gateway_sta
       });
     },
     [self](leave_atom, const std::string& job, job_state why) { job_left(self, job, why); },
+    // engine_edge_actor: the generation controllers' side.
+    [self](command_atom, const std::string& deployment, const gen_command& c) {
+      command_engine(self, deployment, c);
+    },
+    [self](step_done_atom, const step_outcome& o) { step_finished(self, o); },
   };
 }
 

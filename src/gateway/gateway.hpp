@@ -25,6 +25,7 @@ struct gateway_config {
   bool insecure = false;
   uint32_t heartbeat_ms = 2000;
   uint32_t heartbeat_misses = 3;
+  std::map<std::string, uint32_t> stats_interval_ms; // per generation deployment: its tick
   double tail_threshold = 0.8; // WEAVE §4.3
   double default_slo = 1.5;
 };
@@ -44,6 +45,7 @@ struct gateway_state {
   std::shared_ptr<service_metrics> metrics;
   cluster_scheduler_actor scheduler;  // from connect_atom
   fabric_controller_actor fabric;     // null: the service runs no fabric
+  std::map<std::string, gen_controller_actor> deployments; // generation, by name
   session_table sessions;
   grant_matcher grants;
   std::map<std::string, job_link> jobs;

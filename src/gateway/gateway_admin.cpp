@@ -114,6 +114,7 @@ bool handle_admin(self_ptr self, const std::string& identity, const v1::Envelope
     case v1::Envelope::kCancelJob: cancel(self, identity, rid, env.cancel_job().job()); return true;
     case v1::Envelope::kListGroups: list_groups(self, identity, rid); return true;
     case v1::Envelope::kListFabric: list_fabric(self, identity, rid); return true;
+    case v1::Envelope::kListGeneration: list_generation(self, identity, rid); return true;
     default: return false;
   }
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "gateway/gateway.hpp"
@@ -51,6 +52,34 @@ void handle_worker(self_ptr self, const std::string& identity, session& s,
 
 /// The live sessions per role, as gauges.
 void update_alive(self_ptr self);
+
+// -- generation (gateway_gen.cpp) ------------------------------------------------------------
+
+/// Decides, once the session is open, whether it may stay: calls its argument with an error
+/// to refuse it, or with none.
+using admission = std::function<void(std::function<void(const caf::error&)>)>;
+
+/// A gen-instance or gen-router registers for a deployment the service runs: nothing (after
+/// answering why) if it cannot, else the admission (an engine's deployment must take it).
+std::optional<admission> deployment_admission(self_ptr self, const std::string& identity,
+                                              uint64_t rid, const std::string& worker_id,
+                                              const session& s, int gpus);
+
+/// Generation traffic of a registered session (GenStats, RequestsFinished, CommandAck,
+/// StepStart); false if the envelope is none of it.
+bool handle_generation(self_ptr self, const std::string& identity, const session& s,
+                       const v1::Envelope& env);
+
+/// An engine's session ended (goodbye or silence): its deployment loses it.
+void engine_gone(self_ptr self, const std::string& worker_id, const session& s,
+                 const std::string& why);
+
+/// The engine edge: a command to an engine's session, a step's end to the routers.
+void command_engine(self_ptr self, const std::string& deployment, const gen_command& c);
+void step_finished(self_ptr self, const step_outcome& o);
+
+/// `loom generation`: every deployment's status.
+void list_generation(self_ptr self, const std::string& identity, uint64_t rid);
 
 // -- jobs (gateway_jobs.cpp) ------------------------------------------------------------------
 

@@ -172,6 +172,8 @@ void goodbye(self_ptr self, const std::string& identity, const session& s,
     self->request(st.scheduler, caf::infinite, fail_atom::value, s.job,
                   fmt::format("worker {}: {}", worker ? *worker : "", g.reason()))
       .then([](ok_atom) {}, [](caf::error&) {});
+  if (worker)
+    engine_gone(self, *worker, s, fmt::format("it said goodbye: {}", g.reason()));
   st.sessions.close(identity);
   update_alive(self);
 }
@@ -240,15 +242,9 @@ void handle_worker(self_ptr self, const std::string& identity, session& s,
     case v1::Envelope::kGoodbye: goodbye(self, identity, s, env.goodbye()); return;
     case v1::Envelope::kTopoWrite:
     case v1::Envelope::kFabricIntent: fabric_traffic(self, identity, s, env); return;
-    case v1::Envelope::kGenStats:
-    case v1::Envelope::kCommandAck:
-      if (s.role == worker_role::gen_instance) {
-        send_error(self, identity, rid, v1::ERROR_UNAVAILABLE,
-                   fmt::format("{} is not served live yet", wire::body_name(env)));
-        return;
-      }
-      [[fallthrough]];
     default:
+      if (handle_generation(self, identity, s, env))
+        return;
       send_error(self, identity, rid, v1::ERROR_FORBIDDEN,
                  fmt::format("a {} session may not send {}", s.role, wire::body_name(env)));
   }

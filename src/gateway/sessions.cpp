@@ -41,6 +41,11 @@ session* session_table::touch(const std::string& identity, time_point now) {
   return &s;
 }
 
+const session* session_table::find(const std::string& worker_id) const {
+  auto it = sessions_.find(worker_id);
+  return it == sessions_.end() ? nullptr : &it->second;
+}
+
 const std::string* session_table::worker_of(const std::string& identity) const {
   auto w = worker_of_.find(identity);
   return w == worker_of_.end() ? nullptr : &w->second;
@@ -95,6 +100,15 @@ std::vector<std::string> session_table::identities_of(const std::string& job) co
   std::vector<std::string> out;
   for (auto& [id, s] : sessions_)
     if (s.job == job)
+      out.push_back(s.identity);
+  return out;
+}
+
+std::vector<std::string> session_table::identities_of(const std::string& deployment,
+                                                     worker_role role) const {
+  std::vector<std::string> out;
+  for (auto& [id, s] : sessions_)
+    if (s.role == role && s.deployment == deployment)
       out.push_back(s.identity);
   return out;
 }

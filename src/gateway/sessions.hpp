@@ -34,6 +34,11 @@ constexpr bool may_run(worker_role r, phase_kind p) {
   }
 }
 
+/// Roles whose sessions serve a generation deployment; their Register names it.
+constexpr bool serves_generation(worker_role r) {
+  return r == worker_role::gen_instance || r == worker_role::gen_router;
+}
+
 /// Collective shims announce fabric intents and Opus topo_writes; nobody else does.
 constexpr bool announces_fabric(worker_role r) {
   return r == worker_role::collective_shim;
@@ -47,6 +52,7 @@ struct session {
   std::chrono::steady_clock::time_point last_seen;
   std::string key;         // the CURVE public key it authenticated with (empty: insecure)
   std::string incarnation; // the client process's random token
+  std::string deployment;  // gen-instance, gen-router: the generation deployment it serves
 };
 
 enum class open_outcome : uint8_t {
@@ -67,6 +73,8 @@ public:
                      std::chrono::milliseconds alive) const;
   /// The session of a connection (nullptr: not registered), seen now.
   session* touch(const std::string& identity, time_point now);
+  /// A worker's session, or nullptr.
+  const session* find(const std::string& worker_id) const;
   /// The worker id a connection is registered as, or nullptr.
   const std::string* worker_of(const std::string& identity) const;
   /// The connection says goodbye.
@@ -78,6 +86,8 @@ public:
   std::map<worker_role, size_t> by_role() const;
   /// The connections of a job's sessions.
   std::vector<std::string> identities_of(const std::string& job) const;
+  /// The connections of a deployment's sessions of one role.
+  std::vector<std::string> identities_of(const std::string& deployment, worker_role role) const;
   /// Every live session's connection.
   std::vector<std::string> identities() const;
   /// A job's sessions as "worker-id (role)".

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "generation/gen_proto.hpp"
 #include "store/proto_enums.hpp"
 
 namespace loom::wire {
@@ -13,11 +14,11 @@ std::string body_name(const v1::Envelope& e) {
 }
 
 // loom.v1's Role and Phase number their values as worker_role and phase_kind do, plus one.
-static_assert(int(v1::ROLE_DRIVER) == int(worker_role::driver) + 1);
+static_assert(int(v1::ROLE_GEN_ROUTER) == int(worker_role::gen_router) + 1);
 static_assert(int(v1::PHASE_SYNC) == int(phase_kind::sync) + 1);
 
 std::optional<worker_role> role_of(v1::Role r) {
-  if (r < v1::ROLE_ROLLOUT || r > v1::ROLE_DRIVER)
+  if (r < v1::ROLE_ROLLOUT || r > v1::ROLE_GEN_ROUTER)
     return std::nullopt;
   return worker_role(int(r) - 1);
 }
@@ -45,8 +46,10 @@ v1::ErrorCode error_code(errc code) {
     case errc::already_exists: return v1::ERROR_ALREADY_EXISTS;
     case errc::out_of_turn: return v1::ERROR_RESTART_ITERATION;
     case errc::driver_refused: return v1::ERROR_REJECTED;
+    case errc::unavailable:
     case errc::driver_unreachable:
     case errc::driver_timeout: return v1::ERROR_UNAVAILABLE;
+    case errc::conflict: return v1::ERROR_CONFLICT;
     default: return v1::ERROR_INTERNAL;
   }
 }
@@ -151,6 +154,49 @@ caf::expected<std::pair<fabric_intent, commit_window>> intent_of(const v1::Fabri
   for (auto& r : w.members())
     intent.members.push_back({r.server(), int(r.gpu())});
   return std::pair{intent, commit_window{*window, w.window_s()}};
+}
+
+void fill(v1::StepPlaced& out, const step_placement& p) {
+  out.set_step(p.step);
+  out.set_deployment(p.deployment.name());
+  out.set_reconfigured(p.reconfigured);
+  out.set_done(p.done);
+  out.set_last_finished_at_ns(p.last_finished_at_ns);
+  for (size_t i = 0; i < p.instances.size(); ++i) {
+    auto* x = out.add_placements();
+    x->set_instance(p.instances[i]);
+    x->set_engine(i < p.engines.size() ? p.engines[i] : "");
+  }
+}
+
+void fill(v1::StepDone& out, const step_outcome& o) {
+  out.set_deployment(o.deployment);
+  out.set_step(o.step);
+  out.set_last_finished_at_ns(o.last_finished_at_ns);
+  out.set_requests(uint32_t(o.requests));
+}
+
+void fill(v1::GenerationInfo& out, const gen_status& s) {
+  out.set_deployment(s.deployment);
+  out.set_model(s.model);
+  out.set_gpus(uint32_t(s.gpus));
+  out.set_current(s.current.name());
+  out.set_epoch(s.epoch);
+  for (auto& e : s.engines)
+    out.add_engines(e);
+  for (auto& i : s.instances)
+    loom::fill(*out.add_instances(), i);
+  out.set_step(s.step);
+  out.set_step_active(s.step_active);
+  out.set_pending(s.pending);
+  out.set_finished(s.finished);
+  out.set_phase(s.phase);
+  out.set_forecast_mean_tokens(s.forecast_mean_tokens);
+  for (auto& r : s.recent)
+    out.add_recent(r);
+  *out.mutable_counters() = loom::to_proto(s.counters);
+  out.set_last_solve_ms(s.last_solve_ms);
+  out.set_last_forecast_error(s.last_forecast_error);
 }
 
 } // namespace loom::wire

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/types.hpp"
 #include "fabric/types.hpp"
+#include "generation/types.hpp"
 #include "loom.pb.h"
 #include "scheduler/types.hpp"
 
@@ -37,6 +38,10 @@ void fill_detail(v1::JobInfo& out, const job_status& s);
 void fill(v1::GroupInfo& out, const group_status& g);
 void fill(v1::FabricDecision& out, const fabric_decision& d);
 void fill(v1::FabricPlanInfo& out, const fabric_plan_status& p);
+
+void fill(v1::StepPlaced& out, const step_placement& p);
+void fill(v1::StepDone& out, const step_outcome& o);
+void fill(v1::GenerationInfo& out, const gen_status& s);
 
 /// A wire intent as the fabric controller takes it (one primitive, the whole volume), or why
 /// it is not one.

@@ -136,6 +136,17 @@ void histogram_forecaster::observe(const std::vector<double>& counts) {
     history_.pop_front();
 }
 
+void histogram_forecaster::restore(const std::vector<std::vector<double>>& history) {
+  history_.clear();
+  for (auto& shares : history) {
+    if (shares.size() != bins_)
+      continue; // another bin layout: it says nothing about this one
+    history_.push_back(shares);
+    if (history_.size() > window_)
+      history_.pop_front();
+  }
+}
+
 std::vector<double> histogram_forecaster::forecast(double batch) const {
   std::vector<double> out(bins_, 0.0);
   if (history_.empty())

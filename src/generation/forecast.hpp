@@ -54,6 +54,10 @@ public:
 
   size_t steps_observed() const { return history_.size(); }
 
+  /// The window of observed steps' shares, oldest first; restore() takes it back (a restart).
+  std::vector<std::vector<double>> history() const { return {history_.begin(), history_.end()}; }
+  void restore(const std::vector<std::vector<double>>& history);
+
 private:
   size_t bins_;
   size_t window_;

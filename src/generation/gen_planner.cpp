@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "core/inspect.hpp"
-#include "store/persist.hpp"
+#include "store/gen_codecs.hpp"
 
 namespace loom {
 
@@ -17,8 +17,8 @@ gen_decision decide(gen_planner_state& st, const gen_snapshot& snap) {
   st.workload->observe(snap);
   auto requests = st.workload->estimate(snap);
   auto t0 = std::chrono::steady_clock::now();
-  auto plan = plan_generation(*st.engine, st.config.gpu_budget, snap.deployment, requests,
-                              st.config.params);
+  const int budget = snap.gpu_budget > 0 ? snap.gpu_budget : st.config.gpu_budget;
+  auto plan = plan_generation(*st.engine, budget, snap.deployment, requests, st.config.params);
   gen_decision d;
   d.solve_ms =
     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -29,47 +29,58 @@ gen_decision decide(gen_planner_state& st, const gen_snapshot& snap) {
   d.current_s = plan.current_s;
   d.switch_s = plan.switch_s;
   d.migrate_s = plan.migrate_s;
+  double total = 0;
+  for (size_t i = 0; i < requests.size(); ++i)
+    total += double(snap.pending[i].generated + requests[i].remaining);
+  d.forecast_mean_tokens = requests.empty() ? 0.0 : total / double(requests.size());
   return d;
 }
 
 } // namespace
 
+gen_planner_config planner_config_of(const deployment_config& d, bool sync_writes) {
+  gen_planner_config pc;
+  pc.deployment = d.name;
+  pc.gpu_budget = d.gpus;
+  pc.max_tokens = d.max_tokens;
+  pc.bin_tokens = d.bin_tokens;
+  pc.forecast_window = d.forecast_window;
+  pc.params = d.planner;
+  pc.sync_writes = sync_writes;
+  return pc;
+}
+
 gen_planner_actor::behavior_type
 gen_planner(gen_planner_actor::stateful_pointer<gen_planner_state> self, engine_model engine,
-            gen_planner_config config, store_actor store) {
+            gen_planner_config config, store_actor store,
+            std::vector<std::vector<double>> history) {
   auto& st = self->state;
   st.engine.emplace(std::move(engine));
   st.workload.emplace(config.bin_tokens, config.max_tokens, config.forecast_window);
+  st.workload->forecaster().restore(history);
   st.config = std::move(config);
   if (st.config.profile_afd && st.config.params.afd_configs.empty())
     st.config.params.afd_configs = profile_afd_configs(*st.engine, st.config.params.gpus_per_node);
   st.store = std::move(store);
   return {
-    [self](plan_atom, const gen_snapshot& snap) -> caf::result<gen_decision> {
-      auto& st = self->state;
-      auto d = decide(st, snap);
-      if (!d.reconfigure)
-        return d;
-      // The engines tear instances down on this answer: it must survive a crash first.
-      write_batch batch;
-      batch.sync = st.config.sync_writes;
-      auto promise = self->make_response_promise<gen_decision>();
-      persist_and_deliver(
-        self, st.store, std::move(batch),
-        {event_kind::gen_reconfigured, st.config.deployment,
-         fmt::format("step={} from={} to={} objective_current_s={:.1f} objective_new_s={:.1f} "
-                     "switch_s={:.1f} migrate_s={:.1f} pending={}",
-                     snap.step, snap.deployment.name(), d.deployment.name(), d.current_s,
-                     d.objective_s, d.switch_s, d.migrate_s, snap.pending.size())},
-        promise, d);
-      return promise;
-    },
+    [self](plan_atom, const gen_snapshot& snap) { return decide(self->state, snap); },
     [self](step_done_atom, uint64_t step, const std::vector<int64_t>& outputs)
       -> caf::result<double, double> {
-      auto error = self->state.workload->end_step(step, outputs);
+      auto& st = self->state;
+      auto error = st.workload->end_step(step, outputs);
       constexpr double none = std::numeric_limits<double>::quiet_NaN();
-      return error ? caf::result<double, double>{error->histogram, error->mean_length}
-                   : caf::result<double, double>{none, none};
+      std::pair<double, double> answer{none, none};
+      if (error)
+        answer = {error->histogram, error->mean_length};
+      write_batch batch;
+      batch.sync = st.config.sync_writes;
+      batch.records.push_back({record_kind::gen_forecasts, st.config.deployment,
+                               encode_gen_forecast(st.workload->forecaster().history()), false});
+      auto promise = self->make_response_promise<double, double>();
+      self->request(st.store, caf::infinite, write_atom::value, std::move(batch))
+        .then([promise, answer](uint64_t) mutable { promise.deliver(answer.first, answer.second); },
+              [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
+      return promise;
     },
   };
 }

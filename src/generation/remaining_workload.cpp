@@ -12,7 +12,7 @@ remaining_workload::remaining_workload(int bin_tokens, int64_t max_tokens,
 
 void remaining_workload::observe(const gen_snapshot& snap) {
   if (!in_step_ || snap.step != step_) {
-    const auto batch = double(snap.pending.size());
+    const auto batch = double(snap.pending.size() + snap.finished_outputs.size());
     auto counts = forecaster_.forecast(batch);
     if (forecaster_.steps_observed() == 0)
       counts.back() = batch;
@@ -21,7 +21,6 @@ void remaining_workload::observe(const gen_snapshot& snap) {
     histogram_.assign(counts);
     step_ = snap.step;
     in_step_ = true;
-    return;
   }
   for (auto out : snap.finished_outputs)
     histogram_.on_finished(out);

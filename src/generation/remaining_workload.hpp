@@ -21,7 +21,8 @@ class remaining_workload {
 public:
   remaining_workload(int bin_tokens, int64_t max_tokens, size_t forecast_window);
 
-  /// Folds a snapshot in: a new step seeds the histogram, the current one is corrected.
+  /// Folds a snapshot in: a new step seeds the histogram (its finished outputs count in the
+  /// batch: a step first seen after a restart), the current one is corrected.
   void observe(const gen_snapshot& snapshot);
 
   /// The snapshot's pending requests with their conservative remaining tokens.
@@ -37,6 +38,8 @@ public:
   std::optional<forecast_error> end_step(uint64_t step, const std::vector<int64_t>& outputs);
 
   const remaining_histogram& histogram() const { return histogram_; }
+  histogram_forecaster& forecaster() { return forecaster_; }
+  const histogram_forecaster& forecaster() const { return forecaster_; }
 
 private:
   remaining_histogram histogram_;

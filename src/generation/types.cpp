@@ -1,6 +1,7 @@
 #include "generation/types.hpp"
 
 #include <algorithm>
+#include <charconv>
 
 #include <fmt/format.h>
 
@@ -30,6 +31,29 @@ std::string parallel_config::name() const {
   if (is_ep())
     return fmt::format("EP{}/TP{}", ep, tp);
   return fmt::format("TP{}", tp);
+}
+
+std::optional<parallel_config> parallel_config::parse(std::string_view text) {
+  auto number = [](std::string_view s, int& out) {
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc{} && ptr == s.data() + s.size() && out >= 1 && out <= 4096;
+  };
+  int a = 0;
+  int b = 0;
+  if (text.starts_with("TP") && number(text.substr(2), a))
+    return parallel_config{a};
+  if (text.starts_with("AFD")) {
+    auto colon = text.find(':');
+    if (colon != std::string_view::npos && number(text.substr(3, colon - 3), a)
+        && number(text.substr(colon + 1), b))
+      return disaggregated(a, b);
+    return std::nullopt;
+  }
+  auto slash = text.find("/TP");
+  if (text.starts_with("EP") && slash != std::string_view::npos
+      && number(text.substr(2, slash - 2), a) && number(text.substr(slash + 3), b) && a % b == 0)
+    return expert_parallel(a, b);
+  return std::nullopt;
 }
 
 std::string gen_deployment::name() const {

@@ -23,11 +23,14 @@ enum class record_kind : uint8_t {
   circuit_plans,
   events,
   progress, // where each placed job stands in its group's round robin
+  gen_deployments, // each generation deployment's controller: layout, step, commands
+  gen_steps,       // each step's batch and the requests finished so far
+  gen_forecasts,   // each deployment's forecaster history
 };
 
 template <>
 struct enum_names<record_kind> {
-  static constexpr std::array<std::pair<record_kind, std::string_view>, 7> table{{
+  static constexpr std::array<std::pair<record_kind, std::string_view>, 10> table{{
     {record_kind::meta, "meta"},
     {record_kind::jobs, "jobs"},
     {record_kind::groups, "groups"},
@@ -35,6 +38,9 @@ struct enum_names<record_kind> {
     {record_kind::circuit_plans, "circuit_plans"},
     {record_kind::events, "events"},
     {record_kind::progress, "progress"},
+    {record_kind::gen_deployments, "gen_deployments"},
+    {record_kind::gen_steps, "gen_steps"},
+    {record_kind::gen_forecasts, "gen_forecasts"},
   }};
 };
 
@@ -55,11 +61,15 @@ enum class event_kind : uint8_t {
   opus_reconfigured,
   opus_fallback,
   gen_reconfigured,
+  gen_step_started,
+  gen_step_done,
+  gen_engine_lost,
+  gen_command_abandoned,
 };
 
 template <>
 struct enum_names<event_kind> {
-  static constexpr std::array<std::pair<event_kind, std::string_view>, 15> table{{
+  static constexpr std::array<std::pair<event_kind, std::string_view>, 19> table{{
     {event_kind::job_placed, "job_placed"},
     {event_kind::job_rejected, "job_rejected"},
     {event_kind::job_finished, "job_finished"},
@@ -75,6 +85,10 @@ struct enum_names<event_kind> {
     {event_kind::opus_reconfigured, "opus_reconfigured"},
     {event_kind::opus_fallback, "opus_fallback"},
     {event_kind::gen_reconfigured, "gen_reconfigured"},
+    {event_kind::gen_step_started, "gen_step_started"},
+    {event_kind::gen_step_done, "gen_step_done"},
+    {event_kind::gen_engine_lost, "gen_engine_lost"},
+    {event_kind::gen_command_abandoned, "gen_command_abandoned"},
   }};
 };
 

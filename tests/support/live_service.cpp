@@ -21,11 +21,12 @@ std::string env(const char* name) {
 }
 
 /// Every role's keys: drivers, a rollout worker, a trainer, a collective shim, an OCS agent,
-/// and one nobody configured.
+/// two inference engines and a router, and one nobody configured.
 const std::vector<std::pair<std::string, std::string>>& key_roles() {
   static const std::vector<std::pair<std::string, std::string>> k{
     {"driver-a", "driver"}, {"driver-b", "driver"}, {"rollout-1", "rollout"},
     {"trainer-1", "train"}, {"shim", "collective-shim"}, {"agent", "ocs-agent"},
+    {"engine-a", "gen-instance"}, {"engine-b", "gen-instance"}, {"router", "gen-router"},
     {"intruder", ""}};
   return k;
 }
@@ -165,6 +166,15 @@ std::unique_ptr<child_process> live_service::cpp_worker(const std::string& who,
     env("LOOM_EXAMPLE_WORKER"), "--endpoint", endpoint(), "--server-key",
     dir / "db/keys/server.pub", "--key", dir / ("keys/" + who), "--job", job, "--role", role,
     "--iterations", std::to_string(iterations), "--phase-ms", std::to_string(phase_ms)});
+}
+
+std::unique_ptr<child_process> live_service::engine(const std::string& who,
+                                                    std::vector<std::string> args) const {
+  std::vector<std::string> argv{env("LOOM_EXAMPLE_ENGINE"), "--endpoint", endpoint(),
+                                "--server-key", dir / "db/keys/server.pub", "--key",
+                                dir / ("keys/" + who), "--engine-id", who};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return std::make_unique<child_process>(argv);
 }
 
 std::unique_ptr<child_process> live_service::python_example(const std::string& script,

@@ -22,7 +22,7 @@ struct live_options {
   int iterations = 0;    // per job file; 0: until finished
   double worst_s = 1;    // worst-case rollout and training of every job
   bool fabric = true;
-  std::string extra;     // more config text (e.g. a [policy.weave] table)
+  std::string extra{};   // more config text (e.g. a [policy.weave] table)
 };
 
 class live_service {
@@ -46,6 +46,9 @@ public:
   std::unique_ptr<child_process> cpp_worker(const std::string& who, const std::string& job,
                                             const std::string& role, int iterations,
                                             int phase_ms) const;
+  /// loom-example-engine with the key of `who` (also its engine id), and more arguments.
+  std::unique_ptr<child_process> engine(const std::string& who,
+                                        std::vector<std::string> args) const;
   /// A Python example (python/examples/SCRIPT) with the key of `who`, and more arguments.
   std::unique_ptr<child_process> python_example(const std::string& script,
                                                 const std::string& who,

@@ -1,0 +1,42 @@
+#pragma once
+// One generation deployment as an operator configures it ([[generation.deployments]]): the
+// model and GPUs it serves with, the parallel config it starts from, and the knobs of its
+// planner (OrchestrRL §4.1), balancer (§4.2) and command handling. `loom serve` hosts a
+// planner, a balancer and a controller per deployment.
+
+#include <cstdint>
+#include <string>
+
+#include "generation/config_search.hpp"
+#include "generation/load_index.hpp"
+#include "generation/types.hpp"
+
+namespace loom {
+
+struct deployment_config {
+  std::string name;
+  std::string model;          // OrchestrRL Table 3 (model_catalog)
+  std::string gpu;            // a GPU type of the cluster's catalog
+  int gpus = 8;               // the budget: at most this many GPUs of engines serve it
+  parallel_config initial{1}; // laid out over the engines as they register
+  int64_t max_tokens = 16384; // the steps' maximum response length
+  bool planner_enabled = true;  // false: the layout stays as configured
+  bool balancer_enabled = true;
+  double period_s = 30;       // planning period inside a step (§4.1)
+  double tick_s = 0.5;        // monitoring tick: engines report, the balancer runs (§4.2)
+  int bin_tokens = 256;       // the remaining-workload histogram's bins (§4.1)
+  size_t forecast_window = 32;
+  planner_params planner;     // epsilon, KV balance, C_sw and C_mig cost model, gpus_per_node
+  balancer_params balancer;   // theta
+  // An engine must answer a command within the timeout (a reshard within its own, as loading
+  // weights takes long); a command is sent again `command_retries` times, then abandoned and
+  // its engine treated as lost: its instances leave the layout, its requests are re-placed.
+  double command_timeout_s = 10;
+  double reshard_timeout_s = 600;
+  int command_retries = 2;
+
+  /// GPUs of one engine (a node's server).
+  int gpus_per_engine() const { return planner.gpus_per_node; }
+};
+
+} // namespace loom

@@ -1,0 +1,559 @@
+// The live generation runtime's cores, without actors: laying instances over engines, the
+// simulated engine that obeys commands, the deployment runtime (Alg. 1 over engines: steps,
+// placements, reconfiguration phases, migrations, lost engines, deadlines, restore), and the
+// loom.v1 forms of its records and commands.
+
+#define BOOST_TEST_MODULE gen_runtime
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/gpu.hpp"
+#include "generation/deployment_runtime.hpp"
+#include "generation/engine_sim.hpp"
+#include "generation/gen_proto.hpp"
+#include "generation/layout.hpp"
+#include "store/gen_codecs.hpp"
+
+using namespace loom;
+
+namespace {
+
+engine_model qwen14b() {
+  return engine_model{*find_model("Qwen2.5-14B"), *find_builtin_gpu("H800")};
+}
+
+deployment_config small_deployment(bool planner = false, bool balancer = false) {
+  deployment_config d;
+  d.name = "gen";
+  d.model = "Qwen2.5-14B";
+  d.gpu = "H800";
+  d.gpus = 16;
+  d.initial = parallel_config{4};
+  d.planner_enabled = planner;
+  d.balancer_enabled = balancer;
+  d.tick_s = 1;
+  d.period_s = 10;
+  d.command_timeout_s = 5;
+  d.command_retries = 1;
+  return d;
+}
+
+step_batch batch_of(uint64_t step, size_t n) {
+  step_batch b;
+  b.step = step;
+  for (size_t i = 0; i < n; ++i)
+    b.requests.push_back({step << 32 | i, 100, 0, -1});
+  return b;
+}
+
+command_ack ack_for(const gen_command& c, std::vector<request_state> released = {}) {
+  command_ack a;
+  a.command = c.id;
+  a.engine = c.engine;
+  a.released = std::move(released);
+  return a;
+}
+
+/// Acknowledges every command of one kind the runtime sent; returns them.
+std::vector<gen_command> ack_all(deployment_runtime& rt, std::vector<gen_command> sent,
+                                 gen_command_kind kind, double now) {
+  std::vector<gen_command> out;
+  for (auto& c : sent)
+    if (c.kind == kind) {
+      rt.on_ack(ack_for(c), now);
+      out.push_back(c);
+    }
+  return out;
+}
+
+/// Two engines of 8 GPUs joined, their first layout loaded.
+deployment_runtime started(const engine_model& engine, deployment_config d) {
+  deployment_runtime rt{engine, std::move(d)};
+  rt.join({"e0", "n0", 8, false}, 0);
+  rt.join({"e1", "n1", 8, false}, 0);
+  ack_all(rt, rt.take_commands(), gen_command_kind::reshard, 0);
+  return rt;
+}
+
+instance_stats stats_of(const gen_command& admit, uint64_t epoch, int64_t generated = 0) {
+  instance_stats s;
+  s.engine = admit.engine;
+  s.instance = admit.instance;
+  s.epoch = epoch;
+  for (auto& r : admit.requests)
+    s.requests.push_back({r.id, r.prompt_tokens, generated, true, true});
+  s.kv_free_tokens = 100000;
+  s.kv_capacity_tokens = 200000;
+  s.decode_rate_tps = 30;
+  return s;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(layout)
+
+BOOST_AUTO_TEST_CASE(instances_fit_inside_engines_or_take_whole_ones) {
+  std::vector<engine_slot> engines{{"a", 8}, {"b", 8}};
+  auto tp2 = lay_out(parallel_config{2}, engines, 0);
+  BOOST_REQUIRE_EQUAL(tp2.size(), 8u);
+  BOOST_CHECK(tp2[3].engines == std::vector<std::string>{"a"});
+  BOOST_CHECK(tp2[4].engines == std::vector<std::string>{"b"});
+  BOOST_CHECK_EQUAL(tp2[7].instance, 7u);
+  auto tp16 = lay_out(parallel_config{16}, engines, 5);
+  BOOST_REQUIRE_EQUAL(tp16.size(), 1u);
+  BOOST_CHECK_EQUAL(tp16[0].instance, 5u);
+  BOOST_CHECK((tp16[0].engines == std::vector<std::string>{"a", "b"}));
+  BOOST_CHECK(led_by(tp16, "a") == std::vector<uint32_t>{5});
+  BOOST_CHECK(led_by(tp16, "b").empty());
+  BOOST_CHECK_EQUAL(carried_by(tp16, "b").size(), 1u);
+  // Three engines carry one 16-GPU instance; the third is left idle.
+  BOOST_CHECK_EQUAL(lay_out(parallel_config{16}, {{"a", 8}, {"b", 8}, {"c", 8}}, 0).size(), 1u);
+  // AFD over one node.
+  BOOST_CHECK_EQUAL(lay_out(parallel_config::disaggregated(3, 5), engines, 0).size(), 2u);
+}
+
+BOOST_AUTO_TEST_CASE(parallel_configs_parse_from_their_names) {
+  for (auto c : {parallel_config{4}, parallel_config::expert_parallel(16, 2),
+                 parallel_config::disaggregated(3, 5)}) {
+    auto parsed = parallel_config::parse(c.name());
+    BOOST_REQUIRE(parsed);
+    BOOST_CHECK(*parsed == c);
+  }
+  for (auto bad : {"", "TP", "TP0", "tp4", "EP16/TP3", "AFD3", "TP4x", "EP8"})
+    BOOST_CHECK_MESSAGE(!parallel_config::parse(bad), bad);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(simulated_engine)
+
+/// Command `id` of `kind` to engine e0.
+gen_command to_e0(gen_command_kind kind, uint64_t id, uint64_t epoch = 1) {
+  gen_command c;
+  c.engine = "e0";
+  c.id = id;
+  c.kind = kind;
+  c.epoch = epoch;
+  return c;
+}
+
+/// A reshard of e0 to `config`, carrying `instances` instances.
+gen_command reshard_e0(uint64_t id, uint64_t epoch, parallel_config config, uint32_t instances) {
+  auto c = to_e0(gen_command_kind::reshard, id, epoch);
+  c.config = config;
+  for (uint32_t k = 0; k < instances; ++k)
+    c.slots.push_back({k, {"e0"}});
+  return c;
+}
+
+BOOST_AUTO_TEST_CASE(it_reshards_admits_runs_and_drains_as_commanded) {
+  auto engine = qwen14b();
+  engine_sim_costs costs;
+  engine_sim e{engine, "e0", parallel_config{4}, costs, [](uint64_t id) { return int64_t(50 + id); }};
+  auto loaded = e.apply(reshard_e0(1, 1, parallel_config{4}, 2), 0);
+  BOOST_CHECK_EQUAL(loaded.due_s, 0.0); // it already runs TP4: nothing to load
+  BOOST_CHECK_EQUAL(e.stats().size(), 2u);
+  auto admit = to_e0(gen_command_kind::admit, 2);
+  admit.instance = 1;
+  for (uint64_t id = 0; id < 4; ++id)
+    admit.requests.push_back({id, 100, 0, false, {}});
+  BOOST_CHECK(e.apply(admit, 0).ack.ok);
+  // The same command again gets the same answer and changes nothing.
+  BOOST_CHECK(e.apply(admit, 0.1).ack.ok);
+  e.advance_to(0.2);
+  auto stats = e.stats();
+  BOOST_CHECK_EQUAL(stats[1].requests.size(), 4u);
+  BOOST_CHECK(stats[0].requests.empty());
+  e.advance_to(60);
+  auto done = e.take_finished();
+  BOOST_REQUIRE_EQUAL(done.size(), 4u);
+  for (auto& f : done)
+    BOOST_CHECK_EQUAL(f.output_tokens, int64_t(50 + f.id));
+  BOOST_CHECK(e.idle());
+  // An admit for an instance it does not lead is refused.
+  admit.id = 3;
+  admit.instance = 7;
+  BOOST_CHECK(!e.apply(admit, 60).ack.ok);
+}
+
+BOOST_AUTO_TEST_CASE(a_drain_releases_progress_and_a_new_config_takes_its_load_time) {
+  auto engine = qwen14b();
+  engine_sim_costs costs;
+  engine_sim e{engine, "e0", parallel_config{8}, costs, [](uint64_t) { return int64_t(5000); }};
+  e.apply(reshard_e0(1, 1, parallel_config{8}, 1), 0);
+  auto admit = to_e0(gen_command_kind::admit, 2);
+  admit.instance = 0;
+  admit.requests = {{10, 200, 0, false, {}}, {11, 300, 0, false, {}}};
+  e.apply(admit, 0);
+  e.advance_to(5);
+  auto released = e.apply(to_e0(gen_command_kind::drain, 3, 2), 5).ack.released;
+  BOOST_REQUIRE_EQUAL(released.size(), 2u);
+  for (auto& r : released) {
+    BOOST_CHECK_GT(r.generated, 0);
+    BOOST_CHECK(r.kv_resident);
+  }
+  BOOST_CHECK_EQUAL(released[0].prompt_tokens, 200);
+  BOOST_CHECK(e.stats().empty());
+  // Resharding to TP2 loads new shards: the restart plus a quarter of the weights per GPU.
+  auto ans = e.apply(reshard_e0(4, 2, parallel_config{2}, 4), 5);
+  const double expected = costs.engine_restart_s + engine.weight_bytes_per_gpu(parallel_config{2})
+                                                     / (costs.weight_load_gbps * 1e9);
+  BOOST_CHECK_CLOSE(ans.due_s - 5, expected, 1e-9);
+  BOOST_CHECK_CLOSE(ans.ack.elapsed_s, expected, 1e-9);
+  BOOST_CHECK_EQUAL(e.stats().size(), 4u);
+}
+
+BOOST_AUTO_TEST_CASE(a_migrated_request_arrives_after_its_kv_transfer) {
+  auto engine = qwen14b();
+  engine_sim_costs costs;
+  engine_sim e{engine, "e0", parallel_config{4}, costs, [](uint64_t) { return int64_t(4000); }};
+  e.apply(reshard_e0(1, 1, parallel_config{4}, 1), 0);
+  auto admit = to_e0(gen_command_kind::admit, 2);
+  admit.instance = 0;
+  admit.requests = {{7, 1000, 500, true, "e1"}};
+  e.apply(admit, 10);
+  const double transfer =
+    kv_move_cost_of(engine, parallel_config{4}, 1, 1500, costs.kv_path).transfer_s;
+  e.advance_to(10 + transfer / 2);
+  BOOST_CHECK(e.stats()[0].requests.empty()); // still on the wire
+  e.advance_to(10 + transfer + 0.5);
+  auto s = e.stats()[0];
+  BOOST_REQUIRE_EQUAL(s.requests.size(), 1u);
+  BOOST_CHECK_GE(s.requests[0].generated, 500);
+  // Released for a migration, it leaves with what it has.
+  auto m = to_e0(gen_command_kind::migrate, 3);
+  m.moves = {{7, 0, 1, false}, {99, 0, 1, false}};
+  auto out = e.apply(m, 11 + transfer).ack.released;
+  BOOST_REQUIRE_EQUAL(out.size(), 1u); // 99 is not here
+  BOOST_CHECK_EQUAL(out[0].id, 7u);
+  BOOST_CHECK(e.stats()[0].requests.empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(deployment)
+
+BOOST_AUTO_TEST_CASE(engines_get_instances_of_the_current_config_and_the_budget_holds) {
+  auto engine = qwen14b();
+  deployment_runtime rt{engine, small_deployment()};
+  BOOST_CHECK(rt.refusal({"e0", "n0", 4, false})); // not a node of 8
+  rt.join({"e0", "n0", 8, false}, 0);
+  auto first = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(first.size(), 1u);
+  BOOST_CHECK(first[0].kind == gen_command_kind::reshard);
+  BOOST_CHECK_EQUAL(first[0].slots.size(), 2u); // two TP4 instances on e0
+  BOOST_CHECK(rt.take_dirty());
+  rt.join({"e1", "n1", 8, false}, 0);
+  BOOST_CHECK(rt.refusal({"e2", "n2", 8, false})); // 16 GPUs are served
+  BOOST_CHECK(!rt.refusal({"e1", "n1", 8, false})); // a known engine may come back
+  auto second = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(second.size(), 1u);
+  BOOST_CHECK_EQUAL(second[0].slots.front().instance, 2u);
+  BOOST_CHECK_EQUAL(rt.serving().name(), "4xTP4");
+}
+
+BOOST_AUTO_TEST_CASE(a_step_is_placed_round_robin_without_a_planner_and_ends_with_its_last) {
+  auto engine = qwen14b();
+  auto rt = started(engine, small_deployment());
+  BOOST_CHECK(rt.start_step(batch_of(0, 8), 1) == deployment_runtime::step_admission::started);
+  BOOST_CHECK(rt.start_step(batch_of(0, 8), 1) == deployment_runtime::step_admission::current);
+  BOOST_CHECK(rt.start_step(batch_of(1, 8), 1) == deployment_runtime::step_admission::busy);
+  BOOST_CHECK(!rt.plan_now(1)); // no planner: it placed them itself
+  auto admits = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(admits.size(), 4u);
+  for (auto& a : admits) {
+    BOOST_CHECK(a.kind == gen_command_kind::admit);
+    BOOST_CHECK_EQUAL(a.requests.size(), 2u);
+    BOOST_CHECK_EQUAL(a.requests[0].id % 4, a.instance); // request i on instance i % 4
+  }
+  auto placed = rt.placement();
+  BOOST_REQUIRE(placed);
+  BOOST_CHECK_EQUAL(placed->engines[0], "e0");
+  BOOST_CHECK_EQUAL(placed->engines[3], "e1");
+  requests_finished f{"e0", 0, {}};
+  for (uint64_t i = 0; i < 7; ++i)
+    f.done.push_back({i, 10, int64_t(100 + i)});
+  auto r = rt.on_finished(f, 5);
+  BOOST_CHECK_EQUAL(r.fresh.size(), 7u);
+  BOOST_CHECK(!r.step_done);
+  BOOST_CHECK(rt.on_finished(f, 5).fresh.empty()); // a repeat counts once
+  auto last = rt.on_finished({"e1", 0, {{7, 30, 500}}}, 6);
+  BOOST_REQUIRE(last.step_done);
+  BOOST_CHECK_EQUAL(last.step_done->last_finished_at_ns, 500);
+  BOOST_CHECK_EQUAL(last.step_done->requests, 8u);
+  BOOST_CHECK_EQUAL(rt.step_outputs().size(), 8u);
+  BOOST_CHECK(rt.start_step(batch_of(0, 8), 7) == deployment_runtime::step_admission::done);
+  BOOST_CHECK_EQUAL(rt.done_outcome(0)->last_finished_at_ns, 500);
+}
+
+BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
+  auto engine = qwen14b();
+  auto rt = started(engine, small_deployment(true));
+  rt.start_step(batch_of(0, 8), 0);
+  auto snap = rt.plan_now(0);
+  BOOST_REQUIRE(snap);
+  BOOST_CHECK_EQUAL(snap->pending.size(), 8u);
+  BOOST_CHECK_EQUAL(snap->gpu_budget, 16);
+  gen_decision keep;
+  keep.deployment = snap->deployment;
+  keep.assignment = {0, 1, 2, 3, 0, 1, 2, 3};
+  rt.on_decision(keep, 0);
+  auto admits = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(admits.size(), 4u);
+  for (auto& a : admits)
+    rt.on_ack(ack_for(a), 0);
+  // The tail: switch to 2xTP8 with everything on instance 1.
+  for (auto& a : admits)
+    rt.on_stats(stats_of(a, 1, 40), 5);
+  BOOST_CHECK(!rt.plan_now(5)); // nothing unplaced: planning waits for its period
+  auto early = rt.tick(5);
+  BOOST_CHECK(!early.balance); // no balancer configured
+  BOOST_CHECK(!early.plan);
+  for (auto& a : admits)
+    rt.on_stats(stats_of(a, 1, 80), 10);
+  auto work = rt.tick(10);
+  BOOST_REQUIRE(work.plan);
+  BOOST_CHECK_EQUAL(work.plan->pending[0].generated, 80);
+  BOOST_CHECK_EQUAL(work.plan->pending[0].instance, 0);
+  gen_decision sw;
+  sw.reconfigure = true;
+  sw.deployment = {parallel_config{8}, 2};
+  sw.assignment.assign(work.plan->pending.size(), 1);
+  rt.on_decision(sw, 20);
+  auto drains = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(drains.size(), 2u);
+  BOOST_CHECK(rt.take_dirty()); // durable before any engine hears of it
+  BOOST_CHECK(rt.phase() == reconfig_phase::draining);
+  BOOST_CHECK_EQUAL(rt.serving().name(), "2xTP8");
+  // e0 releases its four, with their KV; e1 too.
+  for (auto& d : drains) {
+    std::vector<request_state> released;
+    for (auto& a : admits)
+      if (a.engine == d.engine)
+        for (auto& r : a.requests)
+          released.push_back({r.id, 100, 80, true, true});
+    rt.on_ack(ack_for(d, released), 20);
+  }
+  BOOST_CHECK(rt.phase() == reconfig_phase::resharding);
+  auto reshards = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(reshards.size(), 2u);
+  for (auto& r : reshards)
+    BOOST_CHECK(r.config == parallel_config{8});
+  for (auto& r : reshards)
+    rt.on_ack(ack_for(r), 25);
+  BOOST_CHECK(rt.phase() == reconfig_phase::admitting);
+  auto resumed = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(resumed.size(), 1u); // everything on instance 1, led by e1
+  BOOST_CHECK(resumed[0].resume);
+  BOOST_CHECK_EQUAL(resumed[0].engine, "e1");
+  BOOST_CHECK_EQUAL(resumed[0].requests.size(), 8u);
+  for (auto& r : resumed[0].requests) {
+    BOOST_CHECK_EQUAL(r.generated, 80);
+    BOOST_CHECK(r.kv_transfer || r.kv_source.empty()); // moved (App. A) or recomputed
+  }
+  rt.on_ack(ack_for(resumed[0]), 25);
+  BOOST_CHECK(rt.phase() == reconfig_phase::none);
+  auto st = rt.status();
+  BOOST_CHECK_EQUAL(st.counters.reconfigurations, 1);
+  BOOST_CHECK_EQUAL(st.counters.kv_transfers + st.counters.kv_recomputes, 8);
+}
+
+BOOST_AUTO_TEST_CASE(a_migration_releases_at_the_source_then_admits_at_the_destination) {
+  auto engine = qwen14b();
+  auto rt = started(engine, small_deployment(false, true));
+  rt.start_step(batch_of(0, 8), 0);
+  rt.plan_now(0); // placed round-robin
+  auto admits = rt.take_commands();
+  for (auto& a : admits) {
+    rt.on_ack(ack_for(a), 0);
+    rt.on_stats(stats_of(a, 1, 10), 1);
+  }
+  BOOST_REQUIRE(rt.tick_due(1));
+  auto work = rt.tick(1);
+  BOOST_REQUIRE(work.balance);
+  BOOST_CHECK_EQUAL(work.balance->size(), 4u);
+  // Worker 0 (instance 0, on e0) gives request 0 to worker 3 (instance 3, on e1).
+  rt.on_migrations({{0, 0, 3, false}}, 1);
+  auto migrate = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(migrate.size(), 1u);
+  BOOST_CHECK(migrate[0].kind == gen_command_kind::migrate);
+  BOOST_CHECK_EQUAL(migrate[0].engine, "e0");
+  BOOST_CHECK_EQUAL(migrate[0].moves[0].to, 3u);
+  rt.on_ack(ack_for(migrate[0], {{0, 100, 10, true, true}}), 1);
+  auto admit = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(admit.size(), 1u);
+  BOOST_CHECK_EQUAL(admit[0].engine, "e1");
+  BOOST_CHECK_EQUAL(admit[0].instance, 3u);
+  BOOST_CHECK_EQUAL(admit[0].requests[0].generated, 10);
+  auto cost = kv_move_cost_of(engine, parallel_config{4}, 1, 110);
+  BOOST_CHECK_EQUAL(admit[0].requests[0].kv_transfer, !cost.recompute());
+  BOOST_CHECK_EQUAL(rt.status().counters.migrations, 1);
+  // A tick with stale loads (request 0 already moved) does not move it again.
+  rt.on_migrations({{0, 0, 1, false}}, 2);
+  BOOST_CHECK(rt.take_commands().empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_engine_takes_its_instances_and_its_requests_start_again) {
+  auto engine = qwen14b();
+  auto rt = started(engine, small_deployment(true));
+  rt.start_step(batch_of(0, 8), 0);
+  auto snap = rt.plan_now(0);
+  gen_decision keep;
+  keep.deployment = snap->deployment;
+  keep.assignment = {0, 1, 2, 3, 0, 1, 2, 3};
+  rt.on_decision(keep, 0);
+  for (auto& a : rt.take_commands())
+    rt.on_ack(ack_for(a), 0);
+  rt.lose("e1", "killed", 5);
+  BOOST_CHECK_EQUAL(rt.serving().name(), "2xTP4");
+  auto again = rt.plan_now(5);
+  BOOST_REQUIRE(again);
+  BOOST_CHECK_EQUAL(again->gpu_budget, 8);
+  int unplaced = 0;
+  for (auto& p : again->pending) {
+    unplaced += p.instance < 0 ? 1 : 0;
+    if (p.instance < 0)
+      BOOST_CHECK_EQUAL(p.generated, 0);
+  }
+  BOOST_CHECK_EQUAL(unplaced, 4); // the ones on instances 2 and 3
+  BOOST_CHECK_EQUAL(rt.status().counters.engines_lost, 1);
+  auto records = rt.take_records();
+  BOOST_CHECK(std::any_of(records.begin(), records.end(),
+                          [](auto& r) { return r.kind == gen_record_kind::engine_lost; }));
+}
+
+BOOST_AUTO_TEST_CASE(a_command_not_answered_is_sent_again_then_its_engine_is_lost) {
+  auto engine = qwen14b();
+  auto rt = started(engine, small_deployment());
+  rt.start_step(batch_of(0, 8), 0);
+  rt.plan_now(0);
+  auto admits = rt.take_commands();
+  for (auto& a : admits)
+    if (a.engine == "e0")
+      rt.on_ack(ack_for(a), 0);
+  auto due = rt.next_deadline();
+  BOOST_REQUIRE(due);
+  BOOST_CHECK_CLOSE(*due, 5.0, 1e-9); // command_timeout_s
+  rt.expire(5);
+  auto resent = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(resent.size(), 2u); // e1's two admits, same ids
+  BOOST_CHECK_EQUAL(resent[0].engine, "e1");
+  BOOST_CHECK_EQUAL(rt.status().counters.commands_retried, 2);
+  for (auto& a : admits) // e0 reports; e1 stays silent
+    if (a.engine == "e0")
+      rt.on_stats(stats_of(a, 1, 5), 8);
+  rt.expire(10); // one retry allowed: now abandoned, e1 is lost
+  BOOST_CHECK_EQUAL(rt.status().counters.commands_abandoned, 1);
+  BOOST_CHECK_EQUAL(rt.status().counters.engines_lost, 1);
+  BOOST_CHECK_EQUAL(rt.serving().name(), "2xTP4");
+}
+
+BOOST_AUTO_TEST_CASE(a_restored_runtime_resumes_where_the_record_stood) {
+  auto engine = qwen14b();
+  auto rt = started(engine, small_deployment());
+  rt.start_step(batch_of(3, 8), 0);
+  rt.plan_now(0);
+  auto admits = rt.take_commands();
+  for (auto& a : admits)
+    if (a.instance != 2)
+      rt.on_ack(ack_for(a), 0); // instance 2's admit is in flight at the crash
+  rt.on_finished({"e0", 3, {{3 << 0 | (uint64_t(3) << 32), 10, 42}}}, 1);
+  auto record = rt.record();
+  auto bytes = encode_gen_deployment("gen", record);
+  auto decoded = decode_gen_deployment(bytes);
+  BOOST_REQUIRE(decoded);
+  BOOST_CHECK_EQUAL(decoded->commands.size(), 1u);
+  BOOST_CHECK_EQUAL(decoded->instances.size(), 4u);
+  deployment_runtime back{engine, small_deployment()};
+  back.restore(*decoded, rt.current_step(), {{uint64_t(3) << 32 | 3, 10, 42}}, 100);
+  BOOST_CHECK_EQUAL(back.serving().name(), "4xTP4");
+  auto st = back.status();
+  BOOST_CHECK(st.step_active);
+  BOOST_CHECK_EQUAL(st.step, 3u);
+  BOOST_CHECK_EQUAL(st.finished, 1);
+  // An engine coming back gets the command it may have missed, with the same id.
+  back.join({"e1", "n1", 8, false}, 101);
+  auto again = back.take_commands();
+  BOOST_REQUIRE_EQUAL(again.size(), 1u);
+  BOOST_CHECK_EQUAL(again[0].id, admits[2].id);
+  // e0 never comes back: lost after the grace (timeout x (retries + 1)); e1 reports.
+  back.on_stats(stats_of(admits[3], 1, 5), 108);
+  back.expire(100 + 5 * 2 + 1);
+  BOOST_CHECK_EQUAL(back.status().counters.engines_lost, 1);
+  BOOST_CHECK_EQUAL(back.serving().name(), "2xTP4");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(wire_forms)
+
+BOOST_AUTO_TEST_CASE(commands_and_stats_survive_the_wire) {
+  gen_command c;
+  c.id = 9;
+  c.engine = "e1";
+  c.kind = gen_command_kind::admit;
+  c.epoch = 4;
+  c.instance = 2;
+  c.resume = true;
+  c.requests = {{1, 10, 5, true, "e0"}, {2, 20, 0, false, {}}};
+  v1::Envelope e;
+  fill_command(e, c, "dep");
+  BOOST_CHECK_EQUAL(e.admit_requests().deployment(), "dep");
+  auto back = command_of(e, "e1");
+  BOOST_REQUIRE(back);
+  BOOST_CHECK_EQUAL(back->id, 9u);
+  BOOST_CHECK(back->resume);
+  BOOST_CHECK_EQUAL(back->requests[0].kv_source, "e0");
+  BOOST_CHECK_EQUAL(back->requests[1].prompt_tokens, 20);
+  gen_command r;
+  r.id = 3;
+  r.kind = gen_command_kind::reshard;
+  r.epoch = 5;
+  r.config = parallel_config::expert_parallel(16, 2);
+  r.slots = {{0, {"a", "b"}}};
+  v1::Envelope re;
+  fill_command(re, r, "dep");
+  auto rback = command_of(re, "a");
+  BOOST_REQUIRE(rback);
+  BOOST_CHECK(rback->kind == gen_command_kind::reshard);
+  BOOST_CHECK(rback->config == r.config);
+  BOOST_CHECK(rback->slots == r.slots);
+  instance_stats s;
+  s.instance = 1;
+  s.epoch = 2;
+  s.requests = {{5, 100, 7, true, true}, {6, 50, 0, false, false}};
+  s.kv_capacity_tokens = 1000;
+  s.kv_free_tokens = 250;
+  s.max_batch = 64;
+  s.decode_rate_tps = 31.5;
+  v1::GenStats m;
+  fill(m, s, "dep");
+  BOOST_CHECK_EQUAL(m.running(), 1u);
+  BOOST_CHECK_EQUAL(m.queued(), 1u);
+  auto sb = stats_of(m, "e3");
+  BOOST_CHECK_EQUAL(sb.engine, "e3");
+  BOOST_CHECK_EQUAL(sb.kv_free_tokens, 250);
+  BOOST_CHECK_EQUAL(sb.requests[1].prompt_tokens, 50);
+}
+
+BOOST_AUTO_TEST_CASE(the_store_keeps_steps_finishes_and_forecasts) {
+  step_record s{7, {{1, 10, 0, -1}, {2, 20, 0, -1}}};
+  auto sb = decode_gen_step(encode_gen_step("dep", s));
+  BOOST_REQUIRE(sb);
+  BOOST_CHECK_EQUAL(sb->step, 7u);
+  BOOST_CHECK_EQUAL(sb->requests[1].prompt_tokens, 20);
+  auto d = decode_request_done(encode_request_done({5, 77, 123}));
+  BOOST_REQUIRE(d);
+  BOOST_CHECK_EQUAL(d->output_tokens, 77);
+  std::vector<std::vector<double>> h{{0.5, 0.5}, {0.25, 0.75}};
+  BOOST_CHECK(decode_gen_forecast(encode_gen_forecast(h)) == h);
+  // Keys sort by step, then request: a step's finishes scan by the step key's prefix.
+  BOOST_CHECK_LT(gen_step_key("dep", 9), gen_step_key("dep", 10));
+  BOOST_CHECK(gen_finished_key("dep", 9, 1).starts_with(gen_step_key("dep", 9) + "/"));
+  BOOST_CHECK(!decode_gen_deployment("not a record"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
