@@ -99,6 +99,8 @@ emulated_ocs(emulated_ocs_actor::stateful_pointer<emulated_ocs_state> self,
     [self](health_atom) {
       auto h = self->state.health;
       h.cross_connects = static_cast<uint32_t>(self->state.table->size());
+      h.inputs = self->state.table->geometry().inputs;
+      h.outputs = self->state.table->geometry().outputs;
       return h;
     },
     [self](fault_atom, ocs_fault& faults) {
@@ -168,7 +170,11 @@ ocs_driver_actor::behavior_type tl1_ocs_driver(ocs_driver_actor::stateful_pointe
     [self](health_atom) {
       auto h = self->state.health;
       h.connected = self->state.client->connected();
-      h.cross_connects = self->state.table ? static_cast<uint32_t>(self->state.table->size()) : 0;
+      if (auto& table = self->state.table) {
+        h.cross_connects = static_cast<uint32_t>(table->size());
+        h.inputs = table->geometry().inputs;
+        h.outputs = table->geometry().outputs;
+      }
       return h;
     },
   };
@@ -198,6 +204,10 @@ std::optional<ocs_driver_actor> spawn_ocs_driver(caf::actor_system& sys, const o
       auto colon = device.address.rfind(':');
       c.endpoint.host = device.address.substr(0, colon);
       c.endpoint.port = uint16_t(std::stoi(device.address.substr(colon + 1)));
+      c.endpoint.user = device.user;
+      c.endpoint.password = device.password;
+      c.options.command_timeout = std::chrono::milliseconds{device.timeout_ms};
+      c.options.max_attempts = device.attempts;
       c.masked = std::move(masked);
       return sys.spawn<caf::detached>(tl1_ocs_driver, c);
     }

@@ -328,6 +328,57 @@ BOOST_AUTO_TEST_CASE(generation_deployment_errors_name_their_key) {
   BOOST_CHECK(result.errors[0].message.find("local-gen") != std::string::npos);
 }
 
+/// The embedded defaults with the OCS-Agg driven over TL1 by `settings`.
+std::string tl1_device(const std::string& settings) {
+  return mutate("driver = \"emulated\"", "driver = \"tl1\"\n" + settings + "\n#");
+}
+
+BOOST_AUTO_TEST_CASE(tl1_devices_need_an_address_and_a_login_file) {
+  loom::test::temp_dir dir;
+  loom::test::write_file(dir / "good.cred", "# operator\n\nops:s3:cret\n");
+  loom::test::write_file(dir / "empty.cred", "# nothing here\n");
+  const auto good = "credentials = \"" + dir / "good.cred" + "\"";
+  struct bad {
+    std::string settings, needle, key, message;
+  };
+  for (auto& b : std::vector<bad>{
+         {"address = \"127.0.0.1:3082\"", "[[fabric.ocs]]", "fabric.ocs[0].credentials",
+          "missing required key"},
+         {"address = \"127.0.0.1:3082\"\ncredentials = \"" + dir / "none.cred" + "\"",
+          "none.cred", "fabric.ocs[0].credentials", "cannot read"},
+         {"address = \"127.0.0.1:3082\"\ncredentials = \"" + dir / "empty.cred" + "\"",
+          "empty.cred", "fabric.ocs[0].credentials", "holds no USER:PASSWORD line"},
+         {"address = \"127.0.0.1:0\"\n" + good, "127.0.0.1:0", "fabric.ocs[0].address",
+          "a port in 1..65535"},
+         {"address = \"127.0.0.1:3082\"\n" + good + "\ntimeout_ms = 0", "timeout_ms",
+          "fabric.ocs[0].timeout_ms", "at least 1"},
+       }) {
+    auto text = tl1_device(b.settings);
+    BOOST_TEST_CONTEXT(b.settings) {
+      expect_one_error(text, line_of(text, b.needle), b.key, b.message);
+    }
+  }
+  // A login file relative to the config file, and the TL1 settings, as written.
+  loom::test::write_file(dir / "loom.toml",
+                         tl1_device("address = \"10.0.0.7:3082\"\ncredentials = \"good.cred\"\n"
+                                    "timeout_ms = 750\nattempts = 5"));
+  auto result = load_config_file(dir / "loom.toml");
+  BOOST_REQUIRE_MESSAGE(result.value,
+                        (result.errors.empty() ? std::string{} : result.errors[0].to_string()));
+  auto& dev = result.value->fabric.ocs.front();
+  BOOST_CHECK_EQUAL(dev.address, "10.0.0.7:3082");
+  BOOST_CHECK_EQUAL(dev.user, "ops");
+  BOOST_CHECK_EQUAL(dev.password, "s3:cret");
+  BOOST_CHECK_EQUAL(dev.timeout_ms, 750);
+  BOOST_CHECK_EQUAL(dev.attempts, 5);
+}
+
+BOOST_AUTO_TEST_CASE(a_driver_that_cannot_run_is_refused) {
+  auto text = mutate("driver = \"emulated\"", "driver = \"zmq\"\n#");
+  expect_one_error(text, line_of(text, "driver = \"zmq\""), "fabric.ocs[0].driver",
+                   "needs a `loom ocs-agent`");
+}
+
 BOOST_AUTO_TEST_CASE(every_error_is_reported) {
   auto text = mutate("gpu = \"H20\"\ngpus = 8", "gpu = \"H20\"\ngpus = 0");
   text += "\n[surprise]\nx = 1\n";
@@ -369,7 +420,7 @@ BOOST_AUTO_TEST_SUITE(cli)
 
 BOOST_AUTO_TEST_CASE(check_config_accepts_examples) {
   for (auto file : {"conf/loom.toml", "conf/weave-testbed.toml", "conf/mfabric-region.toml",
-                    "conf/opus-rails.toml"}) {
+                    "conf/opus-rails.toml", "conf/rfabric-tl1.toml"}) {
     auto r = loom::test::run({loom::test::loom_binary(), "check-config",
                               loom::test::source_path(file)});
     BOOST_CHECK_MESSAGE(r.exit_code == 0, file << ": " << r.err);

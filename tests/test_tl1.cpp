@@ -279,8 +279,98 @@ BOOST_AUTO_TEST_CASE(driver_actor_over_tl1) {
         BOOST_CHECK_EQUAL(h.applies, 1u);
         BOOST_CHECK_EQUAL(h.failures, 2u);
         BOOST_CHECK_EQUAL(h.cross_connects, 2u);
+        BOOST_CHECK_EQUAL(h.inputs, 16u); // the geometry the switch reported
+        BOOST_CHECK_EQUAL(h.outputs, 16u);
       },
       [&](caf::error& e) { BOOST_FAIL(render(e)); });
   self->send_exit(drv, caf::exit_reason::user_shutdown);
   emu.stop();
+}
+
+namespace {
+
+/// conf/rfabric-tl1.toml with its switches at `pod0` and `pod1` (HOST:PORT), the login in
+/// `credentials`, and its storage and gateway in `dir`.
+std::string rfabric_tl1_config(const lt::temp_dir& dir, const std::string& pod0,
+                               const std::string& pod1, const std::string& credentials) {
+  auto text = lt::read_file(lt::source_path("conf/rfabric-tl1.toml"));
+  auto replace = [&](const std::string& from, const std::string& to) {
+    auto at = text.find(from);
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, "not in the example: " << from);
+    text.replace(at, from.size(), to);
+  };
+  replace("127.0.0.1:3082", pod0);
+  replace("127.0.0.1:3083", pod1);
+  replace("tcp://127.0.0.1:5555", "tcp://127.0.0.1:" + std::to_string(lt::free_tcp_port()));
+  replace("var/rfabric-tl1", dir / "db");
+  lt::write_file(dir / "ocs-emu.credentials", credentials);
+  auto path = dir / "rfabric-tl1.toml";
+  lt::write_file(path, text);
+  return path;
+}
+
+/// Starts serve on `config`, waits until it has probed both switches, stops it; its log.
+std::string probe_log(const std::string& config) {
+  lt::child_process serve{{lt::loom_binary(), "serve", "-c", config}};
+  int probed = 0;
+  auto done = serve.read_until(
+    true,
+    [&](const std::string& l) {
+      probed += l.find("event=ocs_probe") != std::string::npos;
+      return probed == 2;
+    },
+    30s);
+  BOOST_CHECK_MESSAGE(done, "serve did not probe both switches:\n" << serve.stderr_text());
+  serve.send_signal(SIGTERM);
+  auto status = serve.wait(30s);
+  BOOST_CHECK(status && *status == 0);
+  serve.drain(5s);
+  return serve.stderr_text();
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(serve_reads_every_switch_back_at_start_and_starts_whatever_it_finds) {
+  // The bundled RFabric-over-TL1 example, against two emulators with the example's login.
+  emulator pod0{{"--size", "32x32", "--user", "loom", "--password", "emu-secret"}};
+  auto login = pod0.endpoint();
+  login.user = "loom";
+  login.password = "emu-secret";
+  BOOST_REQUIRE(tl1_client(login, fast_options()).apply({{}, {{1, 33}, {2, 34}}}));
+  const auto closed = "127.0.0.1:" + std::to_string(lt::free_tcp_port());
+  const auto pod0_at = "127.0.0.1:" + std::to_string(pod0.port);
+  const auto credentials = lt::read_file(lt::source_path("conf/ocs-emu.credentials"));
+  {
+    // pod1's switch is down: reported, and serve runs anyway.
+    lt::temp_dir dir;
+    auto log = probe_log(rfabric_tl1_config(dir, pod0_at, closed, credentials));
+    BOOST_CHECK_MESSAGE(log.find("event=ocs_probe device=agg-pod0 address=" + pod0_at
+                                 + " size=32x32 cross_connects=2")
+                          != std::string::npos,
+                        log);
+    BOOST_CHECK(log.find("event=ocs_probe_failed device=agg-pod1 address=" + closed)
+                != std::string::npos);
+    BOOST_CHECK(log.find("event=serve_ready") != std::string::npos);
+  }
+  {
+    // A login the switch refuses.
+    lt::temp_dir dir;
+    auto log = probe_log(rfabric_tl1_config(dir, pod0_at, closed, "loom:not-the-password\n"));
+    BOOST_CHECK_MESSAGE(log.find("event=ocs_probe_failed device=agg-pod0") != std::string::npos
+                          && log.find("driver_auth") != std::string::npos,
+                        log);
+  }
+  {
+    // A switch smaller than the config says.
+    lt::temp_dir dir;
+    emulator small{{"--size", "16x16", "--user", "loom", "--password", "emu-secret"}};
+    auto log = probe_log(rfabric_tl1_config(dir, pod0_at,
+                                            "127.0.0.1:" + std::to_string(small.port),
+                                            credentials));
+    BOOST_CHECK_MESSAGE(log.find("event=ocs_probe_mismatch device=agg-pod1") != std::string::npos
+                          && log.find("size=16x16 expected=32x32") != std::string::npos,
+                        log);
+    small.stop();
+  }
+  pod0.stop();
 }

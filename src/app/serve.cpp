@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/admin.hpp"
+#include "app/device_probe.hpp"
 #include "app/metrics.hpp"
 #include "app/metrics_observer.hpp"
 #include "app/signals.hpp"
@@ -86,12 +87,13 @@ caf::expected<fabric_controller_actor> start_fabric(caf::actor_system& sys, cons
   for (auto& d : cfg.fabric.ocs) {
     auto driver = spawn_ocs_driver(sys, d);
     if (!driver) {
-      spdlog::warn("event=ocs_driver_missing device={} driver={} reason=\"ZeroMQ OCS agents "
-                   "attach through the gateway\"", d.id, d.driver);
+      spdlog::warn("event=ocs_driver_missing device={} driver={} reason=\"no driver of this "
+                   "kind in this build\"", d.id, d.driver);
       continue;
     }
     drivers[d.id] = actors.add("ocs_driver", *driver);
   }
+  probe_devices(sys, cfg.fabric.ocs, drivers);
   auto restored = ask_store<std::vector<stored_record>>(sys, store, scan_atom::value,
                                                         record_kind::circuit_plans, std::string{});
   if (!restored)

@@ -75,11 +75,7 @@ void read_security(table_reader& root, config& cfg, const std::string& config_di
   auto& out = cfg.security;
   if (auto v = sec->optional<bool>("insecure", false))
     out.insecure = *v;
-  auto resolve = [&](const std::string& path) {
-    return path.empty() || path.front() == '/' || config_dir.empty()
-             ? path
-             : (std::filesystem::path{config_dir} / path).string();
-  };
+  auto resolve = [&](const std::string& path) { return resolve_path(config_dir, path); };
   if (auto v = sec->optional<std::string>("keys_dir", ""))
     out.keys_dir = resolve(*v);
   if (auto v = at_least<int64_t>(*sec, "heartbeat_ms",
@@ -290,10 +286,12 @@ config_result parse_config(std::string_view text, std::string source_name) {
   read_storage(root, cfg);
   id_registry node_ids{"node"};
   read_cluster(root, cfg, node_ids);
-  read_fabric(root, cfg, node_ids);
-  read_security(root, cfg,
-                source_name.empty() || source_name.front() == '<' ? std::string{}
-                                           : std::filesystem::path{source_name}.parent_path().string());
+  const std::string config_dir =
+    source_name.empty() || source_name.front() == '<'
+      ? std::string{}
+      : std::filesystem::path{source_name}.parent_path().string();
+  read_fabric(root, cfg, node_ids, config_dir);
+  read_security(root, cfg, config_dir);
   read_policy(root, cfg);
   read_generation(root, cfg);
   root.reject_unknown();

@@ -4,6 +4,9 @@
 // NICs; Opus rails).
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <optional>
 
@@ -15,10 +18,32 @@ namespace loom::config_parts {
 
 namespace {
 
+/// A TL1 login from its file: the first line that is not blank or a comment, USER:PASSWORD.
+/// Kept out of the config so the config can be shared and the file kept private (0600).
+bool read_credentials(table_reader& o, const std::string& path, ocs_device& dev) {
+  std::ifstream in{path};
+  if (!in) {
+    o.error("credentials", fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+    return false;
+  }
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line.front() == '#')
+      continue;
+    auto colon = line.find(':');
+    if (colon == 0 || colon == std::string::npos)
+      break;
+    dev.user = line.substr(0, colon);
+    dev.password = line.substr(colon + 1);
+    return true;
+  }
+  o.error("credentials", fmt::format("'{}' holds no USER:PASSWORD line", path));
+  return false;
+}
+
 class fabric_reader {
 public:
-  fabric_reader(fabric_config& out, const id_registry& node_ids)
-    : out_(out), node_ids_(node_ids) {}
+  fabric_reader(fabric_config& out, const id_registry& node_ids, std::string config_dir)
+    : out_(out), node_ids_(node_ids), config_dir_(std::move(config_dir)) {}
 
   void read(table_reader& fb) {
     if (auto kind = one_of<fabric_kind>(fb, "kind", fb.required<std::string>("kind")))
@@ -204,13 +229,36 @@ private:
     dev.driver = driver.value_or(driver_kind::emulated);
     if (!driver || *driver == driver_kind::emulated)
       return driver.has_value();
+    if (*driver == driver_kind::zmq) {
+      // Refused rather than accepted and left without a driver at run time.
+      o.error("driver", "'zmq' needs a `loom ocs-agent` next to the switch, which this build "
+                        "does not have yet; drive the switch over 'tl1'");
+      return false;
+    }
+    return read_tl1(o, dev);
+  }
+
+  /// Where the switch's TL1 agent listens, how to log in, and how long to wait for it.
+  bool read_tl1(table_reader& o, ocs_device& dev) {
+    bool ok = true;
     auto addr = o.required<std::string>("address");
-    if (addr && *driver == driver_kind::tl1 && !valid_host_port(*addr)) {
-      o.error("address", fmt::format("'{}' is not HOST:PORT", *addr));
+    if (addr && (!valid_host_port(*addr) || addr->ends_with(":0"))) {
+      o.error("address", fmt::format("'{}' is not HOST:PORT with a port in 1..65535", *addr));
       addr.reset();
     }
     dev.address = addr.value_or("");
-    return addr.has_value();
+    ok &= addr.has_value();
+    auto credentials = o.required<std::string>("credentials");
+    ok &= credentials && read_credentials(o, resolve_path(config_dir_, *credentials), dev);
+    if (auto v = at_least<int64_t>(o, "timeout_ms", o.optional<int64_t>("timeout_ms", 2000), 1))
+      dev.timeout_ms = int(*v);
+    else
+      ok = false;
+    if (auto v = at_least<int64_t>(o, "attempts", o.optional<int64_t>("attempts", 3), 1))
+      dev.attempts = int(*v);
+    else
+      ok = false;
+    return ok;
   }
 
   /// Failed ports (checked once the port count is known), and the NICs each server gives a
@@ -353,13 +401,15 @@ private:
   std::map<std::string, std::string> server_pod_;
   std::map<std::string, device_ports> ports_;
   std::map<std::pair<std::string, int>, std::string> nic_tor_; // (server, rail) -> ToR
+  std::string config_dir_; // credentials files are relative to it
 };
 
 } // namespace
 
-void read_fabric(table_reader& root, config& cfg, const id_registry& node_ids) {
+void read_fabric(table_reader& root, config& cfg, const id_registry& node_ids,
+                 const std::string& config_dir) {
   if (auto fb = root.table("fabric"))
-    fabric_reader{cfg.fabric, node_ids}.read(*fb);
+    fabric_reader{cfg.fabric, node_ids, config_dir}.read(*fb);
 }
 
 } // namespace loom::config_parts

@@ -1,6 +1,7 @@
 #include "core/config_parts.hpp"
 
 #include <charconv>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -27,6 +28,12 @@ bool valid_host_port(std::string_view s) {
   int port = 0;
   return colon != std::string_view::npos && colon > 0
          && parse_port(s.substr(colon + 1), port) && port >= 0 && port <= 65535;
+}
+
+std::string resolve_path(const std::string& config_dir, const std::string& path) {
+  return path.empty() || path.front() == '/' || config_dir.empty()
+           ? path
+           : (std::filesystem::path{config_dir} / path).string();
 }
 
 bool id_registry::add(table_reader& r, std::string_view key, const std::string& id) {

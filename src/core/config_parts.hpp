@@ -20,6 +20,10 @@ bool parse_port(std::string_view s, int& port);
 /// "host:port" with a port in [0, 65535] (0 = any free port).
 bool valid_host_port(std::string_view s);
 
+/// `path` relative to the config file's directory (absolute paths and in-memory configs as
+/// written).
+std::string resolve_path(const std::string& config_dir, const std::string& path);
+
 /// Remembers where each id was first defined, to name it in duplicate errors.
 class id_registry {
 public:
@@ -34,7 +38,8 @@ private:
 };
 
 /// The [fabric] section: PoDs, ToRs, OCS devices and links, wired as RFabric §5.1 allows.
-void read_fabric(table_reader& root, config& cfg, const id_registry& node_ids);
+void read_fabric(table_reader& root, config& cfg, const id_registry& node_ids,
+                 const std::string& config_dir);
 
 /// The [generation] section: its deployments, defaulted from [policy.planner] and
 /// [policy.balancer] (read first).

@@ -34,7 +34,7 @@ typename Inspector::result_type inspect(Inspector& f, apply_report& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, driver_health& x) {
   return f(caf::meta::type_name("driver_health"), x.device, x.connected, x.applies, x.failures,
-           x.cross_connects, x.last_error);
+           x.cross_connects, x.inputs, x.outputs, x.last_error);
 }
 
 template <class Inspector>

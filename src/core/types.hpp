@@ -70,6 +70,8 @@ struct driver_health {
   uint64_t applies = 0;
   uint64_t failures = 0;
   uint32_t cross_connects = 0;
+  uint32_t inputs = 0;  // the device's geometry as it reports it; 0 until read
+  uint32_t outputs = 0;
   std::string last_error;
 };
 

@@ -52,7 +52,7 @@ struct session {
   std::chrono::steady_clock::time_point last_seen;
   std::string key;         // the CURVE public key it authenticated with (empty: insecure)
   std::string incarnation; // the client process's random token
-  std::string deployment;  // gen-instance, gen-router: the generation deployment it serves
+  std::string deployment{}; // gen-instance, gen-router: the generation deployment it serves
 };
 
 enum class open_outcome : uint8_t {

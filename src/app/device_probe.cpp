@@ -1,0 +1,52 @@
+#include "app/device_probe.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/error.hpp"
+#include "core/inspect.hpp"
+
+namespace loom {
+
+namespace {
+
+void report(const ocs_device& dev, const driver_health& h) {
+  const auto expected = uint32_t(dev.ports);
+  if (h.inputs != expected || h.outputs != expected) {
+    spdlog::warn("event=ocs_probe_mismatch device={} address={} size={}x{} expected={}x{} "
+                 "reason=\"the config's ports differ from the switch's; plans assume the "
+                 "config\"",
+                 dev.id, dev.address, h.inputs, h.outputs, expected, expected);
+    return;
+  }
+  spdlog::info("event=ocs_probe device={} address={} size={}x{} cross_connects={}", dev.id,
+               dev.address, h.inputs, h.outputs, h.cross_connects);
+}
+
+} // namespace
+
+void probe_devices(caf::actor_system& sys, const std::vector<ocs_device>& devices,
+                   const std::map<std::string, ocs_driver_actor>& drivers) {
+  for (auto& dev : devices) {
+    auto driver = drivers.find(dev.id);
+    if (dev.driver == driver_kind::emulated || driver == drivers.end())
+      continue;
+    // Reading back logs in (with its retries) before it answers; allow every attempt.
+    const auto patience = std::chrono::milliseconds{2 * dev.timeout_ms * dev.attempts + 1000};
+    sys.spawn([dev, patience, d = driver->second](caf::event_based_actor* self) {
+      auto failed = [dev](caf::error& err) {
+        spdlog::warn("event=ocs_probe_failed device={} address={} error=\"{}\"", dev.id,
+                     dev.address, render(err));
+      };
+      self->request(d, patience, get_atom::value)
+        .then(
+          [self, dev, patience, d, failed](const std::vector<cross_connect>&) {
+            self->request(d, patience, health_atom::value)
+              .then([dev](const driver_health& h) { report(dev, h); }, failed);
+          },
+          failed);
+    });
+  }
+}
+
+} // namespace loom
