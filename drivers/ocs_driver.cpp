@@ -42,12 +42,12 @@ caf::result<apply_report> emulate_apply(emulated_ptr self, const xc_diff& diff) 
   if (auto v = st.table->check(diff))
     return failed(st.health, make_error(errc::driver_refused, v->message));
   std::set<uint32_t> failed_ports{st.faults.failed_ports.begin(), st.faults.failed_ports.end()};
-  for (auto* list : {&diff.removes, &diff.adds})
-    for (auto& x : *list)
-      for (auto port : {x.in, x.out})
-        if (failed_ports.count(port))
-          return failed(st.health,
-                        make_error(errc::driver_denied, fmt::format("SROF port {} failed", port)));
+  // A failed port takes no new cross-connect; one it carries can still be removed.
+  for (auto& x : diff.adds)
+    for (auto port : {x.in, x.out})
+      if (failed_ports.count(port))
+        return failed(st.health,
+                      make_error(errc::driver_denied, fmt::format("SROF port {} failed", port)));
   if (draw_fault(st, st.faults.refuse_next, st.faults.refuse_probability))
     return failed(st.health, make_error(errc::driver_denied, "SROF device refused the command"));
   auto id = st.next_id++;
@@ -101,6 +101,7 @@ emulated_ocs(emulated_ocs_actor::stateful_pointer<emulated_ocs_state> self,
       h.cross_connects = static_cast<uint32_t>(self->state.table->size());
       h.inputs = self->state.table->geometry().inputs;
       h.outputs = self->state.table->geometry().outputs;
+      h.failed_ports = self->state.faults.failed_ports;
       return h;
     },
     [self](fault_atom, ocs_fault& faults) {
@@ -137,6 +138,7 @@ ocs_driver_actor::behavior_type tl1_ocs_driver(ocs_driver_actor::stateful_pointe
   auto& st = self->state;
   st.client = std::make_unique<tl1_client>(config.endpoint, config.options);
   st.masked = std::move(config.masked);
+  st.link_up_delay = config.link_up_delay;
   st.health.device = config.device;
   return {
     [self](apply_atom, const xc_diff& diff) -> caf::result<apply_report> {
@@ -156,7 +158,7 @@ ocs_driver_actor::behavior_type tl1_ocs_driver(ocs_driver_actor::stateful_pointe
       ++st.health.applies;
       apply_report report;
       report.latency_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(latency).count();
-      report.ready_ns = report.latency_ns;
+      report.ready_ns = report.latency_ns + self->state.link_up_delay.count();
       report.attempts = *attempts;
       return report;
     },
@@ -168,9 +170,17 @@ ocs_driver_actor::behavior_type tl1_ocs_driver(ocs_driver_actor::stateful_pointe
       return st.table->list();
     },
     [self](health_atom) {
-      auto h = self->state.health;
-      h.connected = self->state.client->connected();
-      if (auto& table = self->state.table) {
+      // A poll asks the switch (its alarms), so that a dead link or a failed port shows.
+      auto& st = self->state;
+      auto h = st.health;
+      auto alarms = st.client->alarms();
+      caf::error err = alarms ? refresh(st) : alarms.error();
+      h.connected = !err;
+      if (err)
+        h.last_error = render(err);
+      else
+        h.failed_ports = std::move(*alarms);
+      if (auto& table = st.table) {
         h.cross_connects = static_cast<uint32_t>(table->size());
         h.inputs = table->geometry().inputs;
         h.outputs = table->geometry().outputs;
@@ -179,6 +189,15 @@ ocs_driver_actor::behavior_type tl1_ocs_driver(ocs_driver_actor::stateful_pointe
     },
   };
 }
+
+namespace {
+
+caf::timespan link_up_of(const ocs_device& device) {
+  return std::chrono::duration_cast<caf::timespan>(
+    std::chrono::duration<double, std::milli>{device.link_up_ms});
+}
+
+} // namespace
 
 std::optional<ocs_driver_actor> spawn_ocs_driver(caf::actor_system& sys, const ocs_device& device,
                                                  uint64_t seed) {
@@ -195,6 +214,7 @@ std::optional<ocs_driver_actor> spawn_ocs_driver(caf::actor_system& sys, const o
       c.size = {ports, ports};
       c.masked = std::move(masked);
       c.latency = {device.reconfig_ms, device.reconfig_ms * 1.5};
+      c.link_up_delay = link_up_of(device);
       c.seed = seed;
       return caf::actor_cast<ocs_driver_actor>(sys.spawn(emulated_ocs, c));
     }
@@ -209,6 +229,7 @@ std::optional<ocs_driver_actor> spawn_ocs_driver(caf::actor_system& sys, const o
       c.options.command_timeout = std::chrono::milliseconds{device.timeout_ms};
       c.options.max_attempts = device.attempts;
       c.masked = std::move(masked);
+      c.link_up_delay = link_up_of(device);
       return sys.spawn<caf::detached>(tl1_ocs_driver, c);
     }
     case driver_kind::zmq:

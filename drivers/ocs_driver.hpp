@@ -56,6 +56,7 @@ struct tl1_ocs_config {
   tl1_endpoint endpoint;
   tl1_client_options options;
   std::set<uint32_t> masked;
+  caf::timespan link_up_delay{0}; // NIC activation after a change, as the device is known for
 };
 
 struct tl1_ocs_state {
@@ -64,6 +65,7 @@ struct tl1_ocs_state {
   std::optional<xc_table> table; // the device as last read or changed; empty = re-read first
   driver_health health;
   std::set<uint32_t> masked;
+  caf::timespan link_up_delay{0};
 };
 
 /// Blocks on the device: spawn it with caf::detached so it has a thread of its own.
@@ -72,7 +74,7 @@ ocs_driver_actor::behavior_type tl1_ocs_driver(ocs_driver_actor::stateful_pointe
 
 /// The live driver of a configured device: the emulation (latency of its technology, OrchestrRL
 /// Table 2) or TL1 over TCP on its own thread, as a P x P switch whose duplex port p is input p
-/// and output P + p. Nothing for ZeroMQ agents, which attach through the gateway.
+/// and output P + p. Nothing for devices OCS agents drive (spawn_agent_driver).
 std::optional<ocs_driver_actor> spawn_ocs_driver(caf::actor_system& sys, const ocs_device& device,
                                                  uint64_t seed = 1);
 

@@ -207,15 +207,23 @@ struct tl1_client::impl {
     return last;
   }
 
-  caf::expected<std::vector<cross_connect>> list_once() {
-    auto replies = execute({{"RTRV-PATCH::", ""}});
+  /// One retrieval, once: the completed reply's data lines, or why there are none.
+  caf::expected<std::vector<std::string>> retrieve(request req, const char* name) {
+    auto replies = execute({std::move(req)});
     if (!replies)
       return replies.error();
     auto& r = replies->front();
     if (!r.completed)
-      return deny_error(r, "RTRV-PATCH");
+      return deny_error(r, name);
+    return std::move(r.data);
+  }
+
+  caf::expected<std::vector<cross_connect>> list_once() {
+    auto lines = retrieve({"RTRV-PATCH::", ""}, "RTRV-PATCH");
+    if (!lines)
+      return lines.error();
     std::vector<cross_connect> out;
-    for (auto& line : r.data) {
+    for (auto& line : *lines) {
       auto x = parse_patch(line);
       if (!x)
         return make_error(errc::driver_protocol, fmt::format("bad patch line '{}'", line));
@@ -246,16 +254,34 @@ caf::expected<std::vector<cross_connect>> tl1_client::list() {
                                                          "RTRV-PATCH");
 }
 
+caf::expected<std::vector<uint32_t>> tl1_client::alarms() {
+  return impl_->with_retries<std::vector<uint32_t>>(
+    [&](int) -> caf::expected<std::vector<uint32_t>> {
+      auto lines = impl_->retrieve({"RTRV-ALM-ALL::", ""}, "RTRV-ALM-ALL");
+      if (!lines)
+        return lines.error();
+      // "<port>:<severity>,<condition>,<service effect>"
+      std::vector<uint32_t> ports;
+      for (auto& line : *lines) {
+        uint32_t port = 0;
+        auto colon = line.find(':');
+        auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), port);
+        if (ec != std::errc{} || colon == std::string::npos || end != line.data() + colon)
+          return make_error(errc::driver_protocol, fmt::format("bad alarm line '{}'", line));
+        ports.push_back(port);
+      }
+      return ports;
+    },
+    "RTRV-ALM-ALL");
+}
+
 caf::expected<switch_size> tl1_client::size() {
   return impl_->with_retries<switch_size>(
     [&](int) -> caf::expected<switch_size> {
-      auto replies = impl_->execute({{"RTRV-EQPT::SYSTEM", "::PARAMETER=SIZE"}});
-      if (!replies)
-        return replies.error();
-      auto& r = replies->front();
-      if (!r.completed)
-        return deny_error(r, "RTRV-EQPT");
-      for (auto& line : r.data) {
+      auto lines = impl_->retrieve({"RTRV-EQPT::SYSTEM", "::PARAMETER=SIZE"}, "RTRV-EQPT");
+      if (!lines)
+        return lines.error();
+      for (auto& line : *lines) {
         auto pos = line.find("SIZE=");
         auto x = pos == std::string::npos ? std::string::npos : line.find('x', pos);
         if (x == std::string::npos)

@@ -40,6 +40,9 @@ public:
   /// Every cross-connect of the switch (RTRV-PATCH).
   caf::expected<std::vector<cross_connect>> list();
 
+  /// Ports with a standing alarm (RTRV-ALM-ALL), e.g. loss of light on a failed port.
+  caf::expected<std::vector<uint32_t>> alarms();
+
   /// The switch geometry (RTRV-EQPT SYSTEM PARAMETER=SIZE).
   caf::expected<switch_size> size();
 

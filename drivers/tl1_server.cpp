@@ -204,6 +204,31 @@ int run_ocs_emulator(const ocs_emulator_options& options) {
   });
   uint64_t next_id = 1;
   accept(acceptor, state, next_id);
+  // Faults mid-run: the ports fail after the delay, or at SIGUSR1 if that comes first.
+  asio::steady_timer failure{io};
+  asio::signal_set fail_now{io};
+  auto fail_ports = [&] {
+    failure.cancel();
+    fail_now.cancel();
+    for (auto p : options.fail_later) {
+      if (state.sw.options().failed_ports.count(p))
+        continue;
+      state.sw.fail_port(p);
+      spdlog::warn("event=ocs_emu_port_failed port={}", p);
+    }
+  };
+  if (!options.fail_later.empty()) {
+    failure.expires_after(options.fail_after);
+    failure.async_wait([&](auto ec) {
+      if (!ec)
+        fail_ports();
+    });
+    fail_now.add(SIGUSR1);
+    fail_now.async_wait([&](auto ec, int) {
+      if (!ec)
+        fail_ports();
+    });
+  }
   spdlog::info("event=ocs_emu_listening address={} port={} size={}x{} delay_ms={} drop_after={} "
                "hang={}",
                options.bind, acceptor.local_endpoint().port(),

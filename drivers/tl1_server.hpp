@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "drivers/tl1_switch.hpp"
 
@@ -16,6 +17,8 @@ struct ocs_emulator_options {
   std::chrono::milliseconds delay{0}; // switching time of every ENT/DLT-PATCH
   uint64_t drop_after = 0;            // fault: apply the (N+1)th change, then drop the session
   bool hang = false;                  // fault: read commands, never answer
+  std::vector<uint32_t> fail_later;   // fault: ports that fail after fail_after, mid-run
+  std::chrono::milliseconds fail_after{0};
   size_t max_sessions = 256;
   size_t max_command_bytes = 4096;
 };

@@ -61,6 +61,8 @@ tl1::reply tl1_switch::execute(tl1_session& session, const tl1::command& cmd) {
     return rtrv_patch(cmd);
   if (cmd.verb == "RTRV-PORT-POWER")
     return rtrv_port_power(cmd);
+  if (cmd.verb == "RTRV-ALM-ALL")
+    return rtrv_alm_all(cmd);
   if (cmd.verb == "RTRV-NETYPE")
     return completed(cmd, {fmt::format("LOOM,OCS-EMU-{}x{},OCS,{}", options_.size.inputs,
                                        options_.size.outputs, LOOM_VERSION)});
@@ -163,6 +165,18 @@ tl1::reply tl1_switch::rtrv_port_power(const tl1::command& cmd) {
     double dbm = failed || !lit ? -60.0 : -1.5 - 0.01 * (p % 100);
     data.push_back(fmt::format("{}:{:.2f}", p, dbm));
   }
+  return completed(cmd, std::move(data));
+}
+
+void tl1_switch::fail_port(uint32_t port) {
+  options_.failed_ports.insert(port);
+  table_.mask(port);
+}
+
+tl1::reply tl1_switch::rtrv_alm_all(const tl1::command& cmd) {
+  std::vector<std::string> data;
+  for (auto p : options_.failed_ports)
+    data.push_back(fmt::format("{}:MJ,LOS,SA", p)); // major, loss of signal, service-affecting
   return completed(cmd, std::move(data));
 }
 

@@ -15,7 +15,7 @@ struct tl1_switch_options {
   std::string user = "admin";
   std::string password = "root";
   std::string sid = "LOOM-OCS";
-  std::set<uint32_t> failed_ports; // ENT-PATCH on them is denied with SROF
+  std::set<uint32_t> failed_ports; // ENT-PATCH on them is denied with SROF; alarmed
 };
 
 struct tl1_session {
@@ -32,6 +32,10 @@ public:
   /// Commands that change cross-connects (delayed and counted by the emulator).
   static bool mutates(const tl1::command& cmd);
 
+  /// A port fails now: it raises an alarm (loss of light) and takes no new cross-connect; one
+  /// it carries stays patched, dark, until removed.
+  void fail_port(uint32_t port);
+
   const xc_table& table() const { return table_; }
   const tl1_switch_options& options() const { return options_; }
 
@@ -40,6 +44,7 @@ private:
   tl1::reply dlt_patch(const tl1::command& cmd);
   tl1::reply rtrv_patch(const tl1::command& cmd);
   tl1::reply rtrv_port_power(const tl1::command& cmd);
+  tl1::reply rtrv_alm_all(const tl1::command& cmd);
 
   tl1_switch_options options_;
   xc_table table_;

@@ -374,9 +374,30 @@ BOOST_AUTO_TEST_CASE(tl1_devices_need_an_address_and_a_login_file) {
 }
 
 BOOST_AUTO_TEST_CASE(a_driver_that_cannot_run_is_refused) {
+  // An agent-driven device with no key an agent could register with.
   auto text = mutate("driver = \"emulated\"", "driver = \"zmq\"\n#");
-  expect_one_error(text, line_of(text, "driver = \"zmq\""), "fabric.ocs[0].driver",
-                   "needs a `loom ocs-agent`");
+  expect_one_error(text, line_of(text, "[security]"), "security", "lists no ocs-agent key");
+  // TL1 settings on it are not its own: the agent has the switch's address and login.
+  auto wrong = mutate("driver = \"emulated\"", "driver = \"zmq\"\naddress = \"10.0.0.7:3082\"\n#");
+  auto result = parse_config(wrong, "test.toml");
+  BOOST_REQUIRE(!result.value);
+  BOOST_CHECK(std::any_of(result.errors.begin(), result.errors.end(), [](auto& e) {
+    return e.key == "fabric.ocs[0].address" && e.message.find("unknown key") != std::string::npos;
+  }));
+}
+
+BOOST_AUTO_TEST_CASE(an_agent_driven_device_runs_with_an_agent_key) {
+  loom::test::temp_dir dir;
+  loom::test::write_file(dir / "agent.pub", "key\n");
+  auto text = mutate("driver = \"emulated\"", "driver = \"zmq\"\ntimeout_ms = 300\nlink_up_ms = 2.5\n#");
+  text = text.replace(text.find("ocs-agent = []"), 14, "ocs-agent = [\"" + dir / "agent.pub" + "\"]");
+  auto result = parse_config(text, "test.toml");
+  BOOST_REQUIRE_MESSAGE(result.value,
+                        (result.errors.empty() ? std::string{} : result.errors[0].to_string()));
+  auto& dev = result.value->fabric.ocs.front();
+  BOOST_CHECK(dev.driver == driver_kind::zmq);
+  BOOST_CHECK_EQUAL(dev.timeout_ms, 300);
+  BOOST_CHECK_EQUAL(dev.link_up_ms, 2.5);
 }
 
 BOOST_AUTO_TEST_CASE(every_error_is_reported) {

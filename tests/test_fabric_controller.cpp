@@ -32,6 +32,13 @@ replay::answer<T> ask(replay::driver& drv, const Handle& h, Ts... xs) {
   return replay::request_now<T>(drv, h, xs...);
 }
 
+/// With health polls on the controller never falls quiet: each request gets a second more.
+template <class T, class Handle, class... Ts>
+replay::answer<T> ask_polled(replay::driver& drv, caf::timespan& now, const Handle& h, Ts... xs) {
+  now += 1s;
+  return replay::request_until<T>(drv, now, h, xs...);
+}
+
 /// A controller over a shaped fabric with an emulated OCS per device and a RocksDB store.
 struct bench_fabric {
   test::temp_dir dir;
@@ -41,8 +48,12 @@ struct bench_fabric {
   store_actor store;
   fabric_controller_actor ctl;
 
-  explicit bench_fabric(fabric_model m, std::vector<stored_record> restored = {})
-      : model(std::move(m)) {
+  fabric_controller_config config;
+  caf::timespan link_up{0};
+
+  explicit bench_fabric(fabric_model m, std::vector<stored_record> restored = {},
+                        fabric_controller_config cfg = {}, caf::timespan link_up_delay = {})
+      : model(std::move(m)), config(std::move(cfg)), link_up(link_up_delay) {
     auto db = database::open(dir / "store");
     BOOST_REQUIRE(db);
     store = drv.system().spawn(loom::store, std::shared_ptr<database>{std::move(*db)},
@@ -59,13 +70,17 @@ struct bench_fabric {
         c.size = {d.ports, d.ports};
         c.latency = {25, 25}; // constant: OrchestrRL §7.2's 25 ms
         c.command_timeout = 1s;
+        c.link_up_delay = link_up;
         ocs[d.id] = drv.system().spawn(emulated_ocs, c);
       }
       drivers[d.id] = caf::actor_cast<ocs_driver_actor>(ocs[d.id]);
     }
-    ctl = drv.system().spawn(fabric_controller, model, drivers, store,
-                             fabric_controller_config{}, std::move(restored));
-    drv.run_to_quiescence();
+    ctl = drv.system().spawn(fabric_controller, model, drivers, store, config,
+                             std::move(restored));
+    if (config.health_poll.count() > 0)
+      drv.run_until(config.health_poll / 2); // the first poll, and nothing more
+    else
+      drv.run_to_quiescence();
   }
 
   std::vector<cross_connect> on_device(const std::string& id) {
@@ -198,6 +213,71 @@ BOOST_AUTO_TEST_CASE(a_failed_port_is_masked_and_only_its_circuit_moves) {
   for (auto& x : after)
     BOOST_CHECK(x.in != failed.port && x.out != failed.port + f.model.devices[0].ports);
   BOOST_CHECK_EQUAL(after.size(), before.size() - 2);
+}
+
+BOOST_AUTO_TEST_CASE(the_owner_hears_of_a_commit_once_its_links_are_up) {
+  // mFabric §6: NICs take a while to bring a new circuit's link up after the switch settled.
+  bench_fabric f{two_pods(4), {}, {}, 40ms};
+  auto d = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value,
+                                all_reduce("job-a", fabric_stage::train_compute,
+                                           {{0, 0}, {1, 1}}),
+                                stage_boundary);
+  BOOST_REQUIRE(d.value);
+  BOOST_CHECK_EQUAL(d.value->outcome, fabric_outcome::committed);
+  BOOST_CHECK(d.after >= 25ms + 40ms);
+  bench_fabric now{two_pods(4)};
+  auto at_once = ask<fabric_decision>(now.drv, now.ctl, intent_atom::value,
+                                      all_reduce("job-a", fabric_stage::train_compute,
+                                                 {{0, 0}, {1, 1}}),
+                                      stage_boundary);
+  BOOST_CHECK(at_once.after < 25ms + 40ms);
+}
+
+BOOST_AUTO_TEST_CASE(a_polled_alarm_masks_the_port_and_its_owner_replans_at_its_next_window) {
+  fabric_controller_config cfg;
+  cfg.health_poll = 100ms;
+  bench_fabric f{two_pods(4), {}, cfg};
+  caf::timespan now = cfg.health_poll / 2;
+  auto intent = all_reduce("job-a", fabric_stage::train_compute, {{0, 0}, {1, 1}});
+  auto first = ask_polled<fabric_decision>(f.drv, now, f.ctl, intent_atom::value, intent,
+                                           stage_boundary);
+  BOOST_CHECK_EQUAL(first.value->outcome, fabric_outcome::committed);
+  // The switch raises an alarm on a port the plan uses; the next poll finds it.
+  auto failed = f.model.tors[0].uplinks[1].port;
+  ask_polled<ok_atom>(f.drv, now, f.ocs.at("agg0"), fault_atom::value, ocs_fault{{failed}});
+  auto moved = ask_polled<fabric_decision>(f.drv, now, f.ctl, window_atom::value,
+                                           std::string{"job-a"}, stage_boundary);
+  BOOST_CHECK_EQUAL(moved.value->outcome, fabric_outcome::committed);
+  BOOST_CHECK_EQUAL(moved.value->circuits, 3u);
+  for (auto& x : *ask_polled<std::vector<cross_connect>>(f.drv, now, f.ocs.at("agg0"),
+                                                         get_atom::value)
+                    .value)
+    BOOST_CHECK(x.in != failed && x.out != failed + f.model.devices[0].ports);
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_controller_repairs_a_switch_that_lost_its_circuits) {
+  // A restart finds the switches as they are (here: emulations started empty); polling reads
+  // each back and makes only what the stored plans have and the switch lacks.
+  std::vector<stored_record> stored;
+  {
+    bench_fabric f{two_pods(4)};
+    ask<fabric_decision>(f.drv, f.ctl, intent_atom::value,
+                         all_reduce("job-a", fabric_stage::train_compute, {{0, 0}, {1, 1}}),
+                         stage_boundary);
+    stored = f.stored_plans();
+  }
+  fabric_controller_config cfg;
+  cfg.health_poll = 100ms;
+  bench_fabric again{two_pods(4), stored, cfg};
+  caf::timespan now = cfg.health_poll / 2;
+  auto on = ask_polled<std::vector<cross_connect>>(again.drv, now, again.ocs.at("agg0"),
+                                                   get_atom::value);
+  BOOST_CHECK_EQUAL(on.value->size(), 8u);
+  auto d = ask_polled<fabric_decision>(again.drv, now, again.ctl, intent_atom::value,
+                                       all_reduce("job-a", fabric_stage::train_compute,
+                                                  {{0, 0}, {1, 1}}),
+                                       stage_boundary);
+  BOOST_CHECK_EQUAL(d.value->outcome, fabric_outcome::unchanged);
 }
 
 BOOST_AUTO_TEST_CASE(a_restarted_controller_resumes_its_committed_plans_from_the_store) {

@@ -193,11 +193,15 @@ BOOST_AUTO_TEST_CASE(sessions_act_only_on_their_own_job_and_role) {
   v1::Envelope intent;
   intent.mutable_fabric_intent()->set_owner("job-b");
   BOOST_CHECK_EQUAL(error_code(r.call(intent)), v1::ERROR_FORBIDDEN);
-  // An OCS agent runs no job's phases.
+  // An OCS agent names the device it drives, one whose config says an agent drives it.
   client agent{s.keys("agent")};
-  BOOST_REQUIRE(agent.register_worker("ocs-agent", "agent-0", "")->has_registered());
-  BOOST_CHECK_EQUAL(error_code(agent.call(release_of("job-a", v1::PHASE_ROLLOUT))),
-                    v1::ERROR_FORBIDDEN);
+  BOOST_CHECK_EQUAL(error_code(agent.register_worker("ocs-agent", "agent-0", "")),
+                    v1::ERROR_INVALID);
+  v1::Register to_emulated;
+  to_emulated.set_role(v1::ROLE_OCS_AGENT);
+  to_emulated.set_worker_id("agent-0");
+  to_emulated.set_device("agg-pod0");
+  BOOST_CHECK_EQUAL(error_code(agent.register_as(to_emulated)), v1::ERROR_NOT_FOUND);
   // A worker id belongs to its key and role, and to one live process.
   client thief{s.keys("trainer-1")};
   BOOST_CHECK_EQUAL(error_code(thief.register_worker("train", "w-a", "job-a")),

@@ -13,6 +13,7 @@ std::vector<std::unique_ptr<subcommand>> loom_subcommands() {
   out.push_back(admin_subcommands());
   out.push_back(check_config_subcommand());
   out.push_back(ocs_emu_subcommand());
+  out.push_back(ocs_agent_subcommand());
   out.push_back(replay_subcommand());
   out.push_back(drive_subcommand());
   return out;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "drivers/xc_table.hpp"
 
 namespace CLI {
 class App;
@@ -27,7 +28,7 @@ public:
   virtual std::optional<int> run_if_given() = 0;
 };
 
-/// serve, check-config, keygen, replay, ocs-emu, and the admin requests.
+/// serve, check-config, keygen, replay, drive, ocs-emu, ocs-agent, and the admin requests.
 std::vector<std::unique_ptr<subcommand>> loom_subcommands();
 
 // -- what the subcommands share -------------------------------------------------------------
@@ -45,12 +46,16 @@ void add_log_level(CLI::App& cmd, std::string& level, const char* help);
 /// The level a --log-level value names (CLI11 has checked it is one).
 log_level level_named(const std::string& name);
 
+/// A switch size "NxM" with N, M >= 1 and N + M <= 4096 (ocs-emu, ocs-agent).
+std::optional<switch_size> parse_switch_size(std::string_view text);
+
 std::unique_ptr<subcommand> serve_subcommand();
 std::unique_ptr<subcommand> check_config_subcommand();
 std::unique_ptr<subcommand> keygen_subcommand();
 std::unique_ptr<subcommand> replay_subcommand();
 std::unique_ptr<subcommand> drive_subcommand();
 std::unique_ptr<subcommand> ocs_emu_subcommand();
+std::unique_ptr<subcommand> ocs_agent_subcommand();
 std::unique_ptr<subcommand> admin_subcommands();
 
 } // namespace loom

@@ -29,7 +29,7 @@ void probe_devices(caf::actor_system& sys, const std::vector<ocs_device>& device
                    const std::map<std::string, ocs_driver_actor>& drivers) {
   for (auto& dev : devices) {
     auto driver = drivers.find(dev.id);
-    if (dev.driver == driver_kind::emulated || driver == drivers.end())
+    if (dev.driver != driver_kind::tl1 || driver == drivers.end())
       continue;
     // Reading back logs in (with its retries) before it answers; allow every attempt.
     const auto patience = std::chrono::milliseconds{2 * dev.timeout_ms * dev.attempts + 1000};

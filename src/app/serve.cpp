@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/inspect.hpp"
 #include "core/type_registry.hpp"
+#include "drivers/agent_driver.hpp"
 #include "drivers/ocs_driver.hpp"
 #include "fabric/fabric_controller.hpp"
 #include "generation/balancer.hpp"
@@ -72,10 +73,12 @@ caf::expected<T> ask_store(caf::actor_system& sys, const store_actor& store, Ts.
 
 /// The fabric controller over the configured fabric, its OCS drivers, and the plans the store
 /// kept from before; null when the service runs no fabric.
+/// `agents` receives the drivers of the devices OCS agents drive, for the gateway.
 caf::expected<fabric_controller_actor> start_fabric(caf::actor_system& sys, const config& cfg,
                                                     const store_actor& store,
                                                     std::shared_ptr<service_metrics> metrics,
-                                                    service_actors& actors) {
+                                                    service_actors& actors,
+                                                    std::map<std::string, agent_driver_actor>& agents) {
   if (cfg.fabric.kind == fabric_kind::none)
     return fabric_controller_actor{};
   std::vector<node> nodes = cfg.cluster.rollout;
@@ -85,6 +88,11 @@ caf::expected<fabric_controller_actor> start_fabric(caf::actor_system& sys, cons
     return make_error(errc::invalid_config, model.error);
   std::map<std::string, ocs_driver_actor> drivers;
   for (auto& d : cfg.fabric.ocs) {
+    if (d.driver == driver_kind::zmq) {
+      agents[d.id] = actors.add("ocs_agent_driver", spawn_agent_driver(sys, d));
+      drivers[d.id] = caf::actor_cast<ocs_driver_actor>(agents[d.id]);
+      continue;
+    }
     auto driver = spawn_ocs_driver(sys, d);
     if (!driver) {
       spdlog::warn("event=ocs_driver_missing device={} driver={} reason=\"no driver of this "
@@ -102,6 +110,7 @@ caf::expected<fabric_controller_actor> start_fabric(caf::actor_system& sys, cons
   fc.safe_window_margin_s = cfg.policy.fabric.safe_window_margin_ms / 1e3;
   fc.sync_writes = cfg.storage.sync_writes;
   fc.metrics = metrics;
+  fc.health_poll = std::chrono::milliseconds{cfg.policy.fabric.health_poll_ms};
   auto ctl = actors.add("fabric_controller", sys.spawn(fabric_controller, std::move(*model.value),
                                                        drivers, store, fc, *restored));
   spdlog::info("event=fabric_controller_ready kind={} devices={} drivers={} restored_devices={}",
@@ -293,7 +302,8 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, std::shared_pt
   // Actors initialise asynchronously: one round trip makes "ready" mean the store answers.
   if (auto ready = ask_store<ok_atom>(sys, store_handle, flush_atom::value); !ready)
     return ready.error();
-  auto fabric = start_fabric(sys, cfg, store_handle, metrics, actors);
+  std::map<std::string, agent_driver_actor> agents;
+  auto fabric = start_fabric(sys, cfg, store_handle, metrics, actors, agents);
   if (!fabric)
     return fabric.error();
   auto security = gateway_security(cfg);
@@ -311,6 +321,8 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, std::shared_pt
     return scheduler.error();
   poll_scheduler_metrics(sys, *scheduler, metrics, std::chrono::seconds{1});
   caf::anon_send(gw, connect_atom::value, *scheduler, *fabric);
+  for (auto& [device, driver] : agents)
+    caf::anon_send(gw, ocs_atom::value, device, driver);
   if (!cfg.generation.empty()) {
     auto gen_observer = actors.add("gen_metrics", sys.spawn(gen_metrics, metrics));
     for (auto& d : cfg.generation)

@@ -93,8 +93,9 @@ private:
   std::string level_ = "warn";
 };
 
-/// "NxM" with N, M >= 1 and N + M <= 4096.
-std::optional<switch_size> parse_size(std::string_view text) {
+} // namespace
+
+std::optional<switch_size> parse_switch_size(std::string_view text) {
   uint32_t n = 0;
   uint32_t m = 0;
   auto number = [](std::string_view s, uint32_t& out) {
@@ -107,6 +108,8 @@ std::optional<switch_size> parse_size(std::string_view text) {
     return std::nullopt;
   return switch_size{n, m};
 }
+
+namespace {
 
 class ocs_emu_command : public subcommand {
 public:
@@ -126,6 +129,11 @@ public:
     cmd_->add_option("--password", emu_.switch_options.password, "Login password")
       ->capture_default_str();
     cmd_->add_option("--fail-port", failed_, "Fault: a failed port (repeatable)");
+    cmd_->add_option("--fail-after-ms", fail_after_ms_,
+                     "Fault: the --fail-port ports fail this long after start, or at SIGUSR1 "
+                     "if that comes first (0: failed from the start)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
     cmd_->add_option("--drop-after", emu_.drop_after,
                      "Fault: after N changes, make the next one and drop its session unanswered");
     cmd_->add_flag("--hang", emu_.hang, "Fault: accept sessions and commands, never answer");
@@ -137,14 +145,19 @@ public:
   std::optional<int> run_if_given() override {
     if (!*cmd_)
       return std::nullopt;
-    auto size = parse_size(size_);
+    auto size = parse_switch_size(size_);
     if (!size) {
       std::fprintf(stderr, "--size: '%s' is not NxM with N, M >= 1 and N + M <= 4096\n",
                    size_.c_str());
       return exit_config_error;
     }
     emu_.switch_options.size = *size;
-    emu_.switch_options.failed_ports.insert(failed_.begin(), failed_.end());
+    if (fail_after_ms_ > 0) {
+      emu_.fail_later = failed_;
+      emu_.fail_after = std::chrono::milliseconds{fail_after_ms_};
+    } else {
+      emu_.switch_options.failed_ports.insert(failed_.begin(), failed_.end());
+    }
     emu_.delay = std::chrono::milliseconds{delay_ms_};
     setup_logging(level_named(level_));
     return run_ocs_emulator(emu_);
@@ -157,6 +170,7 @@ private:
   std::string level_ = "info";
   std::vector<uint32_t> failed_;
   int64_t delay_ms_ = 0;
+  int64_t fail_after_ms_ = 0;
 };
 
 /// submit, jobs, groups, job, cancel, fabric: one request each to a running serve.

@@ -76,6 +76,8 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using finished_atom = caf::atom_constant<caf::atom("finished")>;
 using ack_atom = caf::atom_constant<caf::atom("ack")>;
 using gen_atom = caf::atom_constant<caf::atom("gen")>;
+using ocs_atom = caf::atom_constant<caf::atom("ocs")>;
+using poll_atom = caf::atom_constant<caf::atom("poll")>;
 using caf::flush_atom;
 using caf::get_atom;
 using caf::ok_atom;
@@ -251,7 +253,23 @@ using ocs_driver_actor = caf::typed_actor<
   caf::replies_to<apply_atom, xc_diff>::with<apply_report>,
   // Reads back the device's cross-connects.
   caf::replies_to<get_atom>::with<std::vector<cross_connect>>,
+  // Polls the device: connected, geometry, alarms (failed ports).
   caf::replies_to<health_atom>::with<driver_health>>;
+
+/// The gateway as the link to OCS agents: a request for the agent session it names.
+using ocs_link_actor = caf::typed_actor<caf::reacts_to<ocs_atom, std::string, ocs_request>>;
+
+/// The driver of a device whose switch an OCS agent drives (`loom ocs-agent`, over loom.v1):
+/// the driver protocol while an agent is attached; without one the device is unreachable.
+using agent_driver_actor = ocs_driver_actor::extend<
+  // An agent's session (its connection identity) took the device; the link carries requests.
+  caf::reacts_to<join_atom, std::string, ocs_link_actor>,
+  // That session ended (goodbye, silence, replaced): what it had in flight fails.
+  caf::reacts_to<leave_atom, std::string>,
+  // The agent answered.
+  caf::reacts_to<ocs_reply>,
+  // Internal: a request's deadline.
+  caf::reacts_to<tick_atom, uint64_t>>;
 
 // -- RFabric / mFabric / Opus: the fabric controller --------------------------------------
 
@@ -271,7 +289,11 @@ using fabric_controller_actor = caf::typed_actor<
   // Opus: a job on photonic rails, then its ranks' topo_writes (answered after the rails
   // confirm the transition).
   caf::replies_to<opus_atom, opus_job>::with<ok_atom>,
-  caf::replies_to<topo_write_atom, std::string, topo_write>::with<topo_ack>>;
+  caf::replies_to<topo_write_atom, std::string, topo_write>::with<topo_ack>,
+  // Internal: the periodic health poll of every device (App. H), and a committed decision
+  // whose circuits are now up (the link-up delay after the switch confirmed).
+  caf::reacts_to<poll_atom>,
+  caf::reacts_to<deliver_atom, uint64_t>>;
 
 // -- the gateway ---------------------------------------------------------------------------
 
@@ -286,7 +308,10 @@ using gateway_actor = worker_actor::extend<
   caf::reacts_to<frame_atom, wire_frame>,
   caf::reacts_to<sweep_atom>, // heartbeat check
   // The service is stopping: every session is told so (answered once the notices are queued).
-  caf::replies_to<stopping_atom>::with<ok_atom>>::extend_with<engine_edge_actor>;
+  caf::replies_to<stopping_atom>::with<ok_atom>,
+  // The driver of a device OCS agents drive, by device id (one message per device, likewise).
+  caf::reacts_to<ocs_atom, std::string, agent_driver_actor>>::extend_with<engine_edge_actor>
+  ::extend_with<ocs_link_actor>;
 
 /// The in-process emulated OCS: the driver protocol plus fault injection. Its latencies run on
 /// the actor clock, so replay advances them virtually.

@@ -97,6 +97,19 @@ void read_security(table_reader& root, config& cfg, const std::string& config_di
   sec->reject_unknown();
 }
 
+/// A device an OCS agent drives needs a key that agent can register with.
+void check_agent_keys(table_reader& root, config& cfg) {
+  if (cfg.security.insecure || !cfg.security.clients[worker_role::ocs_agent].empty())
+    return;
+  for (auto& d : cfg.fabric.ocs)
+    if (d.driver == driver_kind::zmq) {
+      root.error("security", fmt::format("OCS '{}' is driven by an agent (driver = \"zmq\") but "
+                                         "[security.clients] lists no ocs-agent key",
+                                         d.id));
+      return;
+    }
+}
+
 void read_storage(table_reader& root, config& cfg) {
   auto st = root.required_table("storage");
   if (!st)
@@ -265,6 +278,10 @@ void read_policy(table_reader& root, config& cfg) {
                               f->optional<double>("safe_window_margin_ms",
                                                   out.fabric.safe_window_margin_ms)))
       out.fabric.safe_window_margin_ms = *v;
+    if (auto v = within<int64_t>(*f, "health_poll_ms",
+                                 f->optional<int64_t>("health_poll_ms", out.fabric.health_poll_ms),
+                                 0, 3'600'000))
+      out.fabric.health_poll_ms = uint32_t(*v);
     f->reject_unknown();
   }
   pol->reject_unknown();
@@ -292,6 +309,7 @@ config_result parse_config(std::string_view text, std::string source_name) {
       : std::filesystem::path{source_name}.parent_path().string();
   read_fabric(root, cfg, node_ids, config_dir);
   read_security(root, cfg, config_dir);
+  check_agent_keys(root, cfg);
   read_policy(root, cfg);
   read_generation(root, cfg);
   root.reject_unknown();

@@ -18,26 +18,15 @@ namespace loom::config_parts {
 
 namespace {
 
-/// A TL1 login from its file: the first line that is not blank or a comment, USER:PASSWORD.
-/// Kept out of the config so the config can be shared and the file kept private (0600).
 bool read_credentials(table_reader& o, const std::string& path, ocs_device& dev) {
-  std::ifstream in{path};
-  if (!in) {
-    o.error("credentials", fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+  auto login = read_login_file(path);
+  if (!login.error.empty()) {
+    o.error("credentials", login.error);
     return false;
   }
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line.front() == '#')
-      continue;
-    auto colon = line.find(':');
-    if (colon == 0 || colon == std::string::npos)
-      break;
-    dev.user = line.substr(0, colon);
-    dev.password = line.substr(colon + 1);
-    return true;
-  }
-  o.error("credentials", fmt::format("'{}' holds no USER:PASSWORD line", path));
-  return false;
+  dev.user = login.user;
+  dev.password = login.password;
+  return true;
 }
 
 class fabric_reader {
@@ -221,6 +210,10 @@ private:
       dev.reconfig_ms = *ms;
     else
       ok = false;
+    if (auto ms = non_negative(o, "link_up_ms", o.optional<double>("link_up_ms", 0.0)))
+      dev.link_up_ms = *ms;
+    else
+      ok = false;
     return ok;
   }
 
@@ -229,12 +222,8 @@ private:
     dev.driver = driver.value_or(driver_kind::emulated);
     if (!driver || *driver == driver_kind::emulated)
       return driver.has_value();
-    if (*driver == driver_kind::zmq) {
-      // Refused rather than accepted and left without a driver at run time.
-      o.error("driver", "'zmq' needs a `loom ocs-agent` next to the switch, which this build "
-                        "does not have yet; drive the switch over 'tl1'");
-      return false;
-    }
+    if (*driver == driver_kind::zmq)
+      return read_patience(o, dev); // the agent has the switch's address and login
     return read_tl1(o, dev);
   }
 
@@ -250,6 +239,13 @@ private:
     ok &= addr.has_value();
     auto credentials = o.required<std::string>("credentials");
     ok &= credentials && read_credentials(o, resolve_path(config_dir_, *credentials), dev);
+    return read_patience(o, dev) && ok;
+  }
+
+  /// How long one command may take and how often an operation is tried (TL1: by the driver;
+  /// an agent: by the agent, the service waiting for all of them).
+  bool read_patience(table_reader& o, ocs_device& dev) {
+    bool ok = true;
     if (auto v = at_least<int64_t>(o, "timeout_ms", o.optional<int64_t>("timeout_ms", 2000), 1))
       dev.timeout_ms = int(*v);
     else

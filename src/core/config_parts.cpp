@@ -1,6 +1,9 @@
 #include "core/config_parts.hpp"
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <fstream>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -42,6 +45,21 @@ bool id_registry::add(table_reader& r, std::string_view key, const std::string& 
     r.error(key, fmt::format("duplicate {} id '{}' (first defined at line {})", what_, id,
                              it->second));
   return fresh;
+}
+
+login_file read_login_file(const std::string& path) {
+  std::ifstream in{path};
+  if (!in)
+    return {{}, {}, fmt::format("cannot read '{}': {}", path, std::strerror(errno))};
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line.front() == '#')
+      continue;
+    auto colon = line.find(':');
+    if (colon == 0 || colon == std::string::npos)
+      break;
+    return {line.substr(0, colon), line.substr(colon + 1), {}};
+  }
+  return {{}, {}, fmt::format("'{}' holds no USER:PASSWORD line", path)};
 }
 
 } // namespace loom::config_parts

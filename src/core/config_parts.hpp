@@ -1,6 +1,7 @@
 #pragma once
 // What the config readers share (config.cpp: service, cluster, security, policy;
-// config_fabric.cpp: the fabric). Internal to src/core/config*.cpp.
+// config_fabric.cpp: the fabric); `loom ocs-agent` reads its switch's address and login
+// with the same checks.
 
 #include <map>
 #include <string>
@@ -23,6 +24,15 @@ bool valid_host_port(std::string_view s);
 /// `path` relative to the config file's directory (absolute paths and in-memory configs as
 /// written).
 std::string resolve_path(const std::string& config_dir, const std::string& path);
+
+/// A switch login from its file, or why not (`error` set).
+struct login_file {
+  std::string user, password, error;
+};
+
+/// A TL1 login: the first line that is not blank or a comment, USER:PASSWORD. Kept out of the
+/// config so the config can be shared and the file kept private (0600).
+login_file read_login_file(const std::string& path);
 
 /// Remembers where each id was first defined, to name it in duplicate errors.
 class id_registry {

@@ -70,12 +70,13 @@ struct ocs_device {
   int ports = 0;
   ocs_technology technology = ocs_technology::mems;
   double reconfig_ms = 0;
+  double link_up_ms = 0;         // NIC link-up after a change, before traffic flows (mFabric §6)
   driver_kind driver = driver_kind::emulated;
   std::string address;           // host:port for tl1
   std::string user;              // tl1 login, from the device's credentials file
   std::string password;
-  int timeout_ms = 2000;         // tl1: per command, and for connecting
-  int attempts = 3;              // tl1: per operation
+  int timeout_ms = 2000;         // tl1, zmq: per command, and for connecting
+  int attempts = 3;              // tl1, zmq: per operation
   std::vector<int> masked_ports; // failed ports, never used for circuits
   std::vector<int> nics;         // regional: the NICs each server of the PoD gives the OCS
 };

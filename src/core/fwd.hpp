@@ -14,6 +14,9 @@ struct xc_diff;
 struct apply_report;
 struct driver_health;
 struct ocs_fault;
+enum class ocs_request_kind : uint8_t;
+struct ocs_request;
+struct ocs_reply;
 
 // store/types.hpp
 enum class record_kind : uint8_t;

@@ -34,7 +34,18 @@ typename Inspector::result_type inspect(Inspector& f, apply_report& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, driver_health& x) {
   return f(caf::meta::type_name("driver_health"), x.device, x.connected, x.applies, x.failures,
-           x.cross_connects, x.inputs, x.outputs, x.last_error);
+           x.cross_connects, x.inputs, x.outputs, x.last_error, x.failed_ports);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ocs_request& x) {
+  return f(caf::meta::type_name("ocs_request"), x.device, x.id, x.kind, x.diff);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ocs_reply& x) {
+  return f(caf::meta::type_name("ocs_reply"), x.device, x.id, x.failure, x.error, x.report,
+           x.health, x.cross_connects);
 }
 
 template <class Inspector>

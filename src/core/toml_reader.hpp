@@ -118,6 +118,16 @@ std::optional<T> at_least(table_reader& r, std::string_view key, std::optional<T
   return v;
 }
 
+/// In [min, max]: settings whose type would wrap, or that make no sense, above max.
+template <class T>
+std::optional<T> within(table_reader& r, std::string_view key, std::optional<T> v, T min, T max) {
+  if (v && (*v < min || *v > max)) {
+    r.error(key, fmt::format("must be in {}..{}, got {}", min, max, *v));
+    return std::nullopt;
+  }
+  return v;
+}
+
 std::optional<double> positive(table_reader& r, std::string_view key, std::optional<double> v);
 std::optional<double> non_negative(table_reader& r, std::string_view key,
                                    std::optional<double> v);

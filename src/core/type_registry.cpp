@@ -21,6 +21,8 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<apply_report>("loom.apply_report");
   cfg.add_message_type<driver_health>("loom.driver_health");
   cfg.add_message_type<ocs_fault>("loom.ocs_fault");
+  cfg.add_message_type<ocs_request>("loom.ocs_request");
+  cfg.add_message_type<ocs_reply>("loom.ocs_reply");
   cfg.add_message_type<rl_job>("loom.rl_job");
   cfg.add_message_type<group_member>("loom.group_member");
   cfg.add_message_type<phase_kind>("loom.phase_kind");

@@ -73,11 +73,36 @@ struct driver_health {
   uint32_t inputs = 0;  // the device's geometry as it reports it; 0 until read
   uint32_t outputs = 0;
   std::string last_error;
+  std::vector<uint32_t> failed_ports; // ports the device raises an alarm on (loss of light)
+};
+
+/// A request to an OCS agent (Opus §4.3: a switch driven from next to it, over loom.v1).
+enum class ocs_request_kind : uint8_t {
+  apply, // change cross-connects (the diff)
+  read,  // health, geometry, alarms and every cross-connect
+};
+
+struct ocs_request {
+  std::string device;
+  uint64_t id = 0; // the agent echoes it
+  ocs_request_kind kind = ocs_request_kind::read;
+  xc_diff diff;
+};
+
+/// An agent's answer: the applied diff's cost or the read-back state, or why it failed.
+struct ocs_reply {
+  std::string device;
+  uint64_t id = 0;
+  uint8_t failure = 0; // an errc (core/error.hpp); 0: done
+  std::string error;
+  apply_report report;
+  driver_health health;
+  std::vector<cross_connect> cross_connects;
 };
 
 /// Faults the emulated driver injects (replay and tests).
 struct ocs_fault {
-  std::vector<uint32_t> failed_ports; // changes touching them are denied
+  std::vector<uint32_t> failed_ports; // alarmed; adds on them are denied
   uint32_t refuse_next = 0;           // deny the next N applies
   uint32_t timeout_next = 0;          // let the next N applies time out
   double refuse_probability = 0;      // then deny / time out at random (seeded)

@@ -13,16 +13,37 @@ namespace loom::controller_steps {
 
 using self_ptr = fabric_controller_actor::stateful_pointer<fabric_controller_state>;
 
-/// What a finished fan-out of diffs reports: the first error, if any, and the slowest apply.
+/// What a finished fan-out of diffs reports: the first error, if any, the devices that failed,
+/// and the slowest apply and link-up.
 struct apply_outcome {
   std::optional<std::string> error;
+  std::map<uint32_t, caf::error> failed; // by device
   double latency_s = 0;
+  double ready_s = 0; // until the new circuits carry traffic
 };
 
 /// Applies every device's diff at once; when one fails, the devices that took theirs are
 /// rolled back, so the fabric is left as it was.
 void apply_all(self_ptr self, const std::map<uint32_t, xc_diff>& diffs,
                std::function<void(apply_outcome)> done);
+
+/// The down devices among these, as a reason to keep a plan back; empty if all are up.
+std::string unavailable(self_ptr self, const std::map<uint32_t, xc_diff>& diffs);
+
+/// A device failed an apply: one unreachable or silent is down until a poll finds it back.
+void apply_failed(self_ptr self, uint32_t device, const caf::error& err);
+
+/// Polls every device's health (App. H): down and back, alarms masked, repaired after.
+void poll_devices(self_ptr self);
+
+/// RFabric App. H: a failed port is masked; the owners whose plans use it re-plan around it at
+/// their next window (returned). Durable before `done` runs.
+void mask(self_ptr self, uint32_t device, uint32_t port, std::function<void(std::vector<std::string>)> done,
+          std::function<void(caf::error)> failed);
+
+/// Answers a committed decision after `delay_s` (the link-up delay), at once if none.
+void answer_when_up(self_ptr self, caf::typed_response_promise<fabric_decision> promise,
+                    const fabric_decision& d, double delay_s);
 
 /// Materialises the owner's pending intent and commits it if the window allows (Alg. 2).
 caf::result<fabric_decision> try_commit(self_ptr self, const std::string& owner,

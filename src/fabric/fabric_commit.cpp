@@ -70,12 +70,15 @@ void apply_all(self_ptr self, const std::map<uint32_t, xc_diff>& diffs,
         [j, finish, dev = dev, diff = diff](const apply_report& r) {
           j->applied.emplace_back(dev, diff);
           j->outcome.latency_s = std::max(j->outcome.latency_s, double(r.latency_ns) / 1e9);
+          j->outcome.ready_s = std::max(j->outcome.ready_s, double(r.ready_ns) / 1e9);
           finish();
         },
         [self, j, finish, dev = dev](caf::error& err) {
           if (!j->outcome.error)
             j->outcome.error = fmt::format("{}: {}", self->state.model->devices[dev].id,
                                            render(err));
+          j->outcome.failed[dev] = err;
+          apply_failed(self, dev, err);
           finish();
         });
   }
@@ -178,10 +181,10 @@ void conclude_commit(self_ptr self, promise_t promise, circuit_plan plan,
      fmt::format("version={} circuits={} devices={} changed={} stage={} reconfig_ms={:.1f}",
                  d.version, d.circuits, touched.size(), d.changed, o.committed->stage,
                  d.reconfig_s * 1e3)},
-    [self, promise, d]() mutable {
+    [self, promise, d, link_up = out.ready_s - out.latency_s]() mutable {
       if (auto& m = self->state.config.metrics)
         m->ocs_plans("committed").Increment();
-      promise.deliver(d);
+      answer_when_up(self, std::move(promise), d, link_up);
     },
     [promise](caf::error err) mutable { promise.deliver(std::move(err)); });
 }
@@ -246,6 +249,13 @@ caf::result<fabric_decision> try_commit(self_ptr self, const std::string& owner,
   for (auto& [dev, diff] : diffs) {
     d.reconfig_s = std::max(d.reconfig_s, st.model->devices[dev].reconfig_s);
     d.changed += uint32_t(diff.removes.size() + diff.adds.size());
+  }
+  if (auto down = unavailable(self, diffs); !down.empty()) {
+    // The intent stays: it is served at the owner's first window after the device is back.
+    d.outcome = fabric_outcome::kept;
+    d.reason = "kept back: " + down;
+    record_outcome(self, promise, d, event_kind::fabric_plan_kept);
+    return promise;
   }
   auto allowed = decide_commit(intent.stage, window, d.reconfig_s, st.config.safe_window_margin_s);
   if (!allowed.commit) {

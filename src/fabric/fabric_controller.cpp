@@ -63,8 +63,7 @@ caf::result<fabric_decision> take_intent(self_ptr self, const fabric_intent& int
   return controller_steps::try_commit(self, intent.owner, window);
 }
 
-/// App. H: a failed port is masked; the owners whose circuits use it re-plan around it at
-/// their next window.
+/// App. H: an operator or a driver reports a failed port (device id, duplex port).
 caf::result<std::vector<std::string>> mask_port(self_ptr self, const std::string& device,
                                                 uint32_t port) {
   auto& st = self->state;
@@ -72,27 +71,11 @@ caf::result<std::vector<std::string>> mask_port(self_ptr self, const std::string
   if (!dev || port < 1 || port > st.model->devices[*dev].ports)
     return make_error(errc::invalid_argument,
                       fmt::format("no port {} on device '{}'", port, device));
-  ocs_port p{*dev, port};
-  st.model->mask(p);
-  std::vector<std::string> affected;
-  for (auto& [owner, o] : st.owners) {
-    if (!o.committed)
-      continue;
-    auto ports = plan_ports(*o.committed);
-    if (std::find(ports.begin(), ports.end(), p) == ports.end())
-      continue;
-    if (!o.intent && o.serving)
-      o.intent = o.serving;
-    affected.push_back(owner);
-  }
   auto promise = self->make_response_promise<std::vector<std::string>>();
-  write_batch batch;
-  batch.sync = st.config.sync_writes;
-  persist_and_deliver(
-    self, st.store, std::move(batch),
-    {event_kind::ocs_port_masked, device,
-     fmt::format("port={} owners_replanning={}", port, affected.size())},
-    promise, affected);
+  controller_steps::mask(
+    self, *dev, port,
+    [promise](std::vector<std::string> owners) mutable { promise.deliver(std::move(owners)); },
+    [promise](caf::error err) mutable { promise.deliver(std::move(err)); });
   return promise;
 }
 
@@ -129,6 +112,12 @@ fabric_controller(fabric_controller_actor::stateful_pointer<fabric_controller_st
   st.store = std::move(store);
   st.config = config;
   restore(self, restored);
+  if (config.health_poll.count() > 0) {
+    // Read every device back before trusting it, then poll it for as long as the service runs.
+    for (auto& [dev, driver] : st.drivers)
+      st.devices[dev].resync = true;
+    self->send(self, poll_atom::value);
+  }
   return {
     [self](intent_atom, const fabric_intent& intent, const commit_window& window) {
       return take_intent(self, intent, window);
@@ -149,6 +138,17 @@ fabric_controller(fabric_controller_actor::stateful_pointer<fabric_controller_st
     [self](opus_atom, const opus_job& job) { return controller_steps::register_opus(self, job); },
     [self](topo_write_atom, const std::string& job, const topo_write& w) {
       return controller_steps::topo_write_to(self, job, w);
+    },
+    [self](poll_atom) {
+      controller_steps::poll_devices(self);
+      self->delayed_send(self, self->state.config.health_poll, poll_atom::value);
+    },
+    [self](deliver_atom, uint64_t token) {
+      auto& waits = self->state.link_waits;
+      if (auto it = waits.find(token); it != waits.end()) {
+        it->second.promise.deliver(it->second.decision);
+        waits.erase(it);
+      }
     },
   };
 }

@@ -31,6 +31,7 @@ struct fabric_controller_config {
   int max_retries = 2;                 // Opus: then the giant ring
   bool sync_writes = true;
   std::shared_ptr<service_metrics> metrics; // live mode: plan outcomes
+  caf::timespan health_poll{0};        // App. H: every device's health and alarms; 0: never
 };
 
 struct fabric_controller_state {
@@ -41,6 +42,19 @@ struct fabric_controller_state {
     std::optional<fabric_intent> intent; // the one the next window serves, if not committed
     std::optional<fabric_intent> serving;
     bool busy = false;                   // a commit is in flight
+  };
+  /// A device as the health polls see it. One that stopped answering is down: plans touching
+  /// it are kept back until it answers again and has been read back and repaired.
+  struct device_state {
+    bool down = false;
+    bool resync = false;  // read it back before using it (at start, and after it was down)
+    bool polling = false; // a health poll or a read-back is out
+    std::string reason;   // why it is down
+  };
+  /// A committed decision answered once its circuits carry light (the link-up delay).
+  struct link_wait {
+    caf::typed_response_promise<fabric_decision> promise;
+    fabric_decision decision;
   };
   struct opus_state {
     std::vector<uint32_t> rails; // device indices
@@ -54,6 +68,9 @@ struct fabric_controller_state {
   std::map<std::string, owner_state> owners;
   std::map<std::string, opus_state> opus;
   std::map<uint32_t, ocs_driver_actor> drivers; // by device index
+  std::map<uint32_t, device_state> devices;      // by device index
+  std::map<uint64_t, link_wait> link_waits;
+  uint64_t next_link_wait = 1;
   store_actor store;
   fabric_controller_config config;
   uint64_t next_version = 1;

@@ -146,6 +146,11 @@ void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope
                fmt::format("a {} worker names the job it runs", *role));
     return;
   }
+  if (*role == worker_role::ocs_agent && r.device().empty()) {
+    send_error(self, frame.identity, rid, v1::ERROR_INVALID,
+               "an ocs-agent session names the device it drives");
+    return;
+  }
   if (serves_generation(*role) && r.deployment().empty()) {
     send_error(self, frame.identity, rid, v1::ERROR_INVALID,
                fmt::format("a {} session names the deployment it serves", *role));
@@ -153,7 +158,8 @@ void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope
   }
   session s{frame.identity,      *role,     r.node(),        runs_job(*role) ? r.job() : "",
             self->clock().now(), frame.key, r.incarnation(),
-            serves_generation(*role) ? r.deployment() : ""};
+            serves_generation(*role) ? r.deployment() : "",
+            *role == worker_role::ocs_agent ? r.device() : ""};
   if (auto no = refusal(st.config, r.worker_id(),
                         st.sessions.check(r.worker_id(), s, alive_limit(st.config)))) {
     send_error(self, frame.identity, rid, no->first, no->second);
@@ -164,6 +170,9 @@ void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope
   else if (serves_generation(*role)) {
     if (auto admit = deployment_admission(self, frame.identity, rid, r.worker_id(), s,
                                           int(r.gpus())))
+      open_session(self, frame.identity, rid, r.worker_id(), std::move(s), std::move(*admit));
+  } else if (*role == worker_role::ocs_agent) {
+    if (auto admit = agent_admission(self, frame.identity, rid, r.worker_id(), s))
       open_session(self, frame.identity, rid, r.worker_id(), std::move(s), std::move(*admit));
   } else
     open_session(self, frame.identity, rid, r.worker_id(), std::move(s));
@@ -219,7 +228,7 @@ void sweep(self_ptr self) {
                  s.job,
                  std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_seen).count());
     st.metrics->workers_dead().Increment();
-    engine_gone(self, worker, s, "its session went silent");
+    peer_gone(self, worker, s, "its session went silent");
     if (runs_job(s.role))
       self->request(st.scheduler, caf::infinite, fail_atom::value, s.job,
                     fmt::format("worker {} stopped sending heartbeats", worker))
@@ -283,6 +292,13 @@ gateway_actor::behavior_type gateway(gateway_actor::stateful_pointer<gateway_sta
       command_engine(self, deployment, c);
     },
     [self](step_done_atom, const step_outcome& o) { step_finished(self, o); },
+    // The OCS agents' drivers (ocs_link_actor).
+    [self](ocs_atom, const std::string& device, agent_driver_actor driver) {
+      self->state.agents[device] = std::move(driver);
+    },
+    [self](ocs_atom, const std::string& identity, const ocs_request& r) {
+      request_agent(self, identity, r);
+    },
   };
 }
 

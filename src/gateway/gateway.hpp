@@ -46,6 +46,7 @@ struct gateway_state {
   cluster_scheduler_actor scheduler;  // from connect_atom
   fabric_controller_actor fabric;     // null: the service runs no fabric
   std::map<std::string, gen_controller_actor> deployments; // generation, by name
+  std::map<std::string, agent_driver_actor> agents;        // OCS devices agents drive, by id
   session_table sessions;
   grant_matcher grants;
   std::map<std::string, job_link> jobs;

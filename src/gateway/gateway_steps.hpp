@@ -81,6 +81,26 @@ void step_finished(self_ptr self, const step_outcome& o);
 /// `loom generation`: every deployment's status.
 void list_generation(self_ptr self, const std::string& identity, uint64_t rid);
 
+// -- OCS agents (gateway_ocs.cpp) ------------------------------------------------------------
+
+/// An ocs-agent registers for a device the service drives through agents: nothing (after
+/// answering why) if it cannot, else the admission (the device's driver takes the session).
+std::optional<admission> agent_admission(self_ptr self, const std::string& identity,
+                                         uint64_t rid, const std::string& worker_id,
+                                         const session& s);
+
+/// An agent's OcsResult; false if the envelope is not one.
+bool handle_ocs(self_ptr self, const std::string& identity, const session& s,
+                const v1::Envelope& env);
+
+/// A request of a device's driver for the agent session it names.
+void request_agent(self_ptr self, const std::string& identity, const ocs_request& r);
+
+/// A session ended (goodbye or silence): an engine's deployment loses it, an agent's device
+/// its agent.
+void peer_gone(self_ptr self, const std::string& worker_id, const session& s,
+               const std::string& why);
+
 // -- jobs (gateway_jobs.cpp) ------------------------------------------------------------------
 
 /// The executor the job joined, or null.

@@ -173,7 +173,7 @@ void goodbye(self_ptr self, const std::string& identity, const session& s,
                   fmt::format("worker {}: {}", worker ? *worker : "", g.reason()))
       .then([](ok_atom) {}, [](caf::error&) {});
   if (worker)
-    engine_gone(self, *worker, s, fmt::format("it said goodbye: {}", g.reason()));
+    peer_gone(self, *worker, s, fmt::format("it said goodbye: {}", g.reason()));
   st.sessions.close(identity);
   update_alive(self);
 }
@@ -243,7 +243,7 @@ void handle_worker(self_ptr self, const std::string& identity, session& s,
     case v1::Envelope::kTopoWrite:
     case v1::Envelope::kFabricIntent: fabric_traffic(self, identity, s, env); return;
     default:
-      if (handle_generation(self, identity, s, env))
+      if (handle_generation(self, identity, s, env) || handle_ocs(self, identity, s, env))
         return;
       send_error(self, identity, rid, v1::ERROR_FORBIDDEN,
                  fmt::format("a {} session may not send {}", s.role, wire::body_name(env)));

@@ -51,6 +51,13 @@ const std::string* session_table::worker_of(const std::string& identity) const {
   return w == worker_of_.end() ? nullptr : &w->second;
 }
 
+const std::string* session_table::agent_of(const std::string& device) const {
+  for (auto& [worker, s] : sessions_)
+    if (s.role == worker_role::ocs_agent && s.device == device)
+      return &worker;
+  return nullptr;
+}
+
 void session_table::close(const std::string& identity) {
   auto w = worker_of_.find(identity);
   if (w == worker_of_.end())

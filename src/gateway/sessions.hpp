@@ -53,6 +53,7 @@ struct session {
   std::string key;         // the CURVE public key it authenticated with (empty: insecure)
   std::string incarnation; // the client process's random token
   std::string deployment{}; // gen-instance, gen-router: the generation deployment it serves
+  std::string device{};     // ocs-agent: the OCS device it drives
 };
 
 enum class open_outcome : uint8_t {
@@ -88,6 +89,8 @@ public:
   std::vector<std::string> identities_of(const std::string& job) const;
   /// The connections of a deployment's sessions of one role.
   std::vector<std::string> identities_of(const std::string& deployment, worker_role role) const;
+  /// The worker id of the ocs-agent session driving `device`, or nullptr.
+  const std::string* agent_of(const std::string& device) const;
   /// Every live session's connection.
   std::vector<std::string> identities() const;
   /// A job's sessions as "worker-id (role)".

@@ -15,8 +15,14 @@ std::string_view subject_key(event_kind k) {
     case event_kind::fabric_plan_deferred:
     case event_kind::fabric_plan_kept:
     case event_kind::fabric_commit_failed: return "owner";
-    case event_kind::ocs_port_masked: return "device";
-    case event_kind::gen_reconfigured: return "deployment";
+    case event_kind::ocs_port_masked:
+    case event_kind::ocs_device_down:
+    case event_kind::ocs_device_resumed: return "device";
+    case event_kind::gen_reconfigured:
+    case event_kind::gen_step_started:
+    case event_kind::gen_step_done:
+    case event_kind::gen_engine_lost:
+    case event_kind::gen_command_abandoned: return "deployment";
     default: return "job";
   }
 }
@@ -25,6 +31,7 @@ spdlog::level::level_enum level_of(event_kind k) {
   switch (k) {
     case event_kind::fabric_commit_failed:
     case event_kind::ocs_port_masked:
+    case event_kind::ocs_device_down:
     case event_kind::opus_fallback: return spdlog::level::warn;
     default: return spdlog::level::info;
   }

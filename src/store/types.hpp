@@ -65,11 +65,13 @@ enum class event_kind : uint8_t {
   gen_step_done,
   gen_engine_lost,
   gen_command_abandoned,
+  ocs_device_down,    // a switch stopped answering (or its agent went away)
+  ocs_device_resumed, // ... and is back, read back and repaired
 };
 
 template <>
 struct enum_names<event_kind> {
-  static constexpr std::array<std::pair<event_kind, std::string_view>, 19> table{{
+  static constexpr std::array<std::pair<event_kind, std::string_view>, 21> table{{
     {event_kind::job_placed, "job_placed"},
     {event_kind::job_rejected, "job_rejected"},
     {event_kind::job_finished, "job_finished"},
@@ -89,6 +91,8 @@ struct enum_names<event_kind> {
     {event_kind::gen_step_done, "gen_step_done"},
     {event_kind::gen_engine_lost, "gen_engine_lost"},
     {event_kind::gen_command_abandoned, "gen_command_abandoned"},
+    {event_kind::ocs_device_down, "ocs_device_down"},
+    {event_kind::ocs_device_resumed, "ocs_device_resumed"},
   }};
 };
 

@@ -1,0 +1,206 @@
+// The fabric controller's view of its devices (RFabric App. H; Opus §4.3): periodic health
+// polls find switches that stop answering (or whose agent went away) and ports that raise an
+// alarm. A down device keeps plans touching it back; once it answers again it is read back and
+// repaired to what the committed plans say before plans use it. A failed port is masked and
+// the owners of circuits on it re-plan around it at their next window.
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "core/inspect.hpp"
+#include "drivers/xc_table.hpp"
+#include "fabric/controller_steps.hpp"
+#include "store/persist.hpp"
+
+namespace loom::controller_steps {
+
+namespace {
+
+void record(self_ptr self, loom_event event) {
+  write_batch batch;
+  batch.sync = self->state.config.sync_writes;
+  persist(self, self->state.store, std::move(batch), std::move(event), [] {},
+          [](caf::error) {});
+}
+
+const std::string& device_id(self_ptr self, uint32_t dev) {
+  return self->state.model->devices[dev].id;
+}
+
+void mark_down(self_ptr self, uint32_t dev, const std::string& why) {
+  auto& ds = self->state.devices[dev];
+  ds.resync = true;
+  if (ds.down)
+    return;
+  ds.down = true;
+  ds.reason = why;
+  record(self, {event_kind::ocs_device_down, device_id(self, dev),
+                fmt::format("reason=\"{}\"", why)});
+}
+
+/// The cross-connects the committed plans put on the device, without those on masked ports
+/// (their owners re-plan around them).
+std::vector<cross_connect> expected_on(self_ptr self, uint32_t dev) {
+  auto& st = self->state;
+  std::vector<physical_circuit> on;
+  for (auto& [owner, o] : st.owners)
+    if (o.committed)
+      for (auto& c : o.committed->circuits)
+        if (c.device == dev && !st.model->masked({dev, c.a}) && !st.model->masked({dev, c.b}))
+          on.push_back(c);
+  return device_cross_connects(*st.model, on, dev);
+}
+
+void resumed(self_ptr self, uint32_t dev, const xc_diff& repair) {
+  auto& ds = self->state.devices[dev];
+  ds.polling = false;
+  ds.resync = false;
+  const bool was_down = std::exchange(ds.down, false);
+  ds.reason.clear();
+  if (was_down || !repair.removes.empty() || !repair.adds.empty())
+    record(self, {event_kind::ocs_device_resumed, device_id(self, dev),
+                  fmt::format("removed={} added={}", repair.removes.size(), repair.adds.size())});
+}
+
+void resync_failed(self_ptr self, uint32_t dev, const caf::error& err) {
+  self->state.devices[dev].polling = false;
+  mark_down(self, dev, fmt::format("read-back failed: {}", render(err)));
+}
+
+/// Reads the device back and applies only what differs from the committed plans.
+void resync(self_ptr self, uint32_t dev) {
+  auto& st = self->state;
+  auto driver = st.drivers.at(dev);
+  self->request(driver, st.config.apply_timeout, get_atom::value)
+    .then(
+      [self, dev, driver](const std::vector<cross_connect>& actual) {
+        const auto ports = self->state.model->devices[dev].ports;
+        xc_table table{{ports, ports}};
+        table.assign(actual);
+        auto repair = table.diff_to(expected_on(self, dev));
+        if (repair.removes.empty() && repair.adds.empty()) {
+          resumed(self, dev, repair);
+          return;
+        }
+        self->request(driver, self->state.config.apply_timeout, apply_atom::value, repair)
+          .then([self, dev, repair](const apply_report&) { resumed(self, dev, repair); },
+                [self, dev](caf::error& err) { resync_failed(self, dev, err); });
+      },
+      [self, dev](caf::error& err) { resync_failed(self, dev, err); });
+}
+
+/// Alarmed ports not masked yet: masked now (a switch port q is duplex port q or q - P).
+void mask_alarms(self_ptr self, uint32_t dev, const std::vector<uint32_t>& failed_ports) {
+  const auto ports = self->state.model->devices[dev].ports;
+  for (auto q : failed_ports) {
+    auto p = q > ports ? q - ports : q;
+    if (p < 1 || p > ports || self->state.model->masked({dev, p}))
+      continue;
+    mask(self, dev, p, [](std::vector<std::string>) {}, [](caf::error) {});
+  }
+}
+
+void on_health(self_ptr self, uint32_t dev, const driver_health& h) {
+  auto& ds = self->state.devices[dev];
+  if (!h.connected) {
+    ds.polling = false;
+    mark_down(self, dev, h.last_error.empty() ? "the device does not answer" : h.last_error);
+    return;
+  }
+  mask_alarms(self, dev, h.failed_ports);
+  if (ds.resync || ds.down) {
+    resync(self, dev);
+    return;
+  }
+  ds.polling = false;
+}
+
+void poll_one(self_ptr self, uint32_t dev) {
+  auto& st = self->state;
+  auto& ds = st.devices[dev];
+  if (ds.polling)
+    return;
+  ds.polling = true;
+  self->request(st.drivers.at(dev), st.config.apply_timeout, health_atom::value)
+    .then([self, dev](const driver_health& h) { on_health(self, dev, h); },
+          [self, dev](caf::error& err) {
+            self->state.devices[dev].polling = false;
+            mark_down(self, dev, render(err));
+          });
+}
+
+} // namespace
+
+std::string unavailable(self_ptr self, const std::map<uint32_t, xc_diff>& diffs) {
+  std::string out;
+  for (auto& [dev, diff] : diffs) {
+    auto it = self->state.devices.find(dev);
+    if (it != self->state.devices.end() && it->second.down)
+      out += fmt::format("{}device {} unavailable: {}", out.empty() ? "" : "; ",
+                         device_id(self, dev), it->second.reason);
+  }
+  return out;
+}
+
+void apply_failed(self_ptr self, uint32_t device, const caf::error& err) {
+  if (self->state.config.health_poll.count() == 0)
+    return; // nothing would bring the device back: every window tries it again
+  auto code = code_of(err);
+  const bool no_answer = err.category() == caf::atom("system")
+                         && err.code() == uint8_t(caf::sec::request_timeout);
+  if (code == errc::driver_unreachable || code == errc::driver_timeout || no_answer)
+    mark_down(self, device, render(err));
+  else
+    poll_one(self, device); // a denied change: the switch may be raising an alarm
+}
+
+void poll_devices(self_ptr self) {
+  for (auto& [dev, driver] : self->state.drivers)
+    poll_one(self, dev);
+}
+
+void mask(self_ptr self, uint32_t device, uint32_t port,
+          std::function<void(std::vector<std::string>)> done,
+          std::function<void(caf::error)> failed) {
+  auto& st = self->state;
+  ocs_port p{device, port};
+  st.model->mask(p);
+  std::vector<std::string> affected;
+  for (auto& [owner, o] : st.owners) {
+    if (!o.committed)
+      continue;
+    auto ports = plan_ports(*o.committed);
+    if (std::find(ports.begin(), ports.end(), p) == ports.end())
+      continue;
+    if (!o.intent && o.serving)
+      o.intent = o.serving;
+    affected.push_back(owner);
+  }
+  write_batch batch;
+  batch.sync = st.config.sync_writes;
+  persist(self, st.store, std::move(batch),
+          {event_kind::ocs_port_masked, device_id(self, device),
+           fmt::format("port={} owners_replanning={}", port, affected.size())},
+          [done, affected] { done(affected); }, std::move(failed));
+}
+
+void answer_when_up(self_ptr self, caf::typed_response_promise<fabric_decision> promise,
+                    const fabric_decision& d, double delay_s) {
+  if (delay_s <= 0) {
+    promise.deliver(d);
+    return;
+  }
+  auto& st = self->state;
+  const auto token = st.next_link_wait++;
+  st.link_waits[token] = {std::move(promise), d};
+  self->delayed_send(self,
+                     std::chrono::duration_cast<caf::timespan>(
+                       std::chrono::duration<double>{delay_s}),
+                     deliver_atom::value, token);
+}
+
+} // namespace loom::controller_steps

@@ -1,0 +1,267 @@
+#define BOOST_TEST_MODULE ocs_agent
+#include <boost/test/unit_test.hpp>
+
+#include <caf/all.hpp>
+#include <csignal>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "core/error.hpp"
+#include "drivers/tl1_client.hpp"
+#include "loom/client.hpp"
+#include "tests/support/live_service.hpp"
+
+using namespace loom;
+using namespace std::chrono_literals;
+namespace lt = loom::test;
+
+namespace {
+
+const tl1_endpoint login{"127.0.0.1", 0, "loom", "emu-secret"};
+
+/// A `loom ocs-emu` 32x32 child on a free port with the example login, and more arguments.
+struct switch_emulator {
+  std::unique_ptr<lt::child_process> proc;
+  uint16_t port = 0;
+
+  explicit switch_emulator(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv{lt::loom_binary(), "ocs-emu", "--port", "0", "--size", "32x32",
+                                  "--user", login.user, "--password", login.password};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    proc = std::make_unique<lt::child_process>(argv);
+    auto line = proc->read_until(
+      true, [](const std::string& l) { return l.find("event=ocs_emu_listening") != l.npos; },
+      lt::live_limit);
+    BOOST_REQUIRE_MESSAGE(line, "emulator did not start: " << proc->stderr_text());
+    port = static_cast<uint16_t>(std::stoi(line->substr(line->find("port=") + 5)));
+  }
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+
+  /// What the switch carries, read over TL1 by a client of the test's own.
+  std::vector<cross_connect> read_back() const {
+    auto at = login;
+    at.port = port;
+    tl1_client c{at, {}};
+    auto xcs = c.list();
+    if (!xcs)
+      BOOST_FAIL(render(xcs.error()));
+    return *xcs;
+  }
+
+  void remove(const cross_connect& x) const {
+    auto at = login;
+    at.port = port;
+    BOOST_REQUIRE(tl1_client(at, {}).apply({{x}, {}}));
+  }
+};
+
+/// The two PoDs of conf/rfabric-tl1.toml, each OCS-Agg driven by an agent (driver = "zmq"),
+/// with fast health polls.
+std::string agent_fabric() {
+  auto text = lt::read_file(lt::source_path("conf/rfabric-tl1.toml"));
+  auto fabric = text.substr(text.find("[fabric]"));
+  for (const char* tl1 : {"driver = \"tl1\"", "driver = \"tl1\""}) {
+    auto at = fabric.find(tl1);
+    fabric.replace(at, std::string{tl1}.size(), "driver = \"zmq\"");
+  }
+  // The TL1 settings belong to the agents now.
+  std::string out;
+  std::istringstream in{fabric};
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("address", 0) != 0 && line.rfind("credentials", 0) != 0)
+      out += line + "\n";
+  return out + "[policy.fabric]\nhealth_poll_ms = 200\n";
+}
+
+/// `loom ocs-agent` for `device`, driving the emulator over TL1 with the agent key.
+std::unique_ptr<lt::child_process> agent(const lt::live_service& s, const std::string& device,
+                                         const switch_emulator& sw) {
+  lt::write_file(s.dir / "ocs.login", login.user + ":" + login.password + "\n");
+  auto p = std::make_unique<lt::child_process>(std::vector<std::string>{
+    lt::loom_binary(), "ocs-agent", "--endpoint", s.endpoint(), "--server-key",
+    s.dir / "db/keys/server.pub", "--key", s.dir / "keys/agent", "--device", device, "--tl1",
+    sw.address(), "--credentials", s.dir / "ocs.login", "--timeout-ms", "500"});
+  auto up = p->read_until(
+    true, [](const std::string& l) { return l.find("event=ocs_agent_registered") != l.npos; },
+    lt::live_limit);
+  BOOST_REQUIRE_MESSAGE(up, "agent did not register: " << p->stderr_text());
+  return p;
+}
+
+/// The `nth` serve log line with all of `parts` (in whatever order lines come), waited for.
+std::string await_log(lt::child_process& serve, std::vector<std::string> parts, size_t nth = 1) {
+  auto matches = [&](const std::string& l) {
+    return std::all_of(parts.begin(), parts.end(),
+                       [&](auto& p) { return l.find(p) != std::string::npos; });
+  };
+  for (auto deadline = std::chrono::steady_clock::now() + lt::live_limit;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(50ms)) {
+    size_t seen = 0;
+    for (auto& l : serve.stderr_lines())
+      if (matches(l) && ++seen == nth)
+        return l;
+  }
+  BOOST_FAIL("no log line with " << parts.front() << " " << parts.back() << ":\n"
+                                 << serve.stderr_text());
+  return {};
+}
+
+/// An all-reduce over rail 0 and rail 1 of one PoD: servers a and b.
+v1::Envelope all_reduce(const std::string& owner, uint32_t a, uint32_t b) {
+  v1::Envelope e;
+  auto* i = e.mutable_fabric_intent();
+  i->set_owner(owner);
+  i->set_stage("train");
+  i->set_primitive("all-reduce");
+  for (auto [server, gpu] : {std::pair{a, 0u}, std::pair{b, 4u}}) {
+    auto* r = i->add_members();
+    r->set_server(server);
+    r->set_gpu(gpu);
+  }
+  i->set_bytes(1e9);
+  i->set_window("stage-boundary");
+  i->set_window_s(1.0);
+  return e;
+}
+
+v1::FabricDecision decide(client& shim, const v1::Envelope& intent) {
+  auto d = shim.call(intent);
+  BOOST_REQUIRE_MESSAGE(d && d->has_fabric_decision(),
+                        (d && d->has_error() ? d->error().message() : "no answer"));
+  return d->fabric_decision();
+}
+
+bool touches(const std::vector<cross_connect>& xcs, uint32_t duplex_port, uint32_t ports) {
+  return std::any_of(xcs.begin(), xcs.end(), [&](auto& x) {
+    return x.in == duplex_port || x.out == ports + duplex_port;
+  });
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(serve_drives_two_switches_through_agents_that_come_and_go) {
+  switch_emulator pod0{{"--fail-port", "1", "--fail-after-ms", "600000"}};
+  switch_emulator pod1;
+  lt::live_options o;
+  o.fabric = false;
+  o.extra = agent_fabric();
+  lt::live_service s{o};
+  auto serve = s.serve();
+  // Without agents both devices are down; each agent's attach brings its device back.
+  auto agent0 = agent(s, "agg-pod0", pod0);
+  auto agent1 = agent(s, "agg-pod1", pod1);
+  await_log(*serve, {"event=ocs_device_resumed", "device=agg-pod0"});
+  await_log(*serve, {"event=ocs_device_resumed", "device=agg-pod1"});
+  BOOST_CHECK(serve->stderr_text().find("event=ocs_device_down device=agg-pod0 reason=\"no OCS "
+                                        "agent of device 'agg-pod0' is connected\"")
+              != std::string::npos);
+
+  client shim{s.keys("shim")};
+  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "")->has_registered());
+  // A plan committed through pod0's agent is on its switch (read over TL1).
+  auto a = decide(shim, all_reduce("job-a", 0, 1));
+  BOOST_CHECK_EQUAL(a.outcome(), "committed");
+  BOOST_REQUIRE_GT(a.circuits(), 0u);
+  BOOST_CHECK_EQUAL(pod0.read_back().size(), 2 * a.circuits()); // a circuit is two patches
+  BOOST_CHECK(touches(pod0.read_back(), 1, 32)); // it uses port 1, which fails below
+
+  // pod1's agent dies: its device goes down, and a plan touching it is kept back with why.
+  auto restart_agent1 = [&] {
+    agent1->send_signal(SIGKILL);
+    BOOST_CHECK(agent1->wait(lt::live_limit));
+    agent1.reset();
+  };
+  restart_agent1();
+  await_log(*serve, {"event=ocs_device_down", "device=agg-pod1", "went away"});
+  auto kept = decide(shim, all_reduce("job-b", 2, 3));
+  BOOST_CHECK_EQUAL(kept.outcome(), "kept");
+  BOOST_CHECK_MESSAGE(kept.reason().find("device agg-pod1 unavailable") != std::string::npos,
+                      kept.reason());
+  // Its agent back, the device is read back and used again: the intent commits at the owner's
+  // next window.
+  agent1 = agent(s, "agg-pod1", pod1);
+  await_log(*serve, {"event=ocs_device_resumed", "device=agg-pod1"}, 2);
+  auto b = decide(shim, all_reduce("job-b", 2, 3));
+  BOOST_CHECK_EQUAL(b.outcome(), "committed");
+  auto on_pod1 = pod1.read_back();
+  BOOST_CHECK_EQUAL(on_pod1.size(), 2 * b.circuits());
+
+  // Down again, and someone removes one patch by hand meanwhile: when the agent is back only
+  // that patch is made again.
+  restart_agent1();
+  await_log(*serve, {"event=ocs_device_down", "device=agg-pod1", "went away"}, 2);
+  pod1.remove(on_pod1.front());
+  agent1 = agent(s, "agg-pod1", pod1);
+  auto resumed = await_log(*serve, {"event=ocs_device_resumed", "device=agg-pod1"}, 3);
+  BOOST_CHECK_MESSAGE(resumed.find("removed=0 added=1") != std::string::npos, resumed);
+  BOOST_CHECK(pod1.read_back() == on_pod1);
+
+  // Port 1 of pod0 fails mid-run: its alarm masks it, job-a re-plans around it at its next
+  // window, and no circuit uses it any more.
+  pod0.proc->send_signal(SIGUSR1);
+  await_log(*serve, {"event=ocs_port_masked", "device=agg-pod0", "port=1", "owners_replanning=1"});
+  auto moved = decide(shim, all_reduce("job-a", 0, 1));
+  BOOST_CHECK_EQUAL(moved.outcome(), "committed");
+  BOOST_CHECK_GT(moved.version(), a.version());
+  auto now = pod0.read_back();
+  BOOST_CHECK(!now.empty());
+  BOOST_CHECK(!touches(now, 1, 32));
+
+  for (auto* p : {agent0.get(), agent1.get(), serve.get()}) {
+    p->send_signal(SIGTERM);
+    auto status = p->wait(lt::live_limit);
+    BOOST_CHECK(status && *status == 0);
+  }
+}
+
+namespace {
+
+v1::Register agent_registration(const std::string& id, const std::string& device) {
+  v1::Register r;
+  r.set_role(v1::ROLE_OCS_AGENT);
+  r.set_worker_id(id);
+  r.set_device(device);
+  return r;
+}
+
+int error_code(const std::optional<v1::Envelope>& e) {
+  return e && e->has_error() ? e->error().code() : 0;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(an_agent_speaks_only_for_its_own_device) {
+  lt::live_options o;
+  o.fabric = false;
+  o.extra = agent_fabric();
+  lt::live_service s{o};
+  auto serve = s.serve();
+  client first{s.keys("agent")};
+  BOOST_CHECK_EQUAL(error_code(first.register_as(agent_registration("a-1", ""))),
+                    v1::ERROR_INVALID);
+  BOOST_CHECK_EQUAL(error_code(first.register_as(agent_registration("a-1", "agg-pod9"))),
+                    v1::ERROR_NOT_FOUND);
+  auto reg = first.register_as(agent_registration("a-1", "agg-pod0"));
+  BOOST_REQUIRE(reg && reg->has_registered());
+  // One agent per device while it lives.
+  client second{s.keys("agent")};
+  BOOST_CHECK_EQUAL(error_code(second.register_as(agent_registration("a-2", "agg-pod0"))),
+                    v1::ERROR_CONFLICT);
+  // It runs no job's phases, and answers for its own device only.
+  v1::Envelope release;
+  release.mutable_phase_release()->set_job("job-a");
+  release.mutable_phase_release()->set_phase(v1::PHASE_ROLLOUT);
+  BOOST_CHECK_EQUAL(error_code(first.call(release)), v1::ERROR_FORBIDDEN);
+  v1::Envelope result;
+  result.mutable_ocs_result()->set_device("agg-pod1");
+  BOOST_CHECK_EQUAL(error_code(first.call(result)), v1::ERROR_FORBIDDEN);
+  // Nobody else answers for a switch.
+  client shim{s.keys("shim")};
+  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "")->has_registered());
+  result.mutable_ocs_result()->set_device("agg-pod0");
+  BOOST_CHECK_EQUAL(error_code(shim.call(result)), v1::ERROR_FORBIDDEN);
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+}
