@@ -24,6 +24,7 @@
 
 #include "generation/engine_sim.hpp"
 #include "generation/gen_proto.hpp"
+#include "examples/example_support.hpp"
 #include "loom/client.hpp"
 #include "replay/gen_scenario.hpp"
 
@@ -39,13 +40,7 @@ struct settings {
   double time_scale = 1;
 };
 
-void say(const char* format, auto... xs) {
-  static std::mutex out;
-  std::lock_guard<std::mutex> lock{out};
-  std::printf(format, xs...);
-  std::printf("\n");
-  std::fflush(stdout);
-}
+using loom::example::say;
 
 using steady = std::chrono::steady_clock;
 
@@ -211,9 +206,7 @@ int main(int argc, char** argv) {
   CLI::App app{"A simulated inference engine (loom.v1 gen-instance) for a Loom generation "
                "deployment:\nengine_sim at wall-clock speed x --time-scale, obeying Loom's "
                "commands."};
-  app.add_option("--endpoint", s.client.endpoint, "The service's gateway")->capture_default_str();
-  app.add_option("--server-key", s.server_key, "The service's public key file (omit if insecure)");
-  app.add_option("--key", s.key, "This engine's key pair prefix (KEY.pub, KEY.secret)");
+  loom::example::add_connection_options(app, s.client, s.server_key, s.key, "This engine's");
   app.add_option("--deployment", s.deployment, "The deployment it serves")->capture_default_str();
   app.add_option("--engine-id", s.id, "Its id (the session's worker id)")->capture_default_str();
   app.add_option("--node", s.node, "The node it runs on");
@@ -238,11 +231,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", e.to_string().c_str());
     return 2;
   }
-  if (!s.server_key.empty()) {
-    s.client.server_public_key = loom::read_key(s.server_key);
-    s.client.public_key = loom::read_key(s.key + ".pub");
-    s.client.secret_key = loom::read_key(s.key + ".secret");
-  }
+  loom::example::load_keys(s.client, s.server_key, s.key);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   engine_process engine{s, *sc.value, *loaded};

@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "examples/example_support.hpp"
 #include "loom/client.hpp"
 
 namespace {
@@ -33,14 +34,7 @@ std::vector<std::string> phases_of(const std::string& role) {
   return {"rollout", "training", "sync"};
 }
 
-/// One whole line at a time: command callbacks print from the client's I/O thread.
-void say(const char* format, auto... xs) {
-  static std::mutex out;
-  std::lock_guard<std::mutex> lock{out};
-  std::printf(format, xs...);
-  std::printf("\n");
-  std::fflush(stdout);
-}
+using loom::example::say;
 
 enum class step { done, again, ended, stop };
 
@@ -97,10 +91,7 @@ int main(int argc, char** argv) {
   settings s;
   CLI::App app{"A worker of an RL job on Loom: runs its role's phases of each iteration when "
                "the service grants them (the work itself is a sleep)."};
-  app.add_option("--endpoint", s.client.endpoint, "the service's gateway")
-    ->capture_default_str();
-  app.add_option("--server-key", s.server_key, "the service's public key file (omit if insecure)");
-  app.add_option("--key", s.key, "this worker's key pair prefix (KEY.pub, KEY.secret)");
+  loom::example::add_connection_options(app, s.client, s.server_key, s.key, "This worker's");
   app.add_option("--job", s.job, "the job it runs (submitted before)")->required();
   app.add_option("--role", s.role, "driver (every phase), rollout, or train")
     ->check(CLI::IsMember({"driver", "rollout", "train"}))
@@ -112,11 +103,7 @@ int main(int argc, char** argv) {
                  "give up waiting for a phase after this long (0: wait as long as it takes)")
     ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (!s.server_key.empty()) {
-    s.client.server_public_key = loom::read_key(s.server_key);
-    s.client.public_key = loom::read_key(s.key + ".pub");
-    s.client.secret_key = loom::read_key(s.key + ".secret");
-  }
+  loom::example::load_keys(s.client, s.server_key, s.key);
   if (s.id.empty())
     s.id = s.job + "-" + s.role;
 

@@ -105,6 +105,9 @@ std::optional<std::string> invalid_job(self_ptr self, const opus_job& job) {
       || job.initial.find_first_not_of("0123456789") != std::string::npos)
     return fmt::format("job '{}': initial topo_id '{}' needs {} digits", job.job, job.initial,
                        job.pp);
+  for (int degree : job.symmetrical)
+    if (degree < 1)
+      return fmt::format("job '{}': a symmetrical degree must be at least 1", job.job);
   const int ranks = opus_layout{job.pp, job.symmetrical}.ranks();
   for (auto& r : job.rails) {
     auto dev = model.device_index(r);
@@ -123,6 +126,14 @@ caf::result<ok_atom> register_opus(self_ptr self, const opus_job& job) {
   auto& st = self->state;
   if (auto why = invalid_job(self, job))
     return make_error(errc::invalid_argument, *why);
+  if (auto it = st.opus.find(job.job); it != st.opus.end()) {
+    // A shim that registers again (e.g. after a restart of its own) keeps what runs.
+    const auto& layout = it->second.orchestrator->layout();
+    if (layout.pp == job.pp && layout.symmetrical == job.symmetrical)
+      return ok_atom::value;
+    return make_error(errc::conflict,
+                      fmt::format("Opus job '{}' runs with another layout", job.job));
+  }
   opus_state op;
   for (auto& r : job.rails)
     op.rails.push_back(*st.model->device_index(r));

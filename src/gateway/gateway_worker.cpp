@@ -209,6 +209,19 @@ void fabric_intent_of(self_ptr self, const std::string& identity, uint64_t rid,
       [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
 }
 
+/// Opus §4.1: a job on photonic rails, answered once the rails carry its first topology.
+void opus_job_of(self_ptr self, const std::string& identity, uint64_t rid, const v1::OpusJob& w) {
+  if (w.job().empty() || w.pp() < 1 || w.rails().empty()) {
+    send_error(self, identity, rid, v1::ERROR_INVALID, "OpusJob needs a job, pp >= 1 and rails");
+    return;
+  }
+  opus_job job{w.job(), int(w.pp()), {w.symmetrical().begin(), w.symmetrical().end()},
+               {w.rails().begin(), w.rails().end()}, w.initial()};
+  self->request(self->state.fabric, caf::infinite, opus_atom::value, std::move(job))
+    .then([self, identity, rid](ok_atom) { reply(self, identity, rid, [](v1::Envelope& e) { e.mutable_ok(); }); },
+          [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+}
+
 /// Fabric traffic: the collective shims'; without a fabric it is unavailable.
 void fabric_traffic(self_ptr self, const std::string& identity, const session& s,
                     const v1::Envelope& env) {
@@ -224,6 +237,8 @@ void fabric_traffic(self_ptr self, const std::string& identity, const session& s
   }
   if (env.body_case() == v1::Envelope::kTopoWrite)
     topo_write_of(self, identity, rid, env.topo_write());
+  else if (env.body_case() == v1::Envelope::kOpusJob)
+    opus_job_of(self, identity, rid, env.opus_job());
   else
     fabric_intent_of(self, identity, rid, env.fabric_intent());
 }
@@ -241,6 +256,7 @@ void handle_worker(self_ptr self, const std::string& identity, session& s,
     case v1::Envelope::kProgress: progress(self, s, env.progress()); return;
     case v1::Envelope::kGoodbye: goodbye(self, identity, s, env.goodbye()); return;
     case v1::Envelope::kTopoWrite:
+    case v1::Envelope::kOpusJob:
     case v1::Envelope::kFabricIntent: fabric_traffic(self, identity, s, env); return;
     default:
       if (handle_generation(self, identity, s, env) || handle_ocs(self, identity, s, env))

@@ -1,4 +1,4 @@
-#define BOOST_TEST_MODULE ocs_agent
+#define BOOST_TEST_MODULE fabric_live
 #include <boost/test/unit_test.hpp>
 
 #include <caf/all.hpp>
@@ -19,6 +19,10 @@ namespace lt = loom::test;
 namespace {
 
 const tl1_endpoint login{"127.0.0.1", 0, "loom", "emu-secret"};
+
+int error_code(const std::optional<v1::Envelope>& e) {
+  return e && e->has_error() ? e->error().code() : 0;
+}
 
 /// A `loom ocs-emu` 32x32 child on a free port with the example login, and more arguments.
 struct switch_emulator {
@@ -226,10 +230,6 @@ v1::Register agent_registration(const std::string& id, const std::string& device
   return r;
 }
 
-int error_code(const std::optional<v1::Envelope>& e) {
-  return e && e->has_error() ? e->error().code() : 0;
-}
-
 } // namespace
 
 BOOST_AUTO_TEST_CASE(an_agent_speaks_only_for_its_own_device) {
@@ -264,4 +264,81 @@ BOOST_AUTO_TEST_CASE(an_agent_speaks_only_for_its_own_device) {
   BOOST_CHECK_EQUAL(error_code(shim.call(result)), v1::ERROR_FORBIDDEN);
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
+namespace {
+
+std::string env_path(const char* name) {
+  auto* v = std::getenv(name);
+  BOOST_REQUIRE_MESSAGE(v, name << " is not set (run the tests via meson test)");
+  return v;
+}
+
+/// conf/opus-rails.toml's four rails over the service's four training servers.
+std::string opus_fabric() {
+  auto text = lt::read_file(lt::source_path("conf/opus-rails.toml"));
+  auto fabric = text.substr(text.find("[fabric]"));
+  auto at = fabric.find("nid-{0..3}");
+  fabric.replace(at, 10, "h800-{0..3}");
+  return fabric;
+}
+
+/// A service running Opus rails, and a collective shim `argv` against it, run to its end.
+void run_opus_step(const std::vector<std::string>& shim_argv, const std::string& job) {
+  lt::live_options o;
+  o.fabric = false;
+  o.training_nodes = 4;
+  o.extra = opus_fabric();
+  lt::live_service s{o};
+  auto serve = s.serve();
+  std::vector<std::string> argv = shim_argv;
+  for (auto& a : std::vector<std::string>{
+         "--endpoint", s.endpoint(), "--server-key", s.dir / "db/keys/server.pub", "--key",
+         s.dir / "keys/shim", "--job", job, "--pp", "2", "--dp", "2", "--steps", "2", "--rails",
+         "rail0", "rail1", "rail2", "rail3"})
+    argv.push_back(a);
+  lt::child_process shim{argv};
+  auto status = shim.wait(lt::live_limit);
+  shim.drain(5s);
+  BOOST_CHECK_MESSAGE(status && *status == 0, shim.stderr_text());
+  auto lines = shim.stdout_lines();
+  // Per step and stage pair: 2 + 2 PP writes, 3 FSDP writes per stage: 10 writes a step.
+  BOOST_CHECK(std::find(lines.begin(), lines.end(), "step 1 done: 20 topo_writes so far")
+              != lines.end());
+  // The rails moved between the PP and the FSDP topologies, through the controller.
+  await_log(*serve, {"event=opus_registered", "job=" + job, "rails=4"});
+  // PP needs digit 0 on both stages, FSDP digit 1 on its own: at least there and back.
+  await_log(*serve, {"event=opus_reconfigured", "job=" + job, "to=00"});
+  await_log(*serve, {"event=opus_reconfigured", "job=" + job}, 2);
+  // The job registered again: the same layout keeps what runs, another one is refused.
+  client shim_again{s.keys("shim")};
+  BOOST_REQUIRE(shim_again.register_worker("collective-shim", "shim-again", "")->has_registered());
+  v1::Envelope again;
+  auto* j = again.mutable_opus_job();
+  j->set_job(job);
+  j->set_pp(2);
+  j->add_symmetrical(2);
+  for (auto* r : {"rail0", "rail1", "rail2", "rail3"})
+    j->add_rails(r);
+  j->set_initial("11");
+  auto same = shim_again.call(again);
+  BOOST_CHECK(same && same->has_ok());
+  j->set_pp(4);
+  j->set_symmetrical(0, 1);
+  j->set_initial("1111");
+  BOOST_CHECK_EQUAL(error_code(shim_again.call(again)), v1::ERROR_CONFLICT);
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(an_opus_jobs_step_of_topo_writes_runs_over_the_wire_cpp) {
+  run_opus_step({env_path("LOOM_EXAMPLE_SHIM")}, "llama-cpp");
+}
+
+BOOST_AUTO_TEST_CASE(an_opus_jobs_step_of_topo_writes_runs_over_the_wire_python) {
+  run_opus_step({"/usr/bin/env", "PYTHONPATH=" + env_path("LOOM_PYTHON_PATH"),
+                 "/usr/bin/python3", lt::source_path("python/examples/collective_shim.py")},
+                "llama-py");
 }

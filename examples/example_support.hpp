@@ -1,0 +1,42 @@
+#pragma once
+// What the example processes share: whole-line output from any thread, and how they find the
+// service and their keys.
+
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "loom/client.hpp"
+
+namespace loom::example {
+
+/// One whole line at a time: command callbacks print from the client's I/O thread.
+template <class... Ts>
+void say(const char* format, Ts... xs) {
+  static std::mutex out;
+  std::lock_guard<std::mutex> lock{out};
+  std::printf(format, xs...);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+/// --endpoint, --server-key and --key (`whose`: e.g. "This engine's").
+inline void add_connection_options(CLI::App& app, client_options& c, std::string& server_key,
+                                   std::string& key, const std::string& whose) {
+  app.add_option("--endpoint", c.endpoint, "The service's gateway")->capture_default_str();
+  app.add_option("--server-key", server_key, "The service's public key file (omit if insecure)");
+  app.add_option("--key", key, whose + " key pair prefix (KEY.pub, KEY.secret)");
+}
+
+/// The CURVE keys the options name, unless the service runs insecure (no --server-key).
+inline void load_keys(client_options& c, const std::string& server_key, const std::string& key) {
+  if (server_key.empty())
+    return;
+  c.server_public_key = read_key(server_key);
+  c.public_key = read_key(key + ".pub");
+  c.secret_key = read_key(key + ".secret");
+}
+
+} // namespace loom::example
