@@ -13,11 +13,10 @@ namespace loom::controller_steps {
 
 using self_ptr = fabric_controller_actor::stateful_pointer<fabric_controller_state>;
 
-/// What a finished fan-out of diffs reports: the first error, if any, the devices that failed,
-/// and the slowest apply and link-up.
+/// What a finished fan-out of diffs reports: the first error, if any, and the slowest apply
+/// and link-up.
 struct apply_outcome {
   std::optional<std::string> error;
-  std::map<uint32_t, caf::error> failed; // by device
   double latency_s = 0;
   double ready_s = 0; // until the new circuits carry traffic
 };
@@ -27,7 +26,8 @@ struct apply_outcome {
 void apply_all(self_ptr self, const std::map<uint32_t, xc_diff>& diffs,
                std::function<void(apply_outcome)> done);
 
-/// The down devices among these, as a reason to keep a plan back; empty if all are up.
+/// The down (or not yet read back) devices among these, as a reason to keep a plan back;
+/// empty if all are usable.
 std::string unavailable(self_ptr self, const std::map<uint32_t, xc_diff>& diffs);
 
 /// A device failed an apply: one unreachable or silent is down until a poll finds it back.

@@ -77,7 +77,6 @@ void apply_all(self_ptr self, const std::map<uint32_t, xc_diff>& diffs,
           if (!j->outcome.error)
             j->outcome.error = fmt::format("{}: {}", self->state.model->devices[dev].id,
                                            render(err));
-          j->outcome.failed[dev] = err;
           apply_failed(self, dev, err);
           finish();
         });

@@ -139,9 +139,12 @@ std::string unavailable(self_ptr self, const std::map<uint32_t, xc_diff>& diffs)
   std::string out;
   for (auto& [dev, diff] : diffs) {
     auto it = self->state.devices.find(dev);
-    if (it != self->state.devices.end() && it->second.down)
-      out += fmt::format("{}device {} unavailable: {}", out.empty() ? "" : "; ",
-                         device_id(self, dev), it->second.reason);
+    if (it == self->state.devices.end() || !(it->second.down || it->second.resync))
+      continue;
+    // A device being read back is not used either: the repair would undo a commit racing it.
+    out += fmt::format("{}device {} unavailable: {}", out.empty() ? "" : "; ",
+                       device_id(self, dev),
+                       it->second.down ? it->second.reason : "not read back yet");
   }
   return out;
 }
