@@ -112,22 +112,8 @@ std::string await_log(lt::child_process& serve, std::vector<std::string> parts, 
   return {};
 }
 
-/// An all-reduce over rail 0 and rail 1 of one PoD: servers a and b.
 v1::Envelope all_reduce(const std::string& owner, uint32_t a, uint32_t b) {
-  v1::Envelope e;
-  auto* i = e.mutable_fabric_intent();
-  i->set_owner(owner);
-  i->set_stage("train");
-  i->set_primitive("all-reduce");
-  for (auto [server, gpu] : {std::pair{a, 0u}, std::pair{b, 4u}}) {
-    auto* r = i->add_members();
-    r->set_server(server);
-    r->set_gpu(gpu);
-  }
-  i->set_bytes(1e9);
-  i->set_window("stage-boundary");
-  i->set_window_s(1.0);
-  return e;
+  return lt::cross_rail_all_reduce(owner, a, b);
 }
 
 v1::FabricDecision decide(client& shim, const v1::Envelope& intent) {

@@ -404,19 +404,8 @@ BOOST_AUTO_TEST_CASE(a_collective_shim_announces_an_intent_and_the_fabric_commit
   client shim{s.keys("shim")};
   auto reg = shim.register_worker("collective-shim", "shim-0", "");
   BOOST_REQUIRE(reg && reg->has_registered());
-  v1::Envelope e;
+  auto e = lt::cross_rail_all_reduce("job-x", 0, 1);
   auto* i = e.mutable_fabric_intent();
-  i->set_owner("job-x");
-  i->set_stage("train");
-  i->set_primitive("all-reduce");
-  for (auto [server, gpu] : {std::pair{0u, 0u}, std::pair{1u, 4u}}) { // rail 0 and rail 1
-    auto* r = i->add_members();
-    r->set_server(server);
-    r->set_gpu(gpu);
-  }
-  i->set_bytes(1e9);
-  i->set_window("stage-boundary");
-  i->set_window_s(1.0);
   auto d = shim.call(e);
   BOOST_REQUIRE(d && d->has_fabric_decision());
   BOOST_CHECK_EQUAL(d->fabric_decision().outcome(), "committed");

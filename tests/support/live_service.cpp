@@ -199,6 +199,23 @@ client_options live_service::keys(const std::string& who) const {
   return o;
 }
 
+v1::Envelope cross_rail_all_reduce(const std::string& owner, uint32_t a, uint32_t b) {
+  v1::Envelope e;
+  auto* i = e.mutable_fabric_intent();
+  i->set_owner(owner);
+  i->set_stage("train");
+  i->set_primitive("all-reduce");
+  for (auto [server, gpu] : {std::pair{a, 0u}, std::pair{b, 4u}}) {
+    auto* r = i->add_members();
+    r->set_server(server);
+    r->set_gpu(gpu);
+  }
+  i->set_bytes(1e9);
+  i->set_window("stage-boundary");
+  i->set_window_s(1.0);
+  return e;
+}
+
 bool finished(child_process& w) {
   return w.read_until(
              false,

@@ -61,6 +61,10 @@ private:
   live_options options_;
 };
 
+/// A collective shim's FabricIntent: an all-reduce of 1 GB in the train stage over GPU 0 of
+/// server a (rail 0) and GPU 4 of server b (rail 1), at a 1 s stage boundary.
+v1::Envelope cross_rail_all_reduce(const std::string& owner, uint32_t a, uint32_t b);
+
 /// The worker printed "finished ... status 0" (or exited) before the deadline.
 bool finished(child_process& w);
 
