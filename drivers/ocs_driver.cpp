@@ -15,7 +15,7 @@ namespace {
 caf::error failed(driver_health& health, caf::error err) {
   ++health.failures;
   health.last_error = render(err);
-  spdlog::warn("event=ocs_apply_failed device={} error=\"{}\"", health.device, health.last_error);
+  spdlog::warn("event=ocs_driver_failed device={} error=\"{}\"", health.device, health.last_error);
   return err;
 }
 

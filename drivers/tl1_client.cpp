@@ -187,7 +187,11 @@ struct tl1_client::impl {
     auto backoff = options.backoff;
     for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
       if (attempt > 1) {
-        spdlog::warn("event=tl1_retry op={} attempt={} error=\"{}\"", what, attempt, render(last));
+        // A change retried is worth a warning; a read (a health poll of a switch that is down,
+        // every second) only at debug level: the poller reports the device down once.
+        spdlog::log(std::string_view{what}.starts_with("RTRV") ? spdlog::level::debug
+                                                               : spdlog::level::warn,
+                    "event=tl1_retry op={} attempt={} error=\"{}\"", what, attempt, render(last));
         std::this_thread::sleep_for(backoff);
         backoff *= 2;
       }

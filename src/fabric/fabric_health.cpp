@@ -75,7 +75,7 @@ void resync_failed(self_ptr self, uint32_t dev, const caf::error& err) {
 void resync(self_ptr self, uint32_t dev) {
   auto& st = self->state;
   auto driver = st.drivers.at(dev);
-  self->request(driver, st.config.apply_timeout, get_atom::value)
+  self->request(driver, caf::infinite, get_atom::value)
     .then(
       [self, dev, driver](const std::vector<cross_connect>& actual) {
         const auto ports = self->state.model->devices[dev].ports;
@@ -86,7 +86,7 @@ void resync(self_ptr self, uint32_t dev) {
           resumed(self, dev, repair);
           return;
         }
-        self->request(driver, self->state.config.apply_timeout, apply_atom::value, repair)
+        self->request(driver, caf::infinite, apply_atom::value, repair)
           .then([self, dev, repair](const apply_report&) { resumed(self, dev, repair); },
                 [self, dev](caf::error& err) { resync_failed(self, dev, err); });
       },
@@ -125,7 +125,9 @@ void poll_one(self_ptr self, uint32_t dev) {
   if (ds.polling)
     return;
   ds.polling = true;
-  self->request(st.drivers.at(dev), st.config.apply_timeout, health_atom::value)
+  // No deadline of its own: every driver bounds its device's time (TL1: per command and
+  // attempt; an agent: its patience), and one poll at a time never piles up behind a slow one.
+  self->request(st.drivers.at(dev), caf::infinite, health_atom::value)
     .then([self, dev](const driver_health& h) { on_health(self, dev, h); },
           [self, dev](caf::error& err) {
             self->state.devices[dev].polling = false;
