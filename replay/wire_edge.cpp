@@ -300,6 +300,9 @@ wire_scheduler(wire_scheduler_actor::stateful_pointer<wire_scheduler_state> self
     [](cancel_atom, const std::string&) -> caf::result<ok_atom> {
       return unavailable("cancel jobs");
     },
+    [](node_atom, const node_report&) -> caf::result<node_outcome> {
+      return unavailable("report nodes");
+    },
     [](drift_atom, const std::string&, double, double, int64_t) {},
     [](progress_atom, const job_progress&) {},
     [](jobs_atom) { return std::vector<job_status>{}; },

@@ -431,6 +431,43 @@ BOOST_AUTO_TEST_CASE(mfabric_region_from_config_gets_numa_balanced_circuits) {
     BOOST_CHECK_EQUAL(e.size(), 4u);
 }
 
+BOOST_AUTO_TEST_CASE(a_failed_server_leaves_the_plans_and_comes_back_with_its_server) {
+  bench_fabric f{from_config("conf/mfabric-region.toml")};
+  fabric_intent ep{"moe", fabric_stage::train_compute, {{primitive::all_to_all, 1.0}}, {}, 4e9};
+  for (uint32_t s = 0; s < 3; ++s)
+    for (int g = 0; g < 8; ++g)
+      ep.members.push_back({s, g});
+  ask<fabric_decision>(f.drv, f.ctl, intent_atom::value, ep, stage_boundary);
+  // Server 2's regional NICs are ports 9-12 (duplex), outputs 41-44.
+  auto on_server_2 = [&] {
+    auto xcs = f.on_device("region-ocs");
+    return std::count_if(xcs.begin(), xcs.end(), [](const cross_connect& x) {
+      return (x.in >= 9 && x.in <= 12) || (x.out >= 32 + 9 && x.out <= 32 + 12);
+    });
+  };
+  BOOST_REQUIRE_GT(on_server_2(), 0);
+  const auto& server = f.model.servers[2].id;
+  // RFabric §5.4 (i): the owner re-plans at its next window, without the dead server.
+  auto owners = ask<std::vector<std::string>>(f.drv, f.ctl, node_atom::value, server, true);
+  BOOST_CHECK(*owners.value == std::vector<std::string>{"moe"});
+  auto without = ask<fabric_decision>(f.drv, f.ctl, window_atom::value, std::string{"moe"},
+                                      stage_boundary);
+  BOOST_CHECK_EQUAL(without.value->outcome, fabric_outcome::committed);
+  BOOST_CHECK_EQUAL(without.value->circuits, 4u); // servers 0 and 1: every NIC on the other
+  BOOST_CHECK_EQUAL(on_server_2(), 0);
+  // A server outside the fabric changes nothing; a recovered one is planned for again.
+  auto none = ask<std::vector<std::string>>(f.drv, f.ctl, node_atom::value,
+                                            std::string{"no-such-node"}, true);
+  BOOST_CHECK(none.value->empty());
+  owners = ask<std::vector<std::string>>(f.drv, f.ctl, node_atom::value, server, false);
+  BOOST_CHECK(*owners.value == std::vector<std::string>{"moe"});
+  auto back = ask<fabric_decision>(f.drv, f.ctl, window_atom::value, std::string{"moe"},
+                                   stage_boundary);
+  BOOST_CHECK_EQUAL(back.value->outcome, fabric_outcome::committed);
+  BOOST_CHECK_EQUAL(back.value->circuits, 6u);
+  BOOST_CHECK_GT(on_server_2(), 0);
+}
+
 BOOST_AUTO_TEST_CASE(opus_rails_from_config_are_programmed_per_rail) {
   bench_fabric f{from_config("conf/opus-rails.toml")};
   // PP = 2 stages of DP = 2 on each of the four rails.

@@ -210,7 +210,7 @@ CAF_TEST(restart_keeps_what_was_decided_and_places_again_only_what_was_drifting)
   cfg.restore.groups = {{"g3", encode_group({"g3", {"A"}, {"r1"}, {"t1"}})}};
   cfg.restore.placements = {{"A", encode_placement({"A", "g3", {{"r1", 8}}, {{"t1", 8}}})}};
   cfg.restore.progress = {{"A", encode_progress({"A", "g3", 0, 7, 5})}};
-  cfg.restore.meta = encode_scheduler_meta(7);
+  cfg.restore.meta = encode_scheduler_meta({7, {}});
   auto scheduler = sys.spawn(cluster_scheduler, cfg, store_handle, worker, observer_actor{});
   sched.prioritize(scheduler);
   sched.run_once(); // it starts: the records are taken back

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include "loom.pb.h"
@@ -308,6 +309,53 @@ worst_training_s = 10
 )");
   auto huge = s.admin({"submit", s.dir / "huge.toml"});
   BOOST_CHECK(huge.out.find("needs 64 rollout GPUs; the cluster has 16") != std::string::npos);
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_node_fails_its_jobs_and_stays_out_until_it_is_back) {
+  using nlohmann::json;
+  lt::live_service s;
+  auto serve = s.serve();
+  auto rollout_node = [&](const std::string& job) {
+    auto j = json::parse(s.admin({"job", job, "--json"}).out);
+    return j["rollout_nodes"].empty() ? std::string{} : j["rollout_nodes"][0].get<std::string>();
+  };
+  BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("a")}).exit_code, 0);
+  BOOST_REQUIRE_EQUAL(rollout_node("a"), "h20-0");
+  // A collective shim's plan spans h20-0 and h20-1.
+  client shim{s.keys("shim")};
+  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "")->has_registered());
+  auto d = shim.call(lt::cross_rail_all_reduce("job-x", 0, 1));
+  BOOST_REQUIRE(d && d->has_fabric_decision());
+  // h20-0 fails: its job fails alone with the reason, and the shim's owner re-plans.
+  auto out = s.admin({"node", "h20-0", "--reason", "GPU 3 XID 79", "--json"});
+  BOOST_REQUIRE_MESSAGE(out.exit_code == 0, out.err);
+  auto outcome = json::parse(out.out);
+  BOOST_CHECK_EQUAL(outcome["failed_jobs"].dump(), R"(["a"])");
+  BOOST_CHECK_EQUAL(outcome["replanning"].dump(), R"(["job-x"])");
+  auto a = json::parse(s.admin({"job", "a", "--json"}).out);
+  BOOST_CHECK_EQUAL(a["state"], "failed");
+  BOOST_CHECK_EQUAL(a["reason"], "node h20-0 failed: GPU 3 XID 79");
+  BOOST_CHECK(logged(*serve, "event=node_failed node=h20-0 pool=rollout reason=\"GPU 3 XID 79\""));
+  // Placements avoid it, across a restart too.
+  BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("b")}).exit_code, 0);
+  BOOST_CHECK_EQUAL(rollout_node("b"), "h20-1");
+  serve->send_signal(SIGTERM);
+  BOOST_REQUIRE(serve->wait(lt::live_limit));
+  serve = s.serve();
+  BOOST_CHECK_EQUAL(s.admin({"node", "h20-1", "--json"}).exit_code, 0); // b fails
+  auto none = s.admin({"submit", s.job_file("c")});
+  BOOST_CHECK_NE(none.exit_code, 0);
+  BOOST_CHECK_MESSAGE(none.out.find("rejected") != std::string::npos, none.out);
+  // Back in service, it takes the next job; an unknown node is an error with its name.
+  auto up = s.admin({"node", "h20-0", "--up"});
+  BOOST_CHECK_MESSAGE(up.out.find("back in service") != std::string::npos, up.out);
+  BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("d")}).exit_code, 0);
+  BOOST_CHECK_EQUAL(rollout_node("d"), "h20-0");
+  auto unknown = s.admin({"node", "h20-9"});
+  BOOST_CHECK_NE(unknown.exit_code, 0);
+  BOOST_CHECK(unknown.err.find("no node 'h20-9'") != std::string::npos);
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
 }

@@ -268,7 +268,7 @@ BOOST_AUTO_TEST_CASE(loom_drive_plays_a_scenario_live_as_replay_decides_it) {
     std::this_thread::sleep_for(100ms);
   auto driven = lt::run({lt::loom_binary(), "drive", scenario, "--endpoint", endpoint,
                          "--server-key", s.dir / "drive-db/keys/server.pub", "--key",
-                         s.dir / "keys/driver-a", "--time-scale", "2000", "--out",
+                         s.dir / "keys/driver-a", "--time-scale", "1000", "--out",
                          s.dir / "drive"},
                         300s);
   BOOST_REQUIRE_MESSAGE(driven.exit_code == 0, driven.out << driven.err);

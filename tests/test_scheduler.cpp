@@ -202,6 +202,47 @@ BOOST_AUTO_TEST_CASE(leaving_jobs_release_their_nodes) {
   BOOST_CHECK_EQUAL(e.cost_per_hour(), 0.0);
 }
 
+BOOST_AUTO_TEST_CASE(a_failed_node_is_offered_to_nobody_until_it_is_back) {
+  auto e = small_cluster();
+  auto a = place_and_commit(e, job("A", 10, 5, 2.0));
+  const int roll = a.rollout_nodes.front();
+  const int train = e.groups().begin()->second.training_nodes.front();
+  // A is pinned to both of its nodes; a job that would pack onto A's rollout node does not.
+  BOOST_CHECK(e.jobs_on(true, roll) == std::vector<std::string>{"A"});
+  BOOST_CHECK(e.jobs_on(false, train) == std::vector<std::string>{"A"});
+  BOOST_CHECK(e.jobs_on(true, roll + 1).empty());
+  BOOST_REQUIRE(e.set_failed(true, roll, true));
+  BOOST_CHECK(!e.set_failed(true, 99, true));
+  auto b = e.place(job("B", 4, 3, 2.2));
+  BOOST_CHECK(b.kind == placement_kind::rollout_scaling);
+  BOOST_CHECK(std::find(b.rollout_nodes.begin(), b.rollout_nodes.end(), roll)
+              == b.rollout_nodes.end());
+  // A leaves: its nodes go back, but the failed one stays out of every placement until the
+  // rollout pool is full without it.
+  BOOST_CHECK(e.remove("A"));
+  auto uses_roll = [&](const placement_decision& d) {
+    return std::find(d.rollout_nodes.begin(), d.rollout_nodes.end(), roll) != d.rollout_nodes.end();
+  };
+  int placed = 0;
+  for (; placed < 10; ++placed) {
+    auto d = place_and_commit(e, job("N" + std::to_string(placed), 10, 5, 1.0));
+    if (d.kind == placement_kind::rejected)
+      break;
+    BOOST_CHECK(!uses_roll(d));
+  }
+  BOOST_CHECK_EQUAL(e.gpus_in_use(true), 3 * 8);
+  // Back in service, it takes the next job.
+  BOOST_REQUIRE(e.set_failed(true, roll, false));
+  auto back = e.place(job("late", 10, 5, 1.0));
+  BOOST_CHECK(back.kind != placement_kind::rejected);
+  BOOST_CHECK(uses_roll(back));
+  // A group training on a failed node takes nobody in.
+  auto f = small_cluster();
+  auto g = place_and_commit(f, job("A", 10, 5, 2.0));
+  f.set_failed(false, f.groups().begin()->second.training_nodes.front(), true);
+  BOOST_CHECK(f.place(job("B", 4, 3, 2.2)).group != g.group);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(intra_group)

@@ -87,6 +87,11 @@ std::optional<v1::Envelope> request_for(const config& cfg, const admin_request& 
     request.mutable_inspect_job()->set_job(req.argument);
   } else if (req.command == "cancel") {
     request.mutable_cancel_job()->set_job(req.argument);
+  } else if (req.command == "node") {
+    auto* r = request.mutable_node_report();
+    r->set_node(req.argument);
+    r->set_failed(!req.node_back);
+    r->set_reason(req.reason);
   } else if (req.command == "groups") {
     request.mutable_list_groups();
   } else if (req.command == "generation") {

@@ -1,6 +1,6 @@
 #pragma once
 // The operator's side of `loom`: `keygen` writes CURVE key pairs, and `submit`, `jobs`,
-// `groups`, `job`, `cancel`, `fabric`, `generation` talk to a running `serve` over the gateway with the
+// `groups`, `job`, `cancel`, `node`, `fabric`, `generation` talk to a running `serve` over the gateway with the
 // admin key (human tables by default, JSON with --json).
 
 #include <string>
@@ -11,8 +11,10 @@
 namespace loom {
 
 struct admin_request {
-  std::string command;     // submit | jobs | groups | job | cancel | fabric | generation
-  std::string argument;    // the job file or job id
+  std::string command;     // submit | jobs | groups | job | cancel | node | fabric | generation
+  std::string argument;    // the job file, job id or node id
+  bool node_back = false;  // node: back in service (else out of service)
+  std::string reason;      // node: why it is out
   bool json = false;
   std::string key;         // key pair path prefix (PREFIX.pub, PREFIX.secret); default: the
                            // service's local admin key in its keys_dir

@@ -221,6 +221,23 @@ json show_generation(const admin_request& req, const v1::GenerationList& list) {
 }
 
 /// A submission's answer with its group's own cost; a rejected job is exit code 1.
+json show_node(const admin_request& req, const v1::NodeOutcome& o) {
+  json out = {{"node", req.argument},
+              {"failed", !req.node_back},
+              {"failed_jobs", json::array()},
+              {"replanning", json::array()}};
+  for (auto& j : o.failed_jobs())
+    out["failed_jobs"].push_back(j);
+  for (auto& owner : o.replanning())
+    out["replanning"].push_back(owner);
+  if (!req.json)
+    std::printf("%s: %s; jobs failed: %s; fabric owners re-planning: %s\n", req.argument.c_str(),
+                req.node_back ? "back in service" : "out of service",
+                o.failed_jobs().empty() ? "none" : out["failed_jobs"].dump().c_str(),
+                o.replanning().empty() ? "none" : out["replanning"].dump().c_str());
+  return out;
+}
+
 int show_submit(const admin_request& req, const v1::SubmitReply& r) {
   auto kind = read_either<placement_kind>(r.placement(), r.outcome());
   std::string outcome = kind ? std::string{to_string(*kind)} : r.outcome();
@@ -250,6 +267,7 @@ int show(const admin_request& req, const v1::Envelope& reply) {
     case v1::Envelope::kJobInfo: out = show_jobs(req, reply); break;
     case v1::Envelope::kGroupList: out = show_groups(req, reply.group_list()); break;
     case v1::Envelope::kFabricPlans: out = show_fabric(req, reply.fabric_plans()); break;
+    case v1::Envelope::kNodeOutcome: out = show_node(req, reply.node_outcome()); break;
     case v1::Envelope::kGenerationList:
       out = show_generation(req, reply.generation_list());
       break;

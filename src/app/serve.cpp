@@ -151,14 +151,17 @@ caf::expected<zmq_server_config> gateway_security(const config& cfg) {
   return z;
 }
 
-/// The scheduler with the jobs the store kept, working through `worker`.
+/// The scheduler with the jobs the store kept, working through `worker`, telling `fabric` (if
+/// any) of failed servers.
 caf::expected<cluster_scheduler_actor> start_scheduler(caf::actor_system& sys,
                                                        const config& cfg,
                                                        const store_actor& store,
                                                        const worker_actor& worker,
                                                        const observer_actor& observer,
+                                                       const fabric_controller_actor& fabric,
                                                        service_actors& actors) {
   cluster_scheduler_config sc;
+  sc.fabric = fabric;
   for (auto [kind, into] : {std::pair{record_kind::jobs, &sc.restore.jobs},
                             std::pair{record_kind::groups, &sc.restore.groups},
                             std::pair{record_kind::placements, &sc.restore.placements},
@@ -316,7 +319,7 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, std::shared_pt
   auto gw = actors.add("gateway", sys.spawn(gateway, gateway_settings(cfg), socket, metrics));
   auto observer = actors.add("metrics_observer", sys.spawn(metrics_observer, metrics));
   auto scheduler = start_scheduler(sys, cfg, store_handle, caf::actor_cast<worker_actor>(gw),
-                                   observer, actors);
+                                   observer, *fabric, actors);
   if (!scheduler)
     return scheduler.error();
   poll_scheduler_metrics(sys, *scheduler, metrics, std::chrono::seconds{1});

@@ -173,7 +173,8 @@ private:
   int64_t fail_after_ms_ = 0;
 };
 
-/// submit, jobs, groups, job, cancel, fabric: one request each to a running serve.
+/// submit, jobs, groups, job, cancel, node, fabric, generation: one request each to a running
+/// serve.
 class admin_commands : public subcommand {
 public:
   void add_to(CLI::App& app) override {
@@ -182,6 +183,12 @@ public:
     add(app, "groups", "List co-execution groups.", nullptr);
     add(app, "job", "Show one job.", "id");
     add(app, "cancel", "Cancel a job: it leaves its group, the others go on.", "id");
+    auto* node = add(app, "node",
+                     "Take a node out of service (its jobs fail and are offered again as new\n"
+                     "arrivals; placements and the fabric avoid it), or put it back with --up.",
+                     "id");
+    node->add_flag("--up", request_.node_back, "The node is back in service");
+    node->add_option("--reason", request_.reason, "Why it is out (e.g. \"GPU 3 XID 79\")");
     add(app, "fabric", "List committed circuit plans.", nullptr);
     add(app, "generation", "Show each generation deployment: what serves, its engines, the "
                            "step,\nthe forecast and the last decisions.",
@@ -203,7 +210,7 @@ public:
   }
 
 private:
-  void add(CLI::App& app, const char* name, const char* help, const char* arg) {
+  CLI::App* add(CLI::App& app, const char* name, const char* help, const char* arg) {
     auto* cmd = app.add_subcommand(name, help);
     if (arg)
       cmd->add_option(arg, request_.argument, arg)->required();
@@ -216,6 +223,7 @@ private:
                     "service's local admin key");
     cmd->add_option("--timeout-ms", request_.timeout_ms, "How long to wait")->capture_default_str();
     cmds_.push_back(cmd);
+    return cmd;
   }
 
   std::vector<CLI::App*> cmds_;

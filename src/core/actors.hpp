@@ -78,6 +78,7 @@ using ack_atom = caf::atom_constant<caf::atom("ack")>;
 using gen_atom = caf::atom_constant<caf::atom("gen")>;
 using ocs_atom = caf::atom_constant<caf::atom("ocs")>;
 using poll_atom = caf::atom_constant<caf::atom("poll")>;
+using node_atom = caf::atom_constant<caf::atom("node")>;
 using caf::flush_atom;
 using caf::get_atom;
 using caf::ok_atom;
@@ -153,6 +154,9 @@ using cluster_scheduler_actor = caf::typed_actor<
   caf::replies_to<fail_atom, std::string, std::string>::with<ok_atom>,
   // An operator cancels the job: it leaves its group like a finished one.
   caf::replies_to<cancel_atom, std::string>::with<ok_atom>,
+  // A node is out of service (or back): placements avoid it, the jobs pinned to it fail, and
+  // the fabric re-plans around the server. Answered once durable.
+  caf::replies_to<node_atom, node_report>::with<node_outcome>,
   // The job's measured phases outgrew its profile and saturate its group: stop and re-place
   // it with the measured rollout and training times; the count is iterations it has done.
   caf::reacts_to<drift_atom, std::string, double, double, int64_t>,
@@ -283,6 +287,9 @@ using fabric_controller_actor = caf::typed_actor<
   caf::replies_to<window_atom, std::string, commit_window>::with<fabric_decision>,
   // An OCS port failed (device, port): masked; answers the owners whose plans must move.
   caf::replies_to<mask_atom, std::string, uint32_t>::with<std::vector<std::string>>,
+  // A server failed (true) or is back (false) (RFabric §5.4 (i)): its NIC links stop counting
+  // and its ranks leave the plans; answers the owners that re-plan at their next window.
+  caf::replies_to<node_atom, std::string, bool>::with<std::vector<std::string>>,
   caf::replies_to<plans_atom>::with<std::vector<fabric_plan_status>>,
   // The circuits an owner's committed plan provides (empty when it has none).
   caf::replies_to<get_atom, std::string>::with<circuit_layout>,

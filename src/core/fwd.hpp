@@ -32,6 +32,8 @@ struct group_member;
 struct phase_grant;
 struct placement_reply;
 struct job_progress;
+struct node_report;
+struct node_outcome;
 struct member_joined;
 struct member_status;
 struct job_status;

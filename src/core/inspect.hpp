@@ -100,6 +100,16 @@ typename Inspector::result_type inspect(Inspector& f, placement_reply& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_report& x) {
+  return f(caf::meta::type_name("node_report"), x.node, x.failed, x.reason);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_outcome& x) {
+  return f(caf::meta::type_name("node_outcome"), x.failed_jobs, x.replanning);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_progress& x) {
   return f(caf::meta::type_name("job_progress"), x.job, x.group, x.position, x.round,
            x.iterations_done);

@@ -29,6 +29,8 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<phase_grant>("loom.phase_grant");
   cfg.add_message_type<placement_reply>("loom.placement_reply");
   cfg.add_message_type<job_progress>("loom.job_progress");
+  cfg.add_message_type<node_report>("loom.node_report");
+  cfg.add_message_type<node_outcome>("loom.node_outcome");
   cfg.add_message_type<std::vector<job_progress>>("loom.job_progresses");
   cfg.add_message_type<member_joined>("loom.member_joined");
   cfg.add_message_type<member_status>("loom.member_status");

@@ -81,7 +81,8 @@ materialized materialize_regions(const fabric_model& model, const stage_template
                                  const std::string& owner, const circuit_plan* previous);
 
 /// Alg. 2 lines 3-6 for an owner's intent on the fabric's tiers: the flows it plans for
-/// (planned_flows), then RFabric's aggregated demand on Core and Agg, or mFabric's regions.
+/// (planned_flows, without those of failed servers), then RFabric's aggregated demand on Core
+/// and Agg, or mFabric's regions.
 materialized materialize_intent(const fabric_model& model, const stage_template& tpl,
                                 const fabric_intent& intent, const port_usage& usage,
                                 const circuit_plan* previous);

@@ -79,6 +79,40 @@ caf::result<std::vector<std::string>> mask_port(self_ptr self, const std::string
   return promise;
 }
 
+/// RFabric §5.4 (i): a failed server's NIC links stop counting and its ranks carry nothing; the
+/// owners with ranks or circuits on it re-plan at their next window, and again when it is back.
+std::vector<std::string> server_status(self_ptr self, const std::string& node, bool failed) {
+  auto& st = self->state;
+  auto server = st.model->server_index(node);
+  if (!server)
+    return {}; // not part of the fabric
+  if (failed)
+    st.model->fail_server(*server);
+  else
+    st.model->recover_server(*server);
+  auto on_server = [&](const fabric_controller_state::owner_state& o) {
+    if (o.serving && std::any_of(o.serving->members.begin(), o.serving->members.end(),
+                                 [&](const rank_ref& r) { return r.server == *server; }))
+      return true;
+    auto ports = plan_ports(*o.committed);
+    return std::any_of(ports.begin(), ports.end(), [&](const ocs_port& p) {
+      auto& role = st.model->role(p);
+      return role.kind == port_role::nic && st.model->nic_links[role.index].server == *server;
+    });
+  };
+  std::vector<std::string> affected;
+  for (auto& [owner, o] : st.owners) {
+    if (!o.committed || !on_server(o))
+      continue;
+    if (!o.intent && o.serving)
+      o.intent = o.serving;
+    affected.push_back(owner);
+  }
+  spdlog::info("event=fabric_server_{} server={} owners_replanning={}",
+               failed ? "failed" : "recovered", node, affected.size());
+  return affected;
+}
+
 std::vector<fabric_plan_status> plan_statuses(const fabric_controller_state& st) {
   std::vector<fabric_plan_status> out;
   for (auto& [owner, o] : st.owners) {
@@ -127,6 +161,9 @@ fabric_controller(fabric_controller_actor::stateful_pointer<fabric_controller_st
     },
     [self](mask_atom, const std::string& device, uint32_t port) {
       return mask_port(self, device, port);
+    },
+    [self](node_atom, const std::string& node, bool failed) {
+      return server_status(self, node, failed);
     },
     [self](plans_atom) { return plan_statuses(self->state); },
     [self](get_atom, const std::string& owner) {

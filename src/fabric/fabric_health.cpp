@@ -98,7 +98,7 @@ void mask_alarms(self_ptr self, uint32_t dev, const std::vector<uint32_t>& faile
   const auto ports = self->state.model->devices[dev].ports;
   for (auto q : failed_ports) {
     auto p = q > ports ? q - ports : q;
-    if (p < 1 || p > ports || self->state.model->masked({dev, p}))
+    if (p < 1 || p > ports || self->state.model->port_failed({dev, p}))
       continue;
     mask(self, dev, p, [](std::vector<std::string>) {}, [](caf::error) {});
   }

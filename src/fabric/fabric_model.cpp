@@ -209,18 +209,13 @@ std::optional<uint32_t> fabric_model::device_index(std::string_view id) const {
 }
 
 bool fabric_model::masked(const ocs_port& p) const {
-  return masked_[slot(p)];
+  const auto s = slot(p);
+  return masked_[s]
+         || (roles_[s].kind == port_role::nic && failed_[nic_links[roles_[s].index].server]);
 }
 
 void fabric_model::mask(const ocs_port& p) {
   masked_[slot(p)] = true;
-}
-
-void fabric_model::fail_server(uint32_t server) {
-  failed_[server] = true;
-  for (auto& l : nic_links)
-    if (l.server == server)
-      mask(l.port);
 }
 
 } // namespace loom

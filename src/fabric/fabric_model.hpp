@@ -107,11 +107,15 @@ public:
   size_t slot(const ocs_port& p) const { return port_offset_[p.device] + p.port; }
   size_t slots() const { return port_offset_.empty() ? 0 : port_offset_.back(); }
 
-  /// Failed OCS ports (App. H): never used for circuits.
+  /// Ports never used for circuits: failed OCS ports (App. H) and the NIC links of failed
+  /// servers.
   bool masked(const ocs_port& p) const;
+  /// A failed OCS port (App. H), masked for good.
   void mask(const ocs_port& p);
-  /// A failed server: its NIC links stop counting (§5.4 (i)).
-  void fail_server(uint32_t server);
+  bool port_failed(const ocs_port& p) const { return masked_[slot(p)]; }
+  /// A failed server (§5.4 (i)): its NIC links stop counting until it is back.
+  void fail_server(uint32_t server) { failed_[server] = true; }
+  void recover_server(uint32_t server) { failed_[server] = false; }
   bool failed(uint32_t server) const { return failed_[server]; }
 
 private:

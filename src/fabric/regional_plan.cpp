@@ -190,6 +190,11 @@ materialized materialize_intent(const fabric_model& model, const stage_template&
                                 const fabric_intent& intent, const port_usage& usage,
                                 const circuit_plan* previous) {
   auto flows = planned_flows(model, intent);
+  // RFabric §5.4 (i): a failed server's ranks carry nothing until the job replaces them (its
+  // next intent) or the server is back.
+  std::erase_if(flows, [&](const rank_flow& f) {
+    return model.failed(f.src.server) || model.failed(f.dst.server);
+  });
   if (model.kind == fabric_kind::mfabric)
     return materialize_regions(model, tpl, flows, usage, intent.owner, previous);
   return materialize_plan(model, tpl, aggregate_demand(model, flows), usage, intent.owner,

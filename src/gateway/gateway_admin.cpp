@@ -1,4 +1,5 @@
-// The gateway's admin requests (the loom CLI): submit, list, inspect, cancel, groups, fabric.
+// The gateway's admin requests (the loom CLI): submit, list, inspect, cancel, groups, node,
+// fabric.
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -73,6 +74,23 @@ void cancel(self_ptr self, const std::string& identity, uint64_t rid, const std:
           failure(self, identity, rid));
 }
 
+void report_node(self_ptr self, const std::string& identity, uint64_t rid,
+                 const v1::NodeReport& r) {
+  self->request(self->state.scheduler, caf::infinite, node_atom::value,
+                node_report{r.node(), r.failed(), r.reason()})
+    .then(
+      [self, identity, rid](const node_outcome& o) {
+        reply(self, identity, rid, [&](v1::Envelope& e) {
+          auto* out = e.mutable_node_outcome();
+          for (auto& j : o.failed_jobs)
+            out->add_failed_jobs(j);
+          for (auto& owner : o.replanning)
+            out->add_replanning(owner);
+        });
+      },
+      failure(self, identity, rid));
+}
+
 void list_groups(self_ptr self, const std::string& identity, uint64_t rid) {
   self->request(self->state.scheduler, caf::infinite, groups_atom::value)
     .then(
@@ -113,6 +131,7 @@ bool handle_admin(self_ptr self, const std::string& identity, const v1::Envelope
     case v1::Envelope::kInspectJob: inspect_job(self, identity, rid, env.inspect_job().job()); return true;
     case v1::Envelope::kCancelJob: cancel(self, identity, rid, env.cancel_job().job()); return true;
     case v1::Envelope::kListGroups: list_groups(self, identity, rid); return true;
+    case v1::Envelope::kNodeReport: report_node(self, identity, rid, env.node_report()); return true;
     case v1::Envelope::kListFabric: list_fabric(self, identity, rid); return true;
     case v1::Envelope::kListGeneration: list_generation(self, identity, rid); return true;
     default: return false;

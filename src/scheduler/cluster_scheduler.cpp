@@ -61,6 +61,11 @@ group_executor_actor executor_for(scheduler_ptr self, uint64_t id) {
   return exec;
 }
 
+record_write meta_write(const cluster_scheduler_state& st) {
+  return {record_kind::meta, std::string{scheduler_meta_key},
+          encode_scheduler_meta({st.engine->next_group_id(), st.failed_nodes}), false};
+}
+
 } // namespace scheduler_steps
 
 namespace {
@@ -127,8 +132,7 @@ write_batch decision_batch(scheduler_ptr self, const rl_job& job, const placemen
   batch.records.push_back(placement_write(*st.engine, job, d.group, d.rollout_nodes));
   batch.records.push_back(group_write(*st.engine, d.group));
   if (d.kind == placement_kind::new_group)
-    batch.records.push_back({record_kind::meta, std::string{scheduler_meta_key},
-                             encode_scheduler_meta(st.engine->next_group_id()), false});
+    batch.records.push_back(meta_write(st));
   event = {event_kind::job_placed, job.id,
            fmt::format("decision={} group={} delta_cost_per_hour={:.2f} cost_per_hour={:.2f}",
                        reply.kind, reply.group, d.delta_cost_per_hour, reply.cost_per_hour)};
@@ -231,33 +235,6 @@ write_batch departure_batch(scheduler_ptr self, const job_entry& entry, uint64_t
   return batch;
 }
 
-/// A placed job leaves (finished, failed, cancelled, drifted): its group goes on without it.
-void depart(scheduler_ptr self, const std::string& id, job_state state,
-            const std::string& reason, std::function<void(caf::error)> done) {
-  auto& st = self->state;
-  auto it = st.jobs.find(id);
-  if (it == st.jobs.end() || it->second.state != job_state::placed) {
-    done(it == st.jobs.end()
-           ? make_error(errc::not_found, fmt::format("no job '{}'", id))
-           : make_error(errc::job_ended, fmt::format("job '{}' is {}, not placed", id,
-                                                     it->second.state)));
-    return;
-  }
-  auto& entry = it->second;
-  const uint64_t group = entry.group;
-  st.engine->remove(id);
-  st.progress.erase(id);
-  entry.state = state;
-  entry.reason = reason;
-  leave_group(self, id, group, state);
-  observe(self, state == job_state::drifted ? cluster_event::drifted : cluster_event::left, id, 0);
-  persist(self, st.store, departure_batch(self, entry, group),
-          {departure_event(state), id,
-           fmt::format("group={} reason=\"{}\" cost_per_hour={:.2f}", group_name(group), reason,
-                       st.engine->cost_per_hour())},
-          [done] { done(caf::error{}); }, [done](caf::error err) { done(std::move(err)); });
-}
-
 caf::result<ok_atom> depart_and_answer(scheduler_ptr self, const std::string& id,
                                        job_state state, const std::string& reason) {
   auto rp = self->make_response_promise<ok_atom>();
@@ -330,6 +307,32 @@ void scheduler_steps::admit(scheduler_ptr self, rl_job job, placed_callback done
   decide(self, std::move(job));
 }
 
+void scheduler_steps::depart(scheduler_ptr self, const std::string& id, job_state state,
+            const std::string& reason, std::function<void(caf::error)> done) {
+  auto& st = self->state;
+  auto it = st.jobs.find(id);
+  if (it == st.jobs.end() || it->second.state != job_state::placed) {
+    done(it == st.jobs.end()
+           ? make_error(errc::not_found, fmt::format("no job '{}'", id))
+           : make_error(errc::job_ended, fmt::format("job '{}' is {}, not placed", id,
+                                                     it->second.state)));
+    return;
+  }
+  auto& entry = it->second;
+  const uint64_t group = entry.group;
+  st.engine->remove(id);
+  st.progress.erase(id);
+  entry.state = state;
+  entry.reason = reason;
+  leave_group(self, id, group, state);
+  observe(self, state == job_state::drifted ? cluster_event::drifted : cluster_event::left, id, 0);
+  persist(self, st.store, departure_batch(self, entry, group),
+          {departure_event(state), id,
+           fmt::format("group={} reason=\"{}\" cost_per_hour={:.2f}", group_name(group), reason,
+                       st.engine->cost_per_hour())},
+          [done] { done(caf::error{}); }, [done](caf::error err) { done(std::move(err)); });
+}
+
 cluster_scheduler_state::~cluster_scheduler_state() {
   for (auto& [id, exec] : executors)
     caf::anon_send_exit(exec, caf::exit_reason::user_shutdown);
@@ -377,6 +380,7 @@ cluster_scheduler(cluster_scheduler_actor::stateful_pointer<cluster_scheduler_st
     [self](cancel_atom, const std::string& id) -> caf::result<ok_atom> {
       return depart_and_answer(self, id, job_state::cancelled, "cancelled by an operator");
     },
+    [self](node_atom, const node_report& report) { return report_node(self, report); },
     [self](drift_atom, const std::string& id, double rollout_s, double training_s,
            int64_t done_iterations) {
       replace_drifted(self, id, rollout_s, training_s, done_iterations);

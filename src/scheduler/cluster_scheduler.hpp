@@ -31,6 +31,8 @@ struct cluster_scheduler_config {
   placement_chooser choose;
   // What the store kept from before a restart (empty on a fresh start).
   stored_schedule restore;
+  // Hears of failed and recovered servers; null when the service runs no fabric.
+  fabric_controller_actor fabric;
 };
 
 struct cluster_scheduler_state {
@@ -53,6 +55,7 @@ struct cluster_scheduler_state {
   std::map<uint64_t, group_executor_actor> executors;
   std::map<std::string, job_entry> jobs;
   std::map<std::string, job_progress> progress; // executors' last durable record per job
+  std::map<std::string, std::string> failed_nodes; // out of service: why (durable in meta)
   // Submissions being decided and persisted: a second one of the same name gets the same
   // answer (a submission is idempotent by name).
   std::map<std::string, std::vector<placed_callback>> admitting;

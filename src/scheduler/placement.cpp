@@ -29,6 +29,8 @@ placement_engine::placement_engine(std::vector<pool_node> rollout_pool,
     training_pool_(std::move(training_pool)),
     rollout_used_(rollout_pool_.size(), false),
     training_used_(training_pool_.size(), false),
+    rollout_failed_(rollout_pool_.size(), false),
+    training_failed_(training_pool_.size(), false),
     max_group_size_(max_group_size),
     tail_migration_cost_s_(tail_migration_cost_s) {
   for (int i = 0; i < int(rollout_pool_.size()); ++i)
@@ -138,13 +140,17 @@ planned_phases placement_engine::member_for(const rl_job& job, const std::vector
 std::set<std::vector<int>> placement_engine::packings(const co_execution_group& g,
                                                       size_t nodes) const {
   std::set<std::vector<int>> out;
+  auto healthy = [&](const std::vector<int>& set) {
+    return std::none_of(set.begin(), set.end(), [&](int n) { return rollout_failed_[size_t(n)]; });
+  };
   for (auto& m : g.members)
-    if (m.rollout_nodes.size() == nodes)
+    if (m.rollout_nodes.size() == nodes && healthy(m.rollout_nodes))
       out.insert(m.rollout_nodes);
-  if (g.rollout_nodes.size() >= nodes) {
-    std::vector<std::pair<double, int>> load;
-    for (int n : g.rollout_nodes)
+  std::vector<std::pair<double, int>> load;
+  for (int n : g.rollout_nodes)
+    if (!rollout_failed_[size_t(n)])
       load.emplace_back(rollout_load(g, n), n);
+  if (load.size() >= nodes) {
     std::sort(load.begin(), load.end());
     std::vector<int> least;
     for (size_t i = 0; i < nodes; ++i)
@@ -197,6 +203,9 @@ placement_decision placement_engine::place(const rl_job& job) const {
     const auto& g = groups_.at(id);
     if (!has_room(g, job))
       continue; // Alg. 1 line 8
+    if (std::any_of(g.training_nodes.begin(), g.training_nodes.end(),
+                    [&](int n) { return training_failed_[size_t(n)]; }))
+      continue; // its jobs are leaving: it trains on a failed node
     auto consider = [&](const std::vector<int>& nodes, placement_kind kind, double delta) {
       if (delta >= best.delta_cost_per_hour)
         return;
@@ -279,7 +288,7 @@ void placement_engine::set_rollout_used(int n, bool used) {
   rollout_used_[size_t(n)] = used;
   if (used)
     rollout_free_.erase(n);
-  else
+  else if (!rollout_failed_[size_t(n)])
     rollout_free_.insert(n);
   const auto& node = rollout_pool_[size_t(n)];
   cost_per_hour_ += used ? node.cost_per_hour : -node.cost_per_hour;
@@ -292,11 +301,40 @@ void placement_engine::set_training_used(int n, bool used) {
   training_used_[size_t(n)] = used;
   if (used)
     training_free_.erase(n);
-  else
+  else if (!training_failed_[size_t(n)])
     training_free_.insert(n);
   const auto& node = training_pool_[size_t(n)];
   cost_per_hour_ += used ? node.cost_per_hour : -node.cost_per_hour;
   training_gpus_used_ += used ? node.gpus : -node.gpus;
+}
+
+bool placement_engine::set_failed(bool rollout_pool, int node, bool failed) {
+  auto& flags = rollout_pool ? rollout_failed_ : training_failed_;
+  if (node < 0 || size_t(node) >= flags.size())
+    return false;
+  flags[size_t(node)] = failed;
+  auto& free = rollout_pool ? rollout_free_ : training_free_;
+  const bool used = (rollout_pool ? rollout_used_ : training_used_)[size_t(node)];
+  if (failed)
+    free.erase(node);
+  else if (!used)
+    free.insert(node);
+  return true;
+}
+
+std::vector<std::string> placement_engine::jobs_on(bool rollout_pool, int node) const {
+  std::vector<std::string> out;
+  for (auto& [id, g] : groups_) {
+    const bool trains_there = !rollout_pool && std::find(g.training_nodes.begin(),
+                                                         g.training_nodes.end(), node)
+                                                 != g.training_nodes.end();
+    for (auto& m : g.members)
+      if (trains_there
+          || (rollout_pool && std::find(m.rollout_nodes.begin(), m.rollout_nodes.end(), node)
+                                != m.rollout_nodes.end()))
+        out.push_back(m.job.id);
+  }
+  return out;
 }
 
 void placement_engine::commit(const rl_job& job, const placement_decision& d) {

@@ -87,6 +87,15 @@ public:
   /// its nodes. False if the job is unknown.
   bool remove(const std::string& job_id);
 
+  /// A node that failed is offered to no placement until it is back; a group keeps the ones
+  /// it holds until their jobs leave. False if there is no such node.
+  bool set_failed(bool rollout_pool, int node, bool failed);
+  bool failed(bool rollout_pool, int node) const {
+    return (rollout_pool ? rollout_failed_ : training_failed_)[size_t(node)];
+  }
+  /// The jobs pinned to a node: on it for rollout, or in the group that trains on it.
+  std::vector<std::string> jobs_on(bool rollout_pool, int node) const;
+
   const std::map<uint64_t, co_execution_group>& groups() const { return groups_; }
   /// Kept as nodes are provisioned and released, not summed per call.
   double cost_per_hour() const { return cost_per_hour_; }
@@ -139,6 +148,8 @@ private:
   std::vector<pool_node> training_pool_;
   std::vector<bool> rollout_used_;
   std::vector<bool> training_used_;
+  std::vector<bool> rollout_failed_;
+  std::vector<bool> training_failed_;
   // The unused nodes in index order, so that a fresh group's nodes are found without scanning
   // the provisioned ones (Alg. 1 lines 15-17 take the first free nodes).
   std::set<int> rollout_free_;

@@ -103,8 +103,10 @@ restore_plan plan_restore(const stored_schedule& stored,
     decode_all<placement_record>(stored.placements, decode_placement, "placement", plan.problems);
   auto progress = decode_all<job_progress>(stored.progress, decode_progress, "progress",
                                            plan.problems);
-  if (auto next = decode_scheduler_meta(stored.meta); next && !stored.meta.empty())
-    plan.next_group = std::max<uint64_t>(1, *next);
+  if (auto meta = decode_scheduler_meta(stored.meta); meta && !stored.meta.empty()) {
+    plan.next_group = std::max<uint64_t>(1, meta->next_group);
+    plan.failed_nodes = std::move(meta->failed_nodes);
+  }
   std::map<std::string, job_record> placed;
   for (auto& [key, rec] : jobs) {
     if (rec.state == job_state::placed)

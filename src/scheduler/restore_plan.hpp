@@ -39,6 +39,7 @@ struct restore_plan {
   std::vector<job_record> ended;                // finished, failed, rejected, cancelled
   std::vector<std::string> problems;            // records that did not fit, in words
   uint64_t next_group = 1;
+  std::map<std::string, std::string> failed_nodes; // out of service: why
 };
 
 /// Rebuilds the schedule from its records; `rollout_pool` and `training_pool` name the nodes by

@@ -51,18 +51,8 @@ void readmit(scheduler_ptr self, const rl_job& job) {
   });
 }
 
-} // namespace
-
-void restore(scheduler_ptr self) {
+void restore_jobs(scheduler_ptr self, restore_plan& plan) {
   auto& st = self->state;
-  auto& stored = st.config.restore;
-  if (stored.jobs.empty())
-    return;
-  auto plan = plan_restore(stored, pool_ids(st.engine->rollout_pool()),
-                           pool_ids(st.engine->training_pool()));
-  for (auto& why : plan.problems)
-    spdlog::warn("event=restore_problem reason=\"{}\"", why);
-  st.engine->set_next_group_id(plan.next_group);
   for (auto& rec : plan.ended)
     st.jobs[rec.job.id] = {rec.job, rec.state, 0, rec.reason};
   size_t placed = 0;
@@ -78,8 +68,24 @@ void restore(scheduler_ptr self) {
     readmit(self, job);
   spdlog::info("event=scheduler_restored jobs={} groups={} placed={} resumed={} readmitted={} "
                "next_group={}",
-               stored.jobs.size(), st.engine->groups().size(), placed, plan.progress.size(),
-               plan.readmit.size(), st.engine->next_group_id());
+               st.config.restore.jobs.size(), st.engine->groups().size(), placed,
+               plan.progress.size(), plan.readmit.size(), st.engine->next_group_id());
+}
+
+} // namespace
+
+void restore(scheduler_ptr self) {
+  auto& st = self->state;
+  auto& stored = st.config.restore;
+  auto plan = plan_restore(stored, pool_ids(st.engine->rollout_pool()),
+                           pool_ids(st.engine->training_pool()));
+  for (auto& why : plan.problems)
+    spdlog::warn("event=restore_problem reason=\"{}\"", why);
+  st.engine->set_next_group_id(plan.next_group);
+  restore_failed_nodes(self, plan.failed_nodes);
+  if (!stored.jobs.empty())
+    restore_jobs(self, plan);
+  isolate_failed_nodes(self);
   stored = {}; // taken back; the records are not needed again
 }
 

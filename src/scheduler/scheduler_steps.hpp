@@ -3,6 +3,8 @@
 // departures; scheduler_restore.cpp: taking decisions back after a restart;
 // scheduler_status.cpp: what operators are told). Internal.
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,8 +30,28 @@ group_executor_actor executor_for(scheduler_ptr self, uint64_t id);
 /// Algorithm 1 (or the configured chooser), then durable, then answered and executed.
 void admit(scheduler_ptr self, rl_job job, placed_callback done);
 
+/// A placed job leaves (finished, failed, cancelled, drifted): its group goes on without it.
+/// `done` runs once the departure is durable (or with why it is not).
+void depart(scheduler_ptr self, const std::string& id, job_state state,
+            const std::string& reason, std::function<void(caf::error)> done);
+
+/// The scheduler's meta record as it stands: group counter and nodes out of service.
+record_write meta_write(const cluster_scheduler_state& st);
+
 /// Takes back what the store kept (config.restore).
 void restore(scheduler_ptr self);
+
+/// A node out of service or back (node_report): durable, then its jobs fail and the fabric
+/// hears of it; answered with what changed.
+caf::result<node_outcome> report_node(scheduler_ptr self, const node_report& report);
+
+/// After a restart: the nodes the store says are out of service are offered to nobody again
+/// (before any job is admitted again).
+void restore_failed_nodes(scheduler_ptr self, const std::map<std::string, std::string>& failed);
+
+/// Jobs still pinned to failed nodes fail, and the fabric hears of every failed node (after a
+/// restart, once the groups are back).
+void isolate_failed_nodes(scheduler_ptr self);
 
 std::vector<job_status> job_statuses(const cluster_scheduler_state& st);
 std::vector<group_status> group_statuses(const cluster_scheduler_state& st);

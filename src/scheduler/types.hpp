@@ -166,6 +166,21 @@ struct job_progress {
   int64_t iterations_done = 0;
 };
 
+/// An operator (or a node health monitor) reports a cluster node out of service, or back.
+struct node_report {
+  std::string node;
+  bool failed = true;
+  std::string reason;
+};
+
+/// What a node report changed: the jobs pinned to the node, failed (WEAVE §5.3: a recovered job
+/// comes back as a new arrival), and the fabric owners that re-plan around it at their next
+/// window (RFabric §5.4 (i)).
+struct node_outcome {
+  std::vector<std::string> failed_jobs;
+  std::vector<std::string> replanning;
+};
+
 /// A job joined a group (executor -> worker edge). Its first phase waits until its workers say
 /// its state is staged (WEAVE §5.1 Init); `staging_s` is the cold start the executor's schedule
 /// expects, for edges that model it (replay's simulated frameworks).

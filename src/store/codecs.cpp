@@ -167,17 +167,25 @@ std::optional<job_progress> decode_progress(std::string_view bytes) {
                       int64_t(p.iterations_done())};
 }
 
-std::string encode_scheduler_meta(uint64_t next_group) {
+std::string encode_scheduler_meta(const scheduler_meta& meta) {
   v1::SchedulerMeta m;
-  m.set_next_group(next_group);
+  m.set_next_group(meta.next_group);
+  for (auto& [node, reason] : meta.failed_nodes) {
+    auto* o = m.add_failed_nodes();
+    o->set_node(node);
+    o->set_reason(reason);
+  }
   return m.SerializeAsString();
 }
 
-std::optional<uint64_t> decode_scheduler_meta(std::string_view bytes) {
+std::optional<scheduler_meta> decode_scheduler_meta(std::string_view bytes) {
   v1::SchedulerMeta m;
   if (!m.ParseFromArray(bytes.data(), int(bytes.size())))
     return std::nullopt;
-  return m.next_group();
+  scheduler_meta out{m.next_group(), {}};
+  for (auto& o : m.failed_nodes())
+    out.failed_nodes[o.node()] = o.reason();
+  return out;
 }
 
 std::string encode_device_plan(const device_plan_record& rec) {

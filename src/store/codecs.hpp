@@ -4,6 +4,7 @@
 // writes them; readers (restart, `loom events`, tests) decode with the same functions.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -78,10 +79,15 @@ std::optional<placement_record> decode_placement(std::string_view bytes);
 std::string encode_progress(const job_progress& p);
 std::optional<job_progress> decode_progress(std::string_view bytes);
 
-/// The scheduler's counters (loom.v1.SchedulerMeta, column family "meta", key "scheduler").
+/// The scheduler's own record (loom.v1.SchedulerMeta, column family "meta", key "scheduler"):
+/// its group counter and the nodes out of service, with why.
 inline constexpr std::string_view scheduler_meta_key = "scheduler";
-std::string encode_scheduler_meta(uint64_t next_group);
-std::optional<uint64_t> decode_scheduler_meta(std::string_view bytes);
+struct scheduler_meta {
+  uint64_t next_group = 1;
+  std::map<std::string, std::string> failed_nodes;
+};
+std::string encode_scheduler_meta(const scheduler_meta& m);
+std::optional<scheduler_meta> decode_scheduler_meta(std::string_view bytes);
 
 /// A full-duplex circuit between duplex ports a < b of a device, and the plan holding it.
 struct device_circuit {

@@ -67,11 +67,13 @@ enum class event_kind : uint8_t {
   gen_command_abandoned,
   ocs_device_down,    // a switch stopped answering (or its agent went away)
   ocs_device_resumed, // ... and is back, read back and repaired
+  node_failed,        // a cluster node is out of service: its jobs fail, placements avoid it
+  node_recovered,     // ... and is back in the pools
 };
 
 template <>
 struct enum_names<event_kind> {
-  static constexpr std::array<std::pair<event_kind, std::string_view>, 21> table{{
+  static constexpr std::array<std::pair<event_kind, std::string_view>, 23> table{{
     {event_kind::job_placed, "job_placed"},
     {event_kind::job_rejected, "job_rejected"},
     {event_kind::job_finished, "job_finished"},
@@ -93,6 +95,8 @@ struct enum_names<event_kind> {
     {event_kind::gen_command_abandoned, "gen_command_abandoned"},
     {event_kind::ocs_device_down, "ocs_device_down"},
     {event_kind::ocs_device_resumed, "ocs_device_resumed"},
+    {event_kind::node_failed, "node_failed"},
+    {event_kind::node_recovered, "node_recovered"},
   }};
 };
 
