@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "fabric/rail_orchestrator.hpp"
+#include "loom/opus_shim.hpp"
 
 namespace loom::replay {
 
@@ -154,7 +155,9 @@ public:
       : w_(w), env_(env), mode_(mode), steps_(steps), rng_(seed),
         items_(build_schedule(w, env, steps)) {
     bw_ = env.link_gbps * 1e9 / 8;
-    stage_.resize(size_t(w.pp));
+    stage_.assign(size_t(w.pp), stage_state{opus_shim_policy{mode == opus_mode::on_demand
+                                                                ? opus_shim_mode::on_demand
+                                                                : opus_shim_mode::provisioning}});
     // Profiling (Opus §4.2): one step's trace per stage gives the phase table.
     for (int s = 0; s < w.pp; ++s) {
       std::vector<traced_op> trace;
@@ -167,8 +170,10 @@ public:
       if (phases.size() > 1 && phases.front().dim == phases.back().dim)
         --boundaries;
       run_.phase_boundaries.push_back(phases.size() > 1 ? boundaries : 0);
+      std::vector<uint32_t> digits;
       for (auto& op : trace)
-        stage_[size_t(s)].dims.push_back(op.dim);
+        digits.push_back(uint32_t(op.dim));
+      stage_[size_t(s)].shim.set_table(std::move(digits));
     }
     // The rail starts in the topology its stages' first operations need.
     topo_id initial = topo_id::uniform(w.pp, 0);
@@ -211,11 +216,12 @@ public:
 
 private:
   struct stage_state {
+    explicit stage_state(opus_shim_policy p) : shim(std::move(p)) {}
+    opus_shim_policy shim; // Alg. 1-2 on the stage's phase table, as live shims run it
     size_t pc = 0;
     bool busy = false;   // computing or communicating
     bool locked = false; // a topo_write awaits its ACK
     std::set<size_t> written; // items a write was issued for
-    std::vector<int> dims; // of one step's operations: the phase table
     std::vector<double> step_end;
   };
   void at(double t, std::function<void()> fn) {
@@ -224,16 +230,6 @@ private:
     events_.push({{t, id}, id});
   }
 
-  /// Does operation k (0-based within a step) of stage s follow / precede an operation of
-  /// another dimension (cyclically: steps repeat)? This is the phase table's boundaries.
-  bool phase_change_before(int s, size_t k) const {
-    auto& d = stage_[size_t(s)].dims;
-    return d[k] != d[(k + d.size() - 1) % d.size()];
-  }
-  bool phase_change_after(int s, size_t k) const {
-    auto& d = stage_[size_t(s)].dims;
-    return d[k] != d[(k + 1) % d.size()];
-  }
   size_t op_in_step(int s, size_t pc) const {
     size_t k = 0;
     for (size_t i = 0; i < pc; ++i)
@@ -361,12 +357,10 @@ private:
       if (st.locked)
         return;
       size_t k = op_in_step(s, st.pc);
-      bool shift = phase_change_before(s, k);
-      bool asym = it.dim == 0;
+      // The live shims' decision (opus_shim_policy); one provisioning wrote for already only
+      // waits until the topology serves it.
       bool written = st.written.count(st.pc) > 0;
-      // PP operations always write, from both ends (Opus §4.2), whether or not provisioning
-      // already did for this one; anything the topology does not serve writes too.
-      if (!written && (asym || (mode_ == opus_mode::on_demand && shift) || !served(s, it))) {
+      if (!written && st.shim.write_before(k, served(s, it))) {
         write_for(s, st.pc);
         return;
       }
@@ -411,12 +405,9 @@ private:
   /// write for the next operation now, so the OCS turns while the stage computes.
   void post_comm(int s) {
     auto& st = stage_[size_t(s)];
-    auto& it = items_[size_t(s)][st.pc];
     size_t k = op_in_step(s, st.pc);
-    bool shift = phase_change_after(s, k);
-    bool asym = it.dim == 0;
     finish_item(s);
-    if (mode_ != opus_mode::provisioning || !(shift || asym))
+    if (mode_ == opus_mode::native || !st.shim.write_after(k))
       return;
     for (size_t n = st.pc; n < items_[size_t(s)].size(); ++n)
       if (items_[size_t(s)][n].comm) {

@@ -442,3 +442,59 @@ BOOST_AUTO_TEST_CASE(a_failing_rail_is_retried_then_falls_back_to_the_giant_ring
 
 BOOST_AUTO_TEST_SUITE_END()
 
+
+#include "loom/opus_shim.hpp"
+
+BOOST_AUTO_TEST_SUITE(opus_shim)
+
+BOOST_AUTO_TEST_CASE(the_phase_table_decides_which_collectives_write) {
+  // Stage 0 of a PP x FSDP step: all-gather, send activation, receive gradient, all-gather,
+  // reduce-scatter. Steps repeat: the reduce-scatter's phase runs into the next all-gather.
+  opus_shim_policy on_demand{opus_shim_mode::on_demand};
+  BOOST_CHECK(on_demand.write_before(3, true)); // not profiled: every collective writes
+  on_demand.set_table({1, 0, 0, 1, 1});
+  std::vector<bool> starts, ends;
+  for (size_t k = 0; k < 5; ++k) {
+    starts.push_back(on_demand.starts_phase(k));
+    ends.push_back(on_demand.ends_phase(k));
+  }
+  BOOST_CHECK((starts == std::vector<bool>{false, true, false, true, false}));
+  BOOST_CHECK((ends == std::vector<bool>{true, false, true, false, false}));
+  // On demand: PP always, a phase's first collective, and whatever is not served (O1 spares
+  // the rest); nothing is written ahead.
+  std::vector<bool> before;
+  for (size_t k = 0; k < 5; ++k)
+    before.push_back(on_demand.write_before(k, true));
+  BOOST_CHECK((before == std::vector<bool>{false, true, true, true, false}));
+  BOOST_CHECK(on_demand.write_before(4, false));
+  BOOST_CHECK(!on_demand.write_after(0));
+  // Provisioning: a phase's first collective is written ahead (after the one before it, or
+  // after any PP one), so before it only PP and the unserved write.
+  opus_shim_policy ahead{opus_shim_mode::provisioning};
+  ahead.set_table({1, 0, 0, 1, 1});
+  std::vector<bool> after;
+  before.clear();
+  for (size_t k = 0; k < 5; ++k) {
+    before.push_back(ahead.write_before(k, true));
+    after.push_back(ahead.write_after(k));
+  }
+  BOOST_CHECK((before == std::vector<bool>{false, true, true, false, false}));
+  BOOST_CHECK((after == std::vector<bool>{true, true, true, false, false}));
+}
+
+BOOST_AUTO_TEST_CASE(the_phase_table_comes_from_the_learned_phases) {
+  v1::OpusRegistered r;
+  for (auto [stage, digit, first, last] : std::vector<std::array<uint32_t, 4>>{
+         {0, 1, 0, 0}, {0, 0, 1, 2}, {1, 0, 0, 0}, {0, 1, 3, 4}}) {
+    auto* p = r.add_phases();
+    p->set_stage(stage);
+    p->set_digit(digit);
+    p->set_first(first);
+    p->set_last(last);
+  }
+  BOOST_CHECK((phase_table(r, 0) == std::vector<uint32_t>{1, 0, 0, 1, 1}));
+  BOOST_CHECK((phase_table(r, 1) == std::vector<uint32_t>{0}));
+  BOOST_CHECK(phase_table(r, 2).empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

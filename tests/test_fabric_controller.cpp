@@ -339,7 +339,10 @@ std::set<cross_connect> mapping(const topo_id& id) {
 BOOST_AUTO_TEST_CASE(opus_topo_write_barrier_acks_after_the_rail_confirms) {
   bench_fabric f{one_rail()};
   opus_job job{"llm", 3, {2, 2}, {"rail0"}, "111"};
-  BOOST_REQUIRE(ask<ok_atom>(f.drv, f.ctl, opus_atom::value, job).value);
+  auto registered = ask<opus_registration>(f.drv, f.ctl, opus_atom::value, job);
+  BOOST_REQUIRE(registered.value);
+  BOOST_CHECK_EQUAL(registered.value->topo, "111");
+  BOOST_CHECK(registered.value->phases.empty()); // nothing profiled yet
   auto xs = f.on_device("rail0");
   BOOST_CHECK(std::set<cross_connect>(xs.begin(), xs.end()) == mapping(topo_id::parse("111")));
   // Stages 0 and 1 start PP Send/Recv: the barrier waits for both writers.
@@ -370,10 +373,32 @@ BOOST_AUTO_TEST_CASE(opus_topo_write_barrier_acks_after_the_rail_confirms) {
   BOOST_CHECK(same.after == caf::timespan{0});
 }
 
+BOOST_AUTO_TEST_CASE(opus_learns_the_phase_table_from_the_profiled_traces) {
+  bench_fabric f{one_rail()};
+  opus_job job{"llm", 2, {2}, {"rail0"}, "11"};
+  BOOST_REQUIRE(ask<opus_registration>(f.drv, f.ctl, opus_atom::value, job).value);
+  // Opus §4.2: after profiling the shims send what each stage ran in one step.
+  job.traces = {{0, {1, 0, 0, 1, 1}}, {1, {0, 1, 1, 0, 1}}};
+  auto learned = ask<opus_registration>(f.drv, f.ctl, opus_atom::value, job);
+  BOOST_REQUIRE(learned.value);
+  std::vector<std::tuple<int, int, uint32_t, uint32_t>> phases;
+  for (auto& p : learned.value->phases)
+    phases.emplace_back(p.stage, p.digit, p.first, p.last);
+  BOOST_CHECK((phases == std::vector<std::tuple<int, int, uint32_t, uint32_t>>{
+                 {0, 1, 0, 0}, {0, 0, 1, 2}, {0, 1, 3, 4},
+                 {1, 0, 0, 0}, {1, 1, 1, 2}, {1, 0, 3, 3}, {1, 1, 4, 4}}));
+  // A trace that names a digit the layout does not have, or a stage it lacks, says why.
+  job.traces = {{0, {1, 2}}};
+  auto bad = ask<opus_registration>(f.drv, f.ctl, opus_atom::value, job);
+  BOOST_CHECK(!bad.value);
+  job.traces = {{5, {1}}};
+  BOOST_CHECK(!ask<opus_registration>(f.drv, f.ctl, opus_atom::value, job).value);
+}
+
 BOOST_AUTO_TEST_CASE(opus_falls_back_to_a_giant_ring_when_the_rail_keeps_timing_out) {
   bench_fabric f{one_rail()};
-  BOOST_REQUIRE(ask<ok_atom>(f.drv, f.ctl, opus_atom::value,
-                             opus_job{"llm", 3, {2, 2}, {"rail0"}, "111"})
+  BOOST_REQUIRE(ask<opus_registration>(f.drv, f.ctl, opus_atom::value,
+                                       opus_job{"llm", 3, {2, 2}, {"rail0"}, "111"})
                   .value);
   ocs_fault fault;
   fault.timeout_next = 3; // the first try and both retries
@@ -472,7 +497,7 @@ BOOST_AUTO_TEST_CASE(opus_rails_from_config_are_programmed_per_rail) {
   bench_fabric f{from_config("conf/opus-rails.toml")};
   // PP = 2 stages of DP = 2 on each of the four rails.
   opus_job job{"llama", 2, {2}, {"rail0", "rail1", "rail2", "rail3"}, "11"};
-  BOOST_REQUIRE(ask<ok_atom>(f.drv, f.ctl, opus_atom::value, job).value);
+  BOOST_REQUIRE(ask<opus_registration>(f.drv, f.ctl, opus_atom::value, job).value);
   ask<topo_ack>(f.drv, f.ctl, topo_write_atom::value, std::string{"llama"},
                 topo_write{"pp0-1", 0, 2, 0, 0});
   auto ack = ask<topo_ack>(f.drv, f.ctl, topo_write_atom::value, std::string{"llama"},

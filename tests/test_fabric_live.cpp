@@ -7,6 +7,9 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "core/error.hpp"
 #include "drivers/tl1_client.hpp"
 #include "loom/client.hpp"
@@ -269,8 +272,10 @@ std::string opus_fabric() {
   return fabric;
 }
 
-/// A service running Opus rails, and a collective shim `argv` against it, run to its end.
-void run_opus_step(const std::vector<std::string>& shim_argv, const std::string& job) {
+/// A service running Opus rails, and a collective shim `argv` against it, run to its end: one
+/// profiling step, then two steps on the phase table in `mode`.
+void run_opus_steps(const std::vector<std::string>& shim_argv, const std::string& job,
+                    const std::string& mode) {
   lt::live_options o;
   o.fabric = false;
   o.training_nodes = 4;
@@ -280,17 +285,25 @@ void run_opus_step(const std::vector<std::string>& shim_argv, const std::string&
   std::vector<std::string> argv = shim_argv;
   for (auto& a : std::vector<std::string>{
          "--endpoint", s.endpoint(), "--server-key", s.dir / "db/keys/server.pub", "--key",
-         s.dir / "keys/shim", "--job", job, "--pp", "2", "--dp", "2", "--steps", "2", "--rails",
-         "rail0", "rail1", "rail2", "rail3"})
+         s.dir / "keys/shim", "--job", job, "--pp", "2", "--dp", "2", "--steps", "3",
+         "--profile-steps", "1", "--mode", mode, "--rails", "rail0", "rail1", "rail2", "rail3"})
     argv.push_back(a);
   lt::child_process shim{argv};
   auto status = shim.wait(lt::live_limit);
   shim.drain(5s);
   BOOST_CHECK_MESSAGE(status && *status == 0, shim.stderr_text());
   auto lines = shim.stdout_lines();
-  // Per step and stage pair: 2 + 2 PP writes, 3 FSDP writes per stage: 10 writes a step.
-  BOOST_CHECK(std::find(lines.begin(), lines.end(), "step 1 done: 20 topo_writes so far")
-              != lines.end());
+  auto printed = [&](const std::string& line) {
+    BOOST_CHECK_MESSAGE(std::find(lines.begin(), lines.end(), line) != lines.end(),
+                        "no line '" << line << "' in:\n" << fmt::format("{}", fmt::join(lines, "\n")));
+  };
+  // Profiling writes before every collective: per stage pair 2 + 2 PP writes and 3 FSDP writes
+  // per stage, 10 a step. The phase table (stage 0: FSDP, PP, FSDP; stage 1: PP, FSDP, PP, FSDP)
+  // then leaves the PP writes and one per FSDP phase that follows a PP one: 7 a step (O1).
+  printed("step 0 done: 10 topo_writes so far");
+  printed("phase table learned: 7 phases over 2 stages");
+  printed("step 2 done: 24 topo_writes so far");
+  await_log(*serve, {"event=opus_profiled", "job=" + job, "stages=2 phases=7"});
   // The rails moved between the PP and the FSDP topologies, through the controller.
   await_log(*serve, {"event=opus_registered", "job=" + job, "rails=4"});
   // PP needs digit 0 on both stages, FSDP digit 1 on its own: at least there and back.
@@ -308,7 +321,8 @@ void run_opus_step(const std::vector<std::string>& shim_argv, const std::string&
     j->add_rails(r);
   j->set_initial("11");
   auto same = shim_again.call(again);
-  BOOST_CHECK(same && same->has_ok());
+  BOOST_REQUIRE(same && same->has_opus_registered());
+  BOOST_CHECK_EQUAL(same->opus_registered().phases_size(), 7); // the table stays
   j->set_pp(4);
   j->set_symmetrical(0, 1);
   j->set_initial("1111");
@@ -319,12 +333,12 @@ void run_opus_step(const std::vector<std::string>& shim_argv, const std::string&
 
 } // namespace
 
-BOOST_AUTO_TEST_CASE(an_opus_jobs_step_of_topo_writes_runs_over_the_wire_cpp) {
-  run_opus_step({env_path("LOOM_EXAMPLE_SHIM")}, "llama-cpp");
+BOOST_AUTO_TEST_CASE(an_opus_jobs_steps_of_topo_writes_run_over_the_wire_cpp_provisioning) {
+  run_opus_steps({env_path("LOOM_EXAMPLE_SHIM")}, "llama-cpp", "provisioning");
 }
 
-BOOST_AUTO_TEST_CASE(an_opus_jobs_step_of_topo_writes_runs_over_the_wire_python) {
-  run_opus_step({"/usr/bin/env", "PYTHONPATH=" + env_path("LOOM_PYTHON_PATH"),
-                 "/usr/bin/python3", lt::source_path("python/examples/collective_shim.py")},
-                "llama-py");
+BOOST_AUTO_TEST_CASE(an_opus_jobs_steps_of_topo_writes_run_over_the_wire_python_on_demand) {
+  run_opus_steps({"/usr/bin/env", "PYTHONPATH=" + env_path("LOOM_PYTHON_PATH"),
+                  "/usr/bin/python3", lt::source_path("python/examples/collective_shim.py")},
+                 "llama-py", "on-demand");
 }

@@ -1,18 +1,19 @@
 #!/usr/bin/python3
-"""A collective shim on Loom (Opus §4.1, role collective-shim), as examples/collective_shim.cpp:
+"""A collective shim on Loom (Opus §4.1-4.2, role collective-shim), as examples/collective_shim.cpp:
 registers a PP x FSDP job on its photonic rails (OpusJob), then runs training steps with one
-thread per pipeline stage. Before each PP Send/Recv and each FSDP all-gather / reduce-scatter a
-stage writes its topo_write and waits for the TopoAck; both ends of a Send/Recv write the same
-operation, and a downstream stage starts its first all-gather only once the activation came.
-Compute is a sleep. Usage:
+thread per pipeline stage, each stage's collectives going through loom_client.opus.StageShim:
+PP Send/Recv (both ends write the same operation) and FSDP all-gathers and reduce-scatters; a
+downstream stage starts its first all-gather only once the activation came. The first
+--profile-steps steps write before every collective; then the traces go to Loom, which answers
+the phase table, and the shims write only where phases change (provisioning the next phase
+early in provisioning mode). Compute is a sleep. Usage:
 
   PYTHONPATH=python /usr/bin/python3 python/examples/collective_shim.py \\
       --endpoint tcp://127.0.0.1:5555 --server-key KEYS/server.pub --key KEYS/shim \\
-      --job llama --rails rail0 rail1 rail2 rail3 --pp 2 --dp 2
+      --job llama --rails rail0 rail1 rail2 rail3 --pp 2 --dp 2 --steps 3
 """
 
 import argparse
-import collections
 import os
 import sys
 import threading
@@ -22,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from loom_client import loom_pb2 as pb  # noqa: E402
 from loom_client.client import Client  # noqa: E402
+from loom_client.opus import Op, StageShim, phase_table  # noqa: E402
 
 _out = threading.Lock()
 
@@ -33,42 +35,45 @@ def say(line):
 
 
 class Stage:
-    """One pipeline stage's writes, numbered per group."""
+    """One pipeline stage's training step over its shim."""
 
-    def __init__(self, client, args, stage):
-        self.client, self.args, self.stage = client, args, stage
-        self.ops = collections.Counter()
-        self.writes = 0
+    def __init__(self, client, args, stage, topo):
+        self.args, self.stage = args, stage
+        self.shim = StageShim(client, args.job, stage, args.mode, topo)
 
-    def write(self, group, group_size, digit):
-        env = pb.Envelope()
-        w = env.topo_write
-        w.job, w.group, w.op_index = self.args.job, group, self.ops[group]
-        w.group_size, w.stage, w.digit = group_size, self.stage, digit
-        self.ops[group] += 1
-        ack = self.client.call(env, timeout_s=None).topo_ack
-        self.writes += 1
-        say(f"stage {self.stage} {group} op {w.op_index} topo {ack.topo}"
-            + (" (giant ring)" if ack.fallback else ""))
+    def comm(self, op):
+        self.shim.pre_comm(op)
+        say(f"stage {self.stage} {op.group} topo {self.shim.topo}")
+        self.shim.post_comm()  # the collective itself takes no time here
 
     def compute(self):
         time.sleep(self.args.compute_ms / 1000.0)
 
     def step(self):
         s, last = self.stage, self.stage + 1 == self.args.pp
-        down, up, dp = f"pp{s}-{s + 1}", f"pp{s - 1}-{s}", f"dp{s}"
+        down, up, dp = Op(f"pp{s}-{s + 1}", 2, 0), Op(f"pp{s - 1}-{s}", 2, 0), Op(f"dp{s}", 1, 1)
         if s > 0:
-            self.write(up, 2, 0)      # receive the activation
-        self.write(dp, 1, 1)          # FSDP all-gather
-        self.compute()                # forward
+            self.comm(up)         # receive the activation
+        self.comm(dp)             # FSDP all-gather
+        self.compute()            # forward
         if not last:
-            self.write(down, 2, 0)    # send the activation
-            self.write(down, 2, 0)    # receive the gradient
-        self.write(dp, 1, 1)          # all-gather
-        self.compute()                # backward
+            self.comm(down)       # send the activation
+            self.comm(down)       # receive the gradient
+        self.comm(dp)             # all-gather
+        self.compute()            # backward
         if s > 0:
-            self.write(up, 2, 0)      # send the gradient
-        self.write(dp, 1, 1)          # reduce-scatter
+            self.comm(up)         # send the gradient
+        self.comm(dp)             # reduce-scatter
+
+
+def register(client, a, traces=()):
+    env = pb.Envelope()
+    j = env.opus_job
+    j.job, j.pp, j.initial = a.job, a.pp, a.initial or "1" * a.pp
+    j.symmetrical.append(a.dp)
+    j.rails.extend(a.rails)
+    j.traces.extend(traces)
+    return client.call(env).opus_registered
 
 
 def main():
@@ -84,28 +89,28 @@ def main():
     p.add_argument("--dp", type=int, default=2)
     p.add_argument("--initial", default="")
     p.add_argument("--steps", type=int, default=1)
+    p.add_argument("--profile-steps", type=int, default=1)
+    p.add_argument("--mode", choices=("on-demand", "provisioning"), default="provisioning")
     p.add_argument("--compute-ms", type=int, default=20)
     a = p.parse_args()
     client = Client(a.endpoint, a.server_key, a.key, timeout_s=30.0)
     client.register("collective-shim", a.id)
-    env = pb.Envelope()
-    j = env.opus_job
-    j.job, j.pp, j.initial = a.job, a.pp, a.initial or "1" * a.pp
-    j.symmetrical.append(a.dp)
-    j.rails.extend(a.rails)
-    client.call(env)
-    say(f"job {a.job} on {len(a.rails)} rails, topo {j.initial}")
-    stages = [Stage(client, a, s) for s in range(a.pp)]
+    job = register(client, a)
+    say(f"job {a.job} on {len(a.rails)} rails, topo {job.topo}")
+    stages = [Stage(client, a, s, job.topo) for s in range(a.pp)]
     for step in range(a.steps):
         failed = []
 
-        def run(stage):
+        def run(stage, last):
             try:
+                if last:
+                    stage.shim.last = True
                 stage.step()
+                stage.shim.end_step()
             except Exception as e:  # noqa: BLE001 - reported, and the shim exits 1
                 failed.append(f"stage {stage.stage}: {e}")
 
-        threads = [threading.Thread(target=run, args=(s,)) for s in stages]
+        threads = [threading.Thread(target=run, args=(s, step + 1 == a.steps)) for s in stages]
         for t in threads:
             t.start()
         for t in threads:
@@ -113,7 +118,15 @@ def main():
         if failed:
             sys.stderr.write("; ".join(failed) + "\n")
             return 1
-        say(f"step {step} done: {sum(s.writes for s in stages)} topo_writes so far")
+        say(f"step {step} done: {sum(s.shim.writes for s in stages)} topo_writes so far")
+        if step + 1 == a.profile_steps:
+            learned = register(client, a, [s.shim.trace() for s in stages])
+            for s in stages:
+                if not s.shim.set_table(phase_table(learned, s.stage)):
+                    sys.stderr.write(f"stage {s.stage}: the phase table does not match\n")
+            say(f"phase table learned: {len(learned.phases)} phases over {a.pp} stages")
+    for s in stages:
+        s.shim.close()
     client.close("done")
     return 0
 

@@ -293,9 +293,10 @@ using fabric_controller_actor = caf::typed_actor<
   caf::replies_to<plans_atom>::with<std::vector<fabric_plan_status>>,
   // The circuits an owner's committed plan provides (empty when it has none).
   caf::replies_to<get_atom, std::string>::with<circuit_layout>,
-  // Opus: a job on photonic rails, then its ranks' topo_writes (answered after the rails
-  // confirm the transition).
-  caf::replies_to<opus_atom, opus_job>::with<ok_atom>,
+  // Opus: a job on photonic rails (answered once they carry its first topology; again with its
+  // stages' profiled traces: answered with the phase table), then its ranks' topo_writes
+  // (answered after the rails confirm the transition).
+  caf::replies_to<opus_atom, opus_job>::with<opus_registration>,
   caf::replies_to<topo_write_atom, std::string, topo_write>::with<topo_ack>,
   // Internal: the periodic health poll of every device (App. H), and a committed decision
   // whose circuits are now up (the link-up delay after the switch confirmed).

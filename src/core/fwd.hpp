@@ -63,7 +63,10 @@ struct commit_window;
 struct fabric_decision;
 struct fabric_plan_status;
 struct circuit_layout;
+struct opus_trace;
+struct opus_phase;
 struct opus_job;
+struct opus_registration;
 struct topo_write;
 struct topo_ack;
 

@@ -332,8 +332,24 @@ typename Inspector::result_type inspect(Inspector& f, fabric_plan_status& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, opus_trace& x) {
+  return f(caf::meta::type_name("opus_trace"), x.stage, x.digits);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, opus_phase& x) {
+  return f(caf::meta::type_name("opus_phase"), x.stage, x.digit, x.first, x.last);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, opus_job& x) {
-  return f(caf::meta::type_name("opus_job"), x.job, x.pp, x.symmetrical, x.rails, x.initial);
+  return f(caf::meta::type_name("opus_job"), x.job, x.pp, x.symmetrical, x.rails, x.initial,
+           x.traces);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, opus_registration& x) {
+  return f(caf::meta::type_name("opus_registration"), x.topo, x.phases);
 }
 
 template <class Inspector>

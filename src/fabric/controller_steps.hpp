@@ -49,8 +49,9 @@ void answer_when_up(self_ptr self, caf::typed_response_promise<fabric_decision> 
 caf::result<fabric_decision> try_commit(self_ptr self, const std::string& owner,
                                         const commit_window& window);
 
-/// An Opus job's rails: programmed to its initial topology, then answered.
-caf::result<ok_atom> register_opus(self_ptr self, const opus_job& job);
+/// An Opus job's rails: programmed to its initial topology, then answered with its phase
+/// table (learned from the traces it brings, now or when it registers again).
+caf::result<opus_registration> register_opus(self_ptr self, const opus_job& job);
 
 /// A rank's topo_write, answered once its transition is on the rails.
 caf::result<topo_ack> topo_write_to(self_ptr self, const std::string& job, const topo_write& w);

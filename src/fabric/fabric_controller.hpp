@@ -59,6 +59,7 @@ struct fabric_controller_state {
   struct opus_state {
     std::vector<uint32_t> rails; // device indices
     std::optional<rail_orchestrator> orchestrator;
+    std::map<int, std::vector<opus_phase>> phases; // by stage, learned from its trace
     std::map<uint64_t, caf::typed_response_promise<topo_ack>> answers; // by writer token
   };
 

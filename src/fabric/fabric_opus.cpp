@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "core/inspect.hpp"
 #include "fabric/controller_steps.hpp"
@@ -108,6 +110,13 @@ std::optional<std::string> invalid_job(self_ptr self, const opus_job& job) {
   for (int degree : job.symmetrical)
     if (degree < 1)
       return fmt::format("job '{}': a symmetrical degree must be at least 1", job.job);
+  for (auto& t : job.traces)
+    if (t.stage < 0 || t.stage >= job.pp || t.digits.empty()
+        || std::any_of(t.digits.begin(), t.digits.end(), [&](int d) {
+             return d < 0 || size_t(d) > job.symmetrical.size();
+           }))
+      return fmt::format("job '{}': the trace of stage {} needs operations with digits 0..{}",
+                         job.job, t.stage, job.symmetrical.size());
   const int ranks = opus_layout{job.pp, job.symmetrical}.ranks();
   for (auto& r : job.rails) {
     auto dev = model.device_index(r);
@@ -120,32 +129,70 @@ std::optional<std::string> invalid_job(self_ptr self, const opus_job& job) {
   return std::nullopt;
 }
 
+/// Opus §4.2 profiling: each traced stage's phases, runs of operations that need one digit.
+size_t learn(opus_state& op, const std::vector<opus_trace>& traces) {
+  size_t phases = 0;
+  for (auto& t : traces) {
+    std::vector<traced_op> ops;
+    for (int d : t.digits)
+      ops.push_back({d, 0});
+    auto& table = op.phases[t.stage];
+    table.clear();
+    for (auto& p : learn_phases(ops))
+      table.push_back({t.stage, p.dim, uint32_t(p.first), uint32_t(p.last)});
+    phases += table.size();
+  }
+  return phases;
+}
+
+opus_registration registration(const opus_state& op) {
+  opus_registration r{op.orchestrator->current().str(), {}};
+  for (auto& [stage, table] : op.phases)
+    r.phases.insert(r.phases.end(), table.begin(), table.end());
+  return r;
+}
+
+/// The job registered again: the same layout keeps what runs, and its traces (if any) give the
+/// phase table, durable before it is answered.
+caf::result<opus_registration> register_again(self_ptr self, opus_state& op, const opus_job& job) {
+  const auto& layout = op.orchestrator->layout();
+  if (layout.pp != job.pp || layout.symmetrical != job.symmetrical)
+    return make_error(errc::conflict,
+                      fmt::format("Opus job '{}' runs with another layout", job.job));
+  if (job.traces.empty())
+    return registration(op);
+  const auto phases = learn(op, job.traces);
+  auto promise = self->make_response_promise<opus_registration>();
+  write_batch batch;
+  batch.sync = self->state.config.sync_writes;
+  persist_and_deliver(self, self->state.store, std::move(batch),
+                      {event_kind::opus_profiled, job.job,
+                       fmt::format("stages={} phases={}", job.traces.size(), phases)},
+                      promise, registration(op));
+  return promise;
+}
+
 } // namespace
 
-caf::result<ok_atom> register_opus(self_ptr self, const opus_job& job) {
+caf::result<opus_registration> register_opus(self_ptr self, const opus_job& job) {
   auto& st = self->state;
   if (auto why = invalid_job(self, job))
     return make_error(errc::invalid_argument, *why);
-  if (auto it = st.opus.find(job.job); it != st.opus.end()) {
-    // A shim that registers again (e.g. after a restart of its own) keeps what runs.
-    const auto& layout = it->second.orchestrator->layout();
-    if (layout.pp == job.pp && layout.symmetrical == job.symmetrical)
-      return ok_atom::value;
-    return make_error(errc::conflict,
-                      fmt::format("Opus job '{}' runs with another layout", job.job));
-  }
+  if (auto it = st.opus.find(job.job); it != st.opus.end())
+    return register_again(self, it->second, job); // e.g. a shim restarted, or profiled
   opus_state op;
   for (auto& r : job.rails)
     op.rails.push_back(*st.model->device_index(r));
   op.orchestrator.emplace(opus_layout{job.pp, job.symmetrical}, topo_id::parse(job.initial),
                           st.config.max_retries);
+  const auto phases = learn(op, job.traces);
   // Program the starting topology on every rail, then answer.
   std::map<uint32_t, xc_diff> diffs;
   for (auto dev : op.rails)
     diffs[dev].adds = op.orchestrator->mapping(st.model->devices[dev].ports);
   st.opus[job.job] = std::move(op);
-  auto promise = self->make_response_promise<ok_atom>();
-  apply_all(self, diffs, [self, promise, job](apply_outcome out) mutable {
+  auto promise = self->make_response_promise<opus_registration>();
+  apply_all(self, diffs, [self, promise, job, phases](apply_outcome out) mutable {
     if (out.error) {
       self->state.opus.erase(job.job);
       promise.deliver(make_error(errc::driver_refused, *out.error));
@@ -155,8 +202,9 @@ caf::result<ok_atom> register_opus(self_ptr self, const opus_job& job) {
     batch.sync = self->state.config.sync_writes;
     persist_and_deliver(self, self->state.store, std::move(batch),
                         {event_kind::opus_registered, job.job,
-                         fmt::format("topo_id={} rails={}", job.initial, job.rails.size())},
-                        promise, ok_atom::value);
+                         fmt::format("topo_id={} rails={} phases={}", job.initial,
+                                     job.rails.size(), phases)},
+                        promise, registration(self->state.opus.at(job.job)));
   });
   return promise;
 }

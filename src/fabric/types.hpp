@@ -155,13 +155,37 @@ struct fabric_plan_status {
   std::vector<std::string> devices;
 };
 
-/// An Opus job on photonic rails: its layout and one rail OCS per rail it uses.
+/// What one pipeline stage ran in a profiled training step (Opus §4.2): the topo_id digit each
+/// of its collectives needed, in order (0: PP Send/Recv, d: symmetrical dimension d).
+struct opus_trace {
+  int stage = 0;
+  std::vector<int> digits;
+};
+
+/// A parallelism phase of a stage's step: its operations first..last all need `digit`.
+struct opus_phase {
+  int stage = 0;
+  int digit = 0;
+  uint32_t first = 0;
+  uint32_t last = 0;
+};
+
+/// An Opus job on photonic rails: its layout and one rail OCS per rail it uses, and (once its
+/// shims profiled a step) the stages' traces to learn the phase table from.
 struct opus_job {
   std::string job;
   int pp = 1;
   std::vector<int> symmetrical;
   std::vector<std::string> rails;
   std::string initial; // topo_id digits the rails start in
+  std::vector<opus_trace> traces;
+};
+
+/// The job runs on its rails in topology `topo`; `phases` is its phase table so far (Opus
+/// §4.2: what the shims' O1 and provisioning go by), per stage in order.
+struct opus_registration {
+  std::string topo;
+  std::vector<opus_phase> phases;
 };
 
 /// A rank's (or a stage's) topo_write: which group and operation it is ready for, how many

@@ -209,17 +209,33 @@ void fabric_intent_of(self_ptr self, const std::string& identity, uint64_t rid,
       [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
 }
 
-/// Opus §4.1: a job on photonic rails, answered once the rails carry its first topology.
+/// Opus §4.1: a job on photonic rails, answered once the rails carry its first topology (and,
+/// with its stages' profiled traces, with the phase table, §4.2).
 void opus_job_of(self_ptr self, const std::string& identity, uint64_t rid, const v1::OpusJob& w) {
   if (w.job().empty() || w.pp() < 1 || w.rails().empty()) {
     send_error(self, identity, rid, v1::ERROR_INVALID, "OpusJob needs a job, pp >= 1 and rails");
     return;
   }
   opus_job job{w.job(), int(w.pp()), {w.symmetrical().begin(), w.symmetrical().end()},
-               {w.rails().begin(), w.rails().end()}, w.initial()};
+               {w.rails().begin(), w.rails().end()}, w.initial(), {}};
+  for (auto& t : w.traces())
+    job.traces.push_back({int(t.stage()), {t.digits().begin(), t.digits().end()}});
   self->request(self->state.fabric, caf::infinite, opus_atom::value, std::move(job))
-    .then([self, identity, rid](ok_atom) { reply(self, identity, rid, [](v1::Envelope& e) { e.mutable_ok(); }); },
-          [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+    .then(
+      [self, identity, rid](const opus_registration& r) {
+        reply(self, identity, rid, [&](v1::Envelope& e) {
+          auto* out = e.mutable_opus_registered();
+          out->set_topo(r.topo);
+          for (auto& p : r.phases) {
+            auto* phase = out->add_phases();
+            phase->set_stage(uint32_t(p.stage));
+            phase->set_digit(uint32_t(p.digit));
+            phase->set_first(p.first);
+            phase->set_last(p.last);
+          }
+        });
+      },
+      [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
 }
 
 /// Fabric traffic: the collective shims'; without a fabric it is unavailable.
