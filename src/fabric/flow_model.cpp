@@ -5,7 +5,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
-#include <queue>
+#include <numeric>
 
 namespace loom {
 
@@ -14,47 +14,126 @@ uint32_t flow_network::add_link(double bytes_per_s) {
   return uint32_t(capacity_.size() - 1);
 }
 
-std::vector<double> flow_network::max_min_rates(const std::vector<flow>& flows) const {
-  const size_t nl = capacity_.size();
-  std::vector<double> left = capacity_;
-  std::vector<uint32_t> count(nl, 0);
-  std::vector<std::vector<uint32_t>> on_link(nl);
-  for (uint32_t f = 0; f < flows.size(); ++f)
-    for (auto l : flows[f].links) {
-      ++count[l];
-      on_link[l].push_back(f);
+namespace {
+
+/// Max-min fair rates by progressive filling over a fixed set of flows, some of which finish
+/// over time. Flow -> links and link -> flows are flat arrays built once (the latter compacted
+/// when half its entries are finished flows), so each event of a collective solves again
+/// without allocating; the rates change globally when a flow finishes, so each event solves
+/// from scratch.
+class max_min_solver {
+public:
+  max_min_solver(const std::vector<double>& capacity, const std::vector<flow_network::flow>& flows)
+      : capacity_(capacity), flow_start_(flows.size() + 1, 0), count_(capacity.size(), 0),
+        state_(flows.size(), 0), rate_(flows.size(), 0) {
+    for (size_t f = 0; f < flows.size(); ++f) {
+      flow_start_[f + 1] = flow_start_[f] + uint32_t(flows[f].links.size());
+      flow_links_.insert(flow_links_.end(), flows[f].links.begin(), flows[f].links.end());
+      for (auto l : flows[f].links)
+        ++count_[l];
     }
-  // Progressive filling: the link with the smallest fair share freezes its flows at that share.
-  // Freezing a flow at the minimum share never lowers another link's share, so heap keys are
-  // lower bounds: a popped link whose share has grown goes back in with its current share.
-  using entry = std::pair<double, uint32_t>;
-  std::priority_queue<entry, std::vector<entry>, std::greater<>> heap;
-  for (uint32_t l = 0; l < nl; ++l)
-    if (count[l] > 0)
-      heap.emplace(left[l] / count[l], l);
-  std::vector<double> rate(flows.size(), 0);
-  std::vector<bool> frozen(flows.size(), false);
-  while (!heap.empty()) {
-    auto [key, l] = heap.top();
-    heap.pop();
-    if (count[l] == 0)
-      continue;
-    double share = std::max(0.0, left[l] / count[l]);
-    if (share > key && !heap.empty() && share > heap.top().first) {
-      heap.emplace(share, l);
-      continue;
+    index_links();
+  }
+
+  /// The flow no longer shares its links.
+  void finish(uint32_t f) {
+    state_[f] = finished;
+    ++finished_since_index_;
+    for (uint32_t i = flow_start_[f]; i < flow_start_[f + 1]; ++i)
+      --count_[flow_links_[i]];
+  }
+
+  /// Rates of the flows not finished, by index (finished ones keep their last).
+  const std::vector<double>& solve() {
+    if (2 * finished_since_index_ > live_flows_)
+      index_links();
+    // Progressive filling: the link with the smallest fair share freezes its flows at that
+    // share. Freezing a flow at the minimum share never lowers another link's share, so heap
+    // keys are lower bounds: a popped link whose share has grown goes back with its current one.
+    link_.resize(capacity_.size());
+    ++epoch_;
+    heap_.clear();
+    for (uint32_t l = 0; l < link_.size(); ++l) {
+      link_[l] = {capacity_[l], count_[l]};
+      if (count_[l] > 0)
+        heap_.emplace_back(capacity_[l] / count_[l], l);
     }
-    for (auto f : on_link[l]) {
-      if (frozen[f])
+    std::make_heap(heap_.begin(), heap_.end(), std::greater<>{});
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>{});
+      auto [key, l] = heap_.back();
+      heap_.pop_back();
+      if (link_[l].live == 0)
         continue;
-      frozen[f] = true;
-      rate[f] = share;
-      for (auto k : flows[f].links) {
-        left[k] -= share;
-        --count[k];
+      double share = std::max(0.0, link_[l].left / link_[l].live);
+      if (share > key && !heap_.empty() && share > heap_.front().first) {
+        heap_.emplace_back(share, l);
+        std::push_heap(heap_.begin(), heap_.end(), std::greater<>{});
+        continue;
+      }
+      for (uint32_t i = link_start_[l]; i < link_start_[l + 1]; ++i) {
+        auto f = on_link_[i];
+        if (state_[f] >= epoch_) // frozen in this solve, or finished
+          continue;
+        state_[f] = epoch_;
+        rate_[f] = share;
+        for (uint32_t j = flow_start_[f]; j < flow_start_[f + 1]; ++j) {
+          auto& k = link_[flow_links_[j]];
+          k.left -= share;
+          --k.live;
+        }
       }
     }
+    return rate_;
   }
+
+private:
+  static constexpr uint32_t finished = ~uint32_t{0};
+
+  /// link -> its unfinished flows, in flow order.
+  void index_links() {
+    link_start_.assign(capacity_.size() + 1, 0);
+    live_flows_ = 0;
+    for (uint32_t f = 0; f + 1 < flow_start_.size(); ++f)
+      if (state_[f] != finished) {
+        ++live_flows_;
+        for (uint32_t i = flow_start_[f]; i < flow_start_[f + 1]; ++i)
+          ++link_start_[flow_links_[i] + 1];
+      }
+    for (size_t l = 0; l < capacity_.size(); ++l)
+      link_start_[l + 1] += link_start_[l];
+    on_link_.resize(link_start_.back());
+    auto fill = link_start_;
+    for (uint32_t f = 0; f + 1 < flow_start_.size(); ++f)
+      if (state_[f] != finished)
+        for (uint32_t i = flow_start_[f]; i < flow_start_[f + 1]; ++i)
+          on_link_[fill[flow_links_[i]]++] = f;
+    finished_since_index_ = 0;
+  }
+
+  const std::vector<double>& capacity_;
+  std::vector<uint32_t> flow_start_; // flow f's links are flow_links_[flow_start_[f] .. f + 1)
+  std::vector<uint32_t> flow_links_;
+  std::vector<uint32_t> link_start_; // link l's flows are on_link_[link_start_[l] .. l + 1)
+  std::vector<uint32_t> on_link_;
+  std::vector<uint32_t> count_;      // unfinished flows per link
+  std::vector<uint32_t> state_;      // the solve that froze the flow, or finished
+  std::vector<double> rate_;
+  struct link_fill {
+    double left;   // capacity not yet given to frozen flows
+    uint32_t live; // flows on it not yet frozen
+  };
+  std::vector<link_fill> link_;
+  std::vector<std::pair<double, uint32_t>> heap_;
+  uint32_t epoch_ = 0;
+  size_t live_flows_ = 0;
+  size_t finished_since_index_ = 0;
+};
+
+} // namespace
+
+std::vector<double> flow_network::max_min_rates(const std::vector<flow>& flows) const {
+  auto rate = max_min_solver{capacity_, flows}.solve();
   for (uint32_t f = 0; f < flows.size(); ++f)
     if (flows[f].links.empty())
       rate[f] = std::numeric_limits<double>::infinity();
@@ -62,17 +141,23 @@ std::vector<double> flow_network::max_min_rates(const std::vector<flow>& flows) 
 }
 
 double flow_network::completion_s(const std::vector<flow>& flows) const {
-  std::vector<flow> active;
+  std::vector<flow> moving;
   for (auto& f : flows)
     if (f.bytes > 0 && !f.links.empty())
-      active.push_back(f);
+      moving.push_back(f);
+  max_min_solver solver{capacity_, moving};
+  std::vector<uint32_t> active(moving.size());
+  std::iota(active.begin(), active.end(), 0);
+  std::vector<double> bytes(moving.size());
+  for (size_t i = 0; i < moving.size(); ++i)
+    bytes[i] = moving[i].bytes;
   double t = 0;
   while (!active.empty()) {
-    auto rate = max_min_rates(active);
+    const auto& rate = solver.solve();
     double dt = std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < active.size(); ++i)
-      if (rate[i] > 0)
-        dt = std::min(dt, active[i].bytes / rate[i]);
+    for (auto f : active)
+      if (rate[f] > 0)
+        dt = std::min(dt, bytes[f] / rate[f]);
     if (!std::isfinite(dt))
       return dt;
     t += dt;
@@ -80,15 +165,17 @@ double flow_network::completion_s(const std::vector<flow>& flows) const {
     // all-to-all has as many distinct finish times as flows, and this bounds the events by
     // the spread of finish times instead.
     const double slack = 1e-3 * t;
-    std::vector<flow> next;
-    for (size_t i = 0; i < active.size(); ++i) {
-      double rem = active[i].bytes - rate[i] * dt;
-      if (rem > slack * rate[i]) {
-        next.push_back(std::move(active[i]));
-        next.back().bytes = rem;
+    size_t kept = 0;
+    for (auto f : active) {
+      double rem = bytes[f] - rate[f] * dt;
+      if (rem > slack * rate[f]) {
+        bytes[f] = rem;
+        active[kept++] = f;
+      } else {
+        solver.finish(f);
       }
     }
-    active = std::move(next);
+    active.resize(kept);
   }
   return t;
 }
