@@ -22,31 +22,142 @@ double seconds_since(wall::time_point t) {
   return std::chrono::duration<double>(wall::now() - t).count();
 }
 
-json collectives_json(const fabric_scenario& sc, std::string& summary) {
-  json out = json::array();
-  summary += "Fig. 23: traffic-aware vs uniform OCS-Agg allocation\n";
-  summary += fmt::format("  {:<18} {:<10} {:>10} {:>10} {:>9} {:>9}\n", "setup", "kind",
-                         "aware s", "uniform s", "change", "paper");
-  for (auto& c : sc.collectives) {
-    auto r = evaluate_collective(sc.shape, c, sc.seed);
-    double change = std::isfinite(r.traffic_aware_s) && std::isfinite(r.uniform_s)
-                      ? r.reduction()
-                      : std::numeric_limits<double>::quiet_NaN();
-    out.push_back({{"name", c.name},
-                   {"kind", std::string{to_string(c.kind)}},
-                   {"domain", c.domain},
-                   {"gb_per_rank", round4(c.bytes_per_rank / 1e9)},
-                   {"expert_skew", c.expert_skew},
-                   {"traffic_aware_s", time_json(r.traffic_aware_s)},
-                   {"uniform_s", time_json(r.uniform_s)},
-                   {"traffic_aware_circuits", r.aware_circuits},
-                   {"uniform_circuits", r.uniform_circuits},
-                   {"reduction", std::isfinite(change) ? json(round4(change)) : json(nullptr)},
-                   {"paper_reduction", c.paper_reduction}});
-    summary += fmt::format("  {:<18} {:<10} {:>10.4f} {:>10.4f} {:>+8.1f}% {:>+8.1f}%\n", c.name,
-                           to_string(c.kind), r.traffic_aware_s, r.uniform_s, change * 100,
-                           c.paper_reduction * 100);
+/// A reduction if both times are finite, else null.
+json reduction_json(double aware, double other) {
+  return std::isfinite(aware) && std::isfinite(other) ? json(round4(aware / other - 1))
+                                                       : json(nullptr);
+}
+
+/// What bounds one point and what its demand looks like, in words (computed from the point).
+std::vector<std::string> point_notes(const collective_result& r) {
+  std::vector<std::string> notes;
+  const auto& f = r.facts;
+  auto at_nic = [&](double t) { return std::isfinite(t) && t <= f.nic_bound_s * 1.001; };
+  if (at_nic(r.traffic_aware_s) && at_nic(r.uniform_s))
+    notes.push_back(fmt::format("both allocations reach the ranks' NIC bound ({:.4f} s): the "
+                                "circuits are not the bottleneck",
+                                f.nic_bound_s));
+  if (f.peers_max <= f.uplinks)
+    notes.push_back(fmt::format("every ToR has a port per demanded peer ({} peers at most, {} "
+                                "uplinks): both give every demanded pair a circuit",
+                                f.peers_max, f.uplinks));
+  if (f.volume_spread < 1.0001)
+    notes.push_back(fmt::format("all {} demanded ToR pairs carry the same volume: traffic-aware "
+                                "has nothing to weigh",
+                                f.demanded_pairs));
+  return notes;
+}
+
+struct sweep_point {
+  rfabric_shape shape;
+  rank_placement placement = rank_placement::linear;
+};
+
+/// Every combination of the sweep around the scenario's fabric (the first is the marked point).
+std::vector<sweep_point> sweep_points(const fabric_scenario& sc) {
+  std::vector<sweep_point> out{{sc.shape, rank_placement::linear}};
+  const int servers = sc.shape.racks_per_pod * sc.shape.servers_per_rack;
+  auto uplinks = sc.sweep.tor_uplinks.empty() ? std::vector<int>{sc.shape.tor_uplinks}
+                                              : sc.sweep.tor_uplinks;
+  auto per_rack = sc.sweep.servers_per_rack.empty()
+                    ? std::vector<int>{sc.shape.servers_per_rack}
+                    : sc.sweep.servers_per_rack;
+  for (int spr : per_rack)
+    for (int u : uplinks)
+      for (auto placement : sc.sweep.placements) {
+        sweep_point p{sc.shape, placement};
+        p.shape.servers_per_rack = spr;
+        p.shape.racks_per_pod = servers / spr;
+        p.shape.tor_uplinks = u;
+        if (spr != sc.shape.servers_per_rack || u != sc.shape.tor_uplinks
+            || placement != rank_placement::linear)
+          out.push_back(p);
+      }
+  return out;
+}
+
+json collective_json(const fabric_scenario& sc, const collective_setup& c,
+                     const std::vector<sweep_point>& points, std::string& summary) {
+  json sweep = json::array();
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  double lo_all = lo, hi_all = hi;
+  int skewed = 0, skewed_won = 0;
+  collective_result marked;
+  for (size_t i = 0; i < points.size(); ++i) {
+    auto& p = points[i];
+    auto r = evaluate_collective(p.shape, c, sc.seed, p.placement);
+    if (i == 0)
+      marked = r;
+    if (std::isfinite(r.traffic_aware_s) && std::isfinite(r.uniform_s)) {
+      lo = std::min(lo, r.reduction());
+      hi = std::max(hi, r.reduction());
+    }
+    if (std::isfinite(r.traffic_aware_s) && std::isfinite(r.uniform_all_s)) {
+      lo_all = std::min(lo_all, r.reduction_vs_all());
+      hi_all = std::max(hi_all, r.reduction_vs_all());
+    }
+    const bool skew = r.facts.volume_spread >= 1.05 && std::isfinite(r.uniform_s);
+    skewed += skew;
+    skewed_won += skew && r.traffic_aware_s <= r.uniform_s * (1 + 1e-9);
+    sweep.push_back({{"tor_uplinks", p.shape.tor_uplinks},
+                     {"servers_per_rack", p.shape.servers_per_rack},
+                     {"racks_per_pod", p.shape.racks_per_pod},
+                     {"placement", std::string{to_string(p.placement)}},
+                     {"traffic_aware_s", time_json(r.traffic_aware_s)},
+                     {"uniform_s", time_json(r.uniform_s)},
+                     {"uniform_all_s", time_json(r.uniform_all_s)},
+                     {"reduction", reduction_json(r.traffic_aware_s, r.uniform_s)},
+                     {"reduction_vs_all", reduction_json(r.traffic_aware_s, r.uniform_all_s)},
+                     {"nic_bound_s", round4(r.facts.nic_bound_s)},
+                     {"demanded_tor_pairs", r.facts.demanded_pairs},
+                     {"peers_max", r.facts.peers_max},
+                     {"volume_spread", round4(r.facts.volume_spread)}});
   }
+  auto range = [](double a, double b) {
+    return std::isfinite(a) ? json::array({round4(a), round4(b)}) : json(nullptr);
+  };
+  const bool inside = std::isfinite(lo) && c.paper_reduction >= lo - 1e-9
+                      && c.paper_reduction <= hi + 1e-9;
+  json out{{"name", c.name},
+           {"kind", std::string{to_string(c.kind)}},
+           {"domain", c.domain},
+           {"gb_per_rank", round4(c.bytes_per_rank / 1e9)},
+           {"expert_skew", c.expert_skew},
+           {"traffic_aware_s", time_json(marked.traffic_aware_s)},
+           {"uniform_s", time_json(marked.uniform_s)},
+           {"uniform_all_s", time_json(marked.uniform_all_s)},
+           {"traffic_aware_circuits", marked.aware_circuits},
+           {"uniform_circuits", marked.uniform_circuits},
+           {"reduction", reduction_json(marked.traffic_aware_s, marked.uniform_s)},
+           {"reduction_vs_all", reduction_json(marked.traffic_aware_s, marked.uniform_all_s)},
+           {"paper_reduction", c.paper_reduction},
+           {"reduction_range", range(lo, hi)},
+           {"reduction_vs_all_range", range(lo_all, hi_all)},
+           {"paper_inside_range", inside},
+           {"skewed_points", skewed},
+           {"skewed_points_aware_not_worse", skewed_won},
+           {"notes", point_notes(marked)},
+           {"sweep", sweep}};
+  summary += fmt::format("  {:<18} {:<10} {:>9.4f} {:>9.4f} {:>9.4f} {:>+7.1f}% {:>+7.1f}%  "
+                         "[{:+.1f}%, {:+.1f}%] {}\n",
+                         c.name, to_string(c.kind), marked.traffic_aware_s, marked.uniform_s,
+                         marked.uniform_all_s, (marked.reduction()) * 100,
+                         c.paper_reduction * 100, lo * 100, hi * 100,
+                         inside ? "paper inside" : "paper outside");
+  return out;
+}
+
+json collectives_json(const fabric_scenario& sc, std::string& summary) {
+  auto points = sweep_points(sc);
+  summary += fmt::format("Fig. 23: traffic-aware vs uniform OCS-Agg allocation (marked point: "
+                         "[fabric], linear placement; range over {} fabrics)\n",
+                         points.size());
+  summary += fmt::format("  {:<18} {:<10} {:>9} {:>9} {:>9} {:>8} {:>8}  {}\n", "setup", "kind",
+                         "aware s", "uniform s", "all s", "change", "paper",
+                         "range over the sweep");
+  json out = json::array();
+  for (auto& c : sc.collectives)
+    out.push_back(collective_json(sc, c, points, summary));
   return out;
 }
 

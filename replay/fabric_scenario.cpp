@@ -76,6 +76,34 @@ void read_collective(table_reader& c, fabric_scenario& sc) {
   sc.collectives.push_back(std::move(s));
 }
 
+void read_sweep(table_reader& w, fabric_scenario& sc) {
+  auto ints = [&](std::string_view key, std::vector<int>& into, int min) {
+    for (auto v : w.optional<std::vector<int64_t>>(key, {}).value_or(std::vector<int64_t>{})) {
+      if (v < min)
+        w.error(key, fmt::format("must be at least {}, got {}", min, v));
+      else
+        into.push_back(int(v));
+    }
+  };
+  auto& s = sc.sweep;
+  ints("tor_uplinks", s.tor_uplinks, 1);
+  ints("servers_per_rack", s.servers_per_rack, 1);
+  const int servers = sc.shape.racks_per_pod * sc.shape.servers_per_rack;
+  for (int spr : s.servers_per_rack)
+    if (servers % spr != 0)
+      w.error("servers_per_rack", fmt::format("{} servers per rack do not divide the PoD's {} "
+                                              "servers", spr, servers));
+  if (auto names = w.optional<std::vector<std::string>>("placements", {"linear"})) {
+    s.placements.clear();
+    for (auto& n : *names)
+      if (auto p = parse_name<rank_placement>(n))
+        s.placements.push_back(*p);
+      else
+        w.error("placements", fmt::format("'{}' is not linear or random", n));
+  }
+  w.reject_unknown();
+}
+
 void read_cost(table_reader& c, fabric_scenario& sc) {
   cost_section s;
   positive_into(c, "endpoints", s.design.endpoints);
@@ -189,6 +217,8 @@ void read_fabric_scenario(table_reader& root, fabric_scenario& sc, const std::st
     read_shape(*f, sc.shape);
   for (auto& c : root.table_array("collectives"))
     read_collective(c, sc);
+  if (auto w = root.table("collectives_sweep"))
+    read_sweep(*w, sc);
   if (!sc.collectives.empty())
     sc.policies.push_back("collectives");
   if (auto c = root.table("cost")) {

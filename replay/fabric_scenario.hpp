@@ -8,6 +8,9 @@
 //   [[collectives]]   OrchestrRL Fig. 23: name, kind (all-to-all | all-reduce | all-gather |
 //                     reduce-scatter), layout ("EP64_DP2"), domain ("EP"), gb_per_rank,
 //                     expert_skew, paper_reduction
+//   [collectives_sweep] the plausible fabrics around [fabric] for Fig. 23's ranges:
+//                     tor_uplinks = [..], servers_per_rack = [..] (racks follow, the servers
+//                     stay), placements = ["linear", "random"]
 //   [cost]            OrchestrRL Fig. 15: endpoints, switch_radix, link_gbps = [..],
 //                     oversubscription, tor_uplink_ratio, boundary_ratio, paper_rfabric_ratio
 //   [opus]            Opus Table 2: ocs_latency_ms, control_ms, gpu_tflops, mfu, link_gbps,
@@ -36,6 +39,13 @@ struct cost_section {
   network_design design;
   std::vector<double> link_gbps{200, 400};
   std::vector<double> paper_rfabric_ratio;
+};
+
+/// Fig. 23's sweep: every combination of these around [fabric] (whose point is the marked one).
+struct collectives_sweep {
+  std::vector<int> tor_uplinks;
+  std::vector<int> servers_per_rack;
+  std::vector<rank_placement> placements{rank_placement::linear};
 };
 
 struct opus_config_entry {
@@ -80,6 +90,7 @@ struct fabric_scenario {
   uint64_t seed = 1;
   rfabric_shape shape;
   std::vector<collective_setup> collectives;
+  collectives_sweep sweep;
   std::optional<cost_section> cost;
   std::optional<opus_section> opus;
   std::optional<weight_sync_section> weight_sync;

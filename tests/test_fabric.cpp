@@ -106,13 +106,22 @@ std::vector<circuit_count> literal_algorithm_3(const std::vector<uint32_t>& port
     uint32_t bv = 0;
     double bt = -1;
     double bd = -1;
+    uint64_t btie = 0;
     for (uint32_t u = 0; u < n; ++u)
       for (uint32_t v = u + 1; v < n; ++v) {
         if (p[u] == 0 || p[v] == 0 || d[u][v] + d[v][u] <= 0)
           continue;
         double t = pair_time(d[u][v], d[v][u], c[u][v], 1.0);
         double dir = std::max(d[u][v], d[v][u]);
-        if (!found || t > bt || (t == bt && dir > bd)) {
+        // Full ties: the smaller SplitMix64 scramble of the pair (the implementation's order).
+        auto scramble = [](uint64_t x) {
+          x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+          x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+          return x ^ (x >> 31);
+        };
+        uint64_t tie = scramble(uint64_t{u} << 32 | v);
+        if (!found || t > bt || (t == bt && dir > bd) || (t == bt && dir == bd && tie < btie)) {
+          btie = tie;
           found = true;
           bt = t;
           bd = dir;

@@ -265,6 +265,31 @@ BOOST_AUTO_TEST_CASE(uniform_splitting_ignores_volumes) {
   BOOST_CHECK_EQUAL(uniform.circuits_between(0, 2), 2u);
 }
 
+BOOST_AUTO_TEST_CASE(uniform_splitting_spreads_every_endpoints_ports_evenly) {
+  // Eight switches of four ports, all talking to all: each uses its four ports on four
+  // different peers (in pair order, the low-numbered ones would fill up on each other and
+  // leave the others doubling up).
+  std::vector<demand> all;
+  for (uint32_t u = 0; u < 8; ++u)
+    for (uint32_t v = 0; v < 8; ++v)
+      if (u != v)
+        all.push_back({u, v, 1.0 + u});
+  auto even = allocate_uniform(std::vector<uint32_t>(8, 4), all);
+  BOOST_CHECK_EQUAL(even.steps, 16u);
+  std::vector<uint32_t> degree(8, 0);
+  for (auto& c : even.circuits) {
+    BOOST_CHECK_EQUAL(c.circuits, 1u);
+    ++degree[c.a];
+    ++degree[c.b];
+  }
+  BOOST_CHECK(degree == std::vector<uint32_t>(8, 4));
+  // Uniform over all switches does not even look at who talks: 0 <-> 1 gets one circuit.
+  auto blind = allocate_uniform({4, 4, 4, 4, 4}, {{0, 1, 1e9}}, {}, false);
+  BOOST_CHECK_EQUAL(blind.circuits_between(0, 1), 1u);
+  BOOST_CHECK_EQUAL(blind.steps, 10u);
+  BOOST_CHECK_EQUAL(allocate_uniform({4, 4, 4, 4, 4}, {{0, 1, 1e9}}).circuits_between(0, 1), 4u);
+}
+
 BOOST_AUTO_TEST_CASE(core_and_agg_plans_with_concrete_ports) {
   auto m = two_pods(4);
   // ToR 0 -> ToR 1 in PoD 0 (light), ToR 0 of PoD 0 -> ToR 0 of PoD 1 (heavy).

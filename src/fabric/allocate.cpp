@@ -27,6 +27,19 @@ uint32_t allocation::circuits_between(uint32_t u, uint32_t v) const {
 
 namespace {
 
+/// SplitMix64's finaliser: a fixed, well-spread permutation of 64-bit keys.
+uint64_t scramble(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/// The order among pairs that tie on everything else: a fixed scramble, so that ties do not
+/// make the low-numbered switches spend their ports on each other.
+uint64_t tie_rank(uint32_t a, uint32_t b) {
+  return scramble(uint64_t{a} << 32 | b);
+}
+
 /// An undirected pair with demand both ways and the circuits it has so far.
 struct pair_state {
   uint32_t a;
@@ -46,7 +59,7 @@ struct candidate {
 bool ranks_before(const candidate& x, const candidate& y) {
   if (x.demand != y.demand)
     return x.demand > y.demand;
-  return std::tie(x.a, x.b) < std::tie(y.a, y.b);
+  return tie_rank(x.a, x.b) < tie_rank(y.a, y.b);
 }
 
 /// The directed demands summed per undirected eligible pair: in an n x n matrix when demand is
@@ -171,7 +184,7 @@ std::vector<pair_state> serve_uncovered(std::vector<candidate> order, const pair
 }
 
 /// Phase 2: pairs with circuits, by finite T_pair on a max-heap; ties by directional demand,
-/// then the smaller pair. A pair whose endpoint has run out of ports drops out for good.
+/// then tie_rank. A pair whose endpoint has run out of ports drops out for good.
 void serve_slowest(std::vector<pair_state>& pairs, allocation& out, double link_bytes_per_s) {
   using entry = std::tuple<double, double, uint32_t, uint32_t, size_t>;
   auto less = [](const entry& x, const entry& y) {
@@ -179,7 +192,7 @@ void serve_slowest(std::vector<pair_state>& pairs, allocation& out, double link_
       return std::get<0>(x) < std::get<0>(y);
     if (std::get<1>(x) != std::get<1>(y))
       return std::get<1>(x) < std::get<1>(y);
-    return std::tie(std::get<2>(x), std::get<3>(x)) > std::tie(std::get<2>(y), std::get<3>(y));
+    return tie_rank(std::get<2>(x), std::get<3>(x)) > tie_rank(std::get<2>(y), std::get<3>(y));
   };
   std::vector<entry> entries;
   entries.reserve(pairs.size());
@@ -222,32 +235,58 @@ allocation allocate_circuits(const std::vector<uint32_t>& ports,
 }
 
 allocation allocate_uniform(const std::vector<uint32_t>& ports, const std::vector<demand>& demands,
-                            const std::function<bool(uint32_t, uint32_t)>& eligible) {
+                            const std::function<bool(uint32_t, uint32_t)>& eligible,
+                            bool demanded_only) {
+  const auto n = uint32_t(ports.size());
   std::vector<std::pair<uint32_t, uint32_t>> pairs;
-  for (auto& d : demands) {
-    if (d.from == d.to || d.bytes <= 0 || d.from >= ports.size() || d.to >= ports.size())
-      continue;
-    auto key = std::minmax(d.from, d.to);
-    if (!eligible || eligible(key.first, key.second))
-      pairs.emplace_back(key.first, key.second);
+  auto take = [&](uint32_t a, uint32_t b) {
+    if (!eligible || eligible(a, b))
+      pairs.emplace_back(a, b);
+  };
+  if (demanded_only) {
+    for (auto& d : demands)
+      if (d.from != d.to && d.bytes > 0 && d.from < n && d.to < n)
+        take(std::min(d.from, d.to), std::max(d.from, d.to));
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  } else {
+    for (uint32_t a = 0; a < n; ++a)
+      for (uint32_t b = a + 1; b < n; ++b)
+        take(a, b);
   }
-  std::sort(pairs.begin(), pairs.end());
-  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
   allocation out;
   out.free_ports = ports;
+  auto& free = out.free_ports;
+  // Lazy min-heap on (circuits, ports used at the busier end, at the other end, a fixed
+  // scramble of the pair): keys only grow, so a popped entry whose key grew goes back with its
+  // current one. The scramble breaks ties without favouring low-numbered switches, so the
+  // circuits form a random-like regular graph (a good expander) rather than cliques.
+  using key = std::tuple<uint32_t, uint32_t, uint32_t, uint64_t, uint32_t>;
+  auto key_of = [&](uint32_t i, uint32_t circuits) {
+    auto [a, b] = pairs[i];
+    auto used_a = ports[a] - free[a], used_b = ports[b] - free[b];
+    return key{circuits, std::max(used_a, used_b), std::min(used_a, used_b),
+               tie_rank(a, b), i};
+  };
   std::vector<uint32_t> circuits(pairs.size(), 0);
-  for (bool added = true; added;) {
-    added = false;
-    for (size_t i = 0; i < pairs.size(); ++i) {
-      auto [a, b] = pairs[i];
-      if (out.free_ports[a] == 0 || out.free_ports[b] == 0)
-        continue;
-      --out.free_ports[a];
-      --out.free_ports[b];
-      ++circuits[i];
-      ++out.steps;
-      added = true;
+  std::priority_queue<key, std::vector<key>, std::greater<>> heap;
+  for (uint32_t i = 0; i < pairs.size(); ++i)
+    heap.push(key_of(i, 0));
+  while (!heap.empty()) {
+    auto top = heap.top();
+    heap.pop();
+    const auto i = std::get<4>(top);
+    auto [a, b] = pairs[i];
+    if (free[a] == 0 || free[b] == 0)
+      continue; // for good: ports never come back
+    if (auto now = key_of(i, circuits[i]); now > top) {
+      heap.push(now);
+      continue;
     }
+    --free[a];
+    --free[b];
+    ++out.steps;
+    heap.push(key_of(i, ++circuits[i]));
   }
   for (size_t i = 0; i < pairs.size(); ++i)
     if (circuits[i] > 0)

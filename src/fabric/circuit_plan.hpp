@@ -41,7 +41,9 @@ struct circuit_plan {
   std::vector<physical_circuit> circuits; // sorted
 };
 
-enum class allocation_policy { traffic_aware, uniform };
+/// How a plan's circuits are allocated: App. D Alg. 3, or App. I's traffic-oblivious baselines
+/// (uniform over the demanded pairs, or over every pair of switches).
+enum class allocation_policy { traffic_aware, uniform, uniform_all };
 
 /// Which owner's committed plan holds each OCS port.
 class port_usage {

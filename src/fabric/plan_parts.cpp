@@ -54,9 +54,9 @@ std::string unserved_demand(const fabric_model& model, const circuit_layout& lay
 allocation run_allocator(allocation_policy policy, const std::vector<uint32_t>& ports,
                          const std::vector<demand>& demands, double link_bytes_per_s,
                          const std::function<bool(uint32_t, uint32_t)>& eligible) {
-  return policy == allocation_policy::uniform
-           ? allocate_uniform(ports, demands, eligible)
-           : allocate_circuits(ports, demands, link_bytes_per_s, eligible);
+  if (policy == allocation_policy::traffic_aware)
+    return allocate_circuits(ports, demands, link_bytes_per_s, eligible);
+  return allocate_uniform(ports, demands, eligible, policy == allocation_policy::uniform);
 }
 
 physical_circuit make_circuit(const ocs_port& x, const ocs_port& y) {

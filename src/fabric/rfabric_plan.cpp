@@ -5,7 +5,9 @@
 // stay on their ports.
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -180,24 +182,36 @@ private:
       }
   }
 
-  /// A ring over the PoD's demanding ToRs, one circuit per edge, before Alg. 3 runs.
+  /// A ring over each group of ToRs that talk to each other (a connected component of the
+  /// PoD's ToR-ToR demand), one circuit per edge, before Alg. 3 runs. ToRs of groups that never
+  /// talk (two EP groups, say) are not joined: that would spend their ports on nothing.
   std::vector<circuit_count> backbone_ring(const std::vector<demand>& pod_dem, uint32_t boundary,
                                            std::vector<uint32_t>& deg) const {
+    std::vector<uint32_t> parent(deg.size());
+    std::iota(parent.begin(), parent.end(), 0);
+    std::function<uint32_t(uint32_t)> find = [&](uint32_t x) {
+      return parent[x] == x ? x : parent[x] = find(parent[x]);
+    };
     std::set<uint32_t> demanding;
     for (auto& d : pod_dem)
-      for (auto e : {d.from, d.to})
-        if (e != boundary && deg[e] > 0)
-          demanding.insert(e);
-    std::vector<uint32_t> order(demanding.begin(), demanding.end());
+      if (d.from != boundary && d.to != boundary && deg[d.from] > 0 && deg[d.to] > 0) {
+        demanding.insert(d.from);
+        demanding.insert(d.to);
+        parent[find(d.from)] = find(d.to);
+      }
+    std::map<uint32_t, std::vector<uint32_t>> groups;
+    for (auto e : demanding)
+      groups[find(e)].push_back(e);
     std::vector<circuit_count> ring;
-    for (size_t i = 0; order.size() >= 2 && i < (order.size() == 2 ? 1 : order.size()); ++i) {
-      auto key = std::minmax(order[i], order[(i + 1) % order.size()]);
-      if (deg[key.first] == 0 || deg[key.second] == 0)
-        continue;
-      --deg[key.first];
-      --deg[key.second];
-      ring.push_back({key.first, key.second, 1});
-    }
+    for (auto& [root, order] : groups)
+      for (size_t i = 0; order.size() >= 2 && i < (order.size() == 2 ? 1 : order.size()); ++i) {
+        auto key = std::minmax(order[i], order[(i + 1) % order.size()]);
+        if (deg[key.first] == 0 || deg[key.second] == 0)
+          continue;
+        --deg[key.first];
+        --deg[key.second];
+        ring.push_back({key.first, key.second, 1});
+      }
     return ring;
   }
 
