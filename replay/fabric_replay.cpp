@@ -211,17 +211,27 @@ json opus_json(const opus_section& o, std::string& summary) {
   out["ocs_latency_ms"] = round4(o.env.ocs_latency_s * 1e3);
   out["control_ms"] = round4(o.env.control_s * 1e3);
   json configs = json::array();
-  summary += fmt::format("Opus Table 2 at {} ms OCS latency: step time vs native EPS\n",
-                         o.env.ocs_latency_s * 1e3);
-  summary += fmt::format("  {:<10} {:>9} {:>10} {:>13} {:>9} {:>8}\n", "config", "native s",
-                         "on-demand", "provisioning", "reconfig", "paper");
+  summary += fmt::format("Opus Table 2 at {} ms OCS latency ({} ms per control round trip): "
+                         "step time vs native EPS\n",
+                         o.env.ocs_latency_s * 1e3, o.env.control_s * 1e3);
+  summary += fmt::format("  {:<10} {:>9} {:>10} {:>13} {:>13} {:>16}  {}\n", "config",
+                         "native s", "on-demand", "provisioning", "control@0ms", "reconfigs",
+                         "paper (on-demand, provisioning, control@0ms, reconfigs)");
+  auto paper = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  auto shown = [](const std::optional<double>& v, const char* fmt_) {
+    return v ? fmt::format(fmt::runtime(fmt_), *v) : std::string{"-"};
+  };
   for (auto& c : o.configs) {
+    auto zero_env = o.env;
+    zero_env.ocs_latency_s = 0;
     auto native = simulate_opus(c.workload, o.env, opus_mode::native, o.steps);
     auto demand = simulate_opus(c.workload, o.env, opus_mode::on_demand, o.steps);
     auto prov = simulate_opus(c.workload, o.env, opus_mode::provisioning, o.steps);
-    auto zero_env = o.env;
-    zero_env.ocs_latency_s = 0;
+    auto demand_zero = simulate_opus(c.workload, zero_env, opus_mode::on_demand, o.steps);
     auto prov_zero = simulate_opus(c.workload, zero_env, opus_mode::provisioning, o.steps);
+    int phase_changes = 0;
+    for (int b : prov.phase_boundaries)
+      phase_changes += b;
     auto& w = c.workload;
     configs.push_back({{"name", w.name},
                        {"model", w.model.name},
@@ -233,22 +243,35 @@ json opus_json(const opus_section& o, std::string& summary) {
                        {"native_step_s", round4(native.step_s)},
                        {"on_demand_step_s", round4(demand.step_s)},
                        {"provisioning_step_s", round4(prov.step_s)},
+                       {"on_demand_0ms_step_s", round4(demand_zero.step_s)},
                        {"provisioning_0ms_step_s", round4(prov_zero.step_s)},
                        {"on_demand_ratio", round4(demand.step_s / native.step_s)},
                        {"provisioning_ratio", round4(prov.step_s / native.step_s)},
                        {"provisioning_vs_0ms", round4(prov.step_s / prov_zero.step_s)},
+                       {"control_overhead_on_demand", round4(demand_zero.step_s / native.step_s - 1)},
+                       {"control_overhead_provisioning",
+                        round4(prov_zero.step_s / native.step_s - 1)},
                        {"reconfigs_per_step", prov.reconfigs},
+                       {"phase_changes_per_step", phase_changes},
                        {"submappings_per_step", prov.submappings},
                        {"suppressed_per_step", prov.suppressed},
                        {"topo_writes_per_step", prov.topo_writes},
                        {"phase_boundaries_per_stage", prov.phase_boundaries},
-                       {"paper_on_demand_ratio", c.paper_on_demand},
-                       {"paper_provisioning_ratio", c.paper_provisioning},
+                       {"paper_on_demand_ratio", paper(c.paper_on_demand)},
+                       {"paper_provisioning_ratio", paper(c.paper_provisioning)},
+                       {"paper_control_overhead_on_demand", paper(c.paper_control_on_demand)},
+                       {"paper_control_overhead_provisioning",
+                        paper(c.paper_control_provisioning)},
                        {"paper_reconfigs_per_step", c.paper_reconfigs}});
-    summary += fmt::format("  {:<10} {:>9.3f} {:>9.3f}x {:>12.3f}x {:>9} {:>8}\n", w.name,
-                           native.step_s, demand.step_s / native.step_s,
-                           prov.step_s / native.step_s, prov.reconfigs,
-                           fmt::format("{}x/{}", c.paper_provisioning, c.paper_reconfigs));
+    summary += fmt::format(
+      "  {:<10} {:>9.3f} {:>9.3f}x {:>12.3f}x {:>12.2f}% {:>6} ({} phase) {}, {}, {}, {}\n",
+      w.name, native.step_s, demand.step_s / native.step_s, prov.step_s / native.step_s,
+      (demand_zero.step_s / native.step_s - 1) * 100, prov.reconfigs, phase_changes,
+      shown(c.paper_on_demand, "{}x"), shown(c.paper_provisioning, "{}x"),
+      shown(c.paper_control_on_demand ? std::optional<double>{*c.paper_control_on_demand * 100}
+                                      : std::nullopt,
+            "{:.2f}%"),
+      c.paper_reconfigs);
   }
   out["configs"] = configs;
   return out;

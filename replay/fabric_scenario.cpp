@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <limits>
+
 #include "core/toml_reader.hpp"
 
 namespace loom::replay {
@@ -156,10 +159,14 @@ void read_opus(table_reader& o, fabric_scenario& sc) {
     int_into(c, "pp", w.pp, 1);
     if (w.pp > 9)
       c.error("pp", "a topo_id has one decimal digit per stage: at most 9 stages here");
-    if (auto v = c.optional<double>("paper_on_demand", 0))
-      e.paper_on_demand = *v;
-    if (auto v = c.optional<double>("paper_provisioning", 0))
-      e.paper_provisioning = *v;
+    for (auto [key, into] : {std::pair{"paper_on_demand", &e.paper_on_demand},
+                             std::pair{"paper_provisioning", &e.paper_provisioning},
+                             std::pair{"paper_control_on_demand", &e.paper_control_on_demand},
+                             std::pair{"paper_control_provisioning",
+                                       &e.paper_control_provisioning}})
+      if (auto v = c.optional<double>(key, std::numeric_limits<double>::quiet_NaN());
+          v && !std::isnan(*v))
+        *into = *v;
     int_into(c, "paper_reconfigs", e.paper_reconfigs, 0);
     c.reject_unknown();
     s.configs.push_back(std::move(e));

@@ -15,7 +15,8 @@
 //                     oversubscription, tor_uplink_ratio, boundary_ratio, paper_rfabric_ratio
 //   [opus]            Opus Table 2: ocs_latency_ms, control_ms, gpu_tflops, mfu, link_gbps,
 //                     steps, and [[opus.configs]] name, model, global_batch, seq_len, tp,
-//                     fsdp, pp, paper_on_demand, paper_provisioning, paper_reconfigs
+//                     fsdp, pp, paper_on_demand, paper_provisioning, paper_reconfigs,
+//                     paper_control_on_demand, paper_control_provisioning
 //   [weight_sync]     OrchestrRL App. E: shard_gb, holders, gen_pods, receivers_per_pod,
 //                     pod_budget, seeds_per_pod, fanout, cross_link_gbps
 //   [rl]              the fabric controller actor over RL iterations on [fabric]: iterations,
@@ -48,11 +49,14 @@ struct collectives_sweep {
   std::vector<rank_placement> placements{rank_placement::linear};
 };
 
+/// One Table 2 configuration and what the paper reports for it (absent: not reported).
 struct opus_config_entry {
   opus_workload workload;
-  double paper_on_demand = 0;
-  double paper_provisioning = 0;
+  std::optional<double> paper_on_demand;      // step time / native at the OCS latency
+  std::optional<double> paper_provisioning;
   int paper_reconfigs = 0;
+  std::optional<double> paper_control_on_demand;     // overhead at 0 ms (Fig. 11)
+  std::optional<double> paper_control_provisioning;
 };
 
 struct opus_section {

@@ -110,27 +110,66 @@ private:
     out_[size_t(s)].push_back(it);
   }
 
-  /// One step of stage s: all-gather, every microbatch forward then backward, reduce-scatter.
+  /// One step of stage s, as TorchTitan runs it under Megatron's non-interleaved 1F1B with its
+  /// batched Send/Recv pairs (Opus §3, §5.2): the FSDP all-gather (a downstream stage's only
+  /// once the first activation arrived: PyTorch's lazy DTensor all-gather), warm-up forwards,
+  /// one forward then one backward in the steady state, cool-down backwards, then the FSDP
+  /// reduce-scatter and the optimizer step's short all-reduce. A batched pair (send this
+  /// activation, receive that gradient) is one rendezvous of the two stages: both sides list
+  /// the same pairs in the same order, so it cannot deadlock.
   void stage_step(int step, int s) {
-    if (w_.fsdp > 1)
-      comm(step, s, 1, c_.shard, -1, -1);
-    for (int mb = 0; mb < w_.pp; ++mb) {
-      if (s > 0)
-        comm(step, s, 0, c_.activation, pp_op(step, 0, mb, s - 1), s - 1);
+    const int pp = w_.pp, m = w_.pp; // as many microbatches as stages (Opus Table 2)
+    const int warm = std::min(pp - s - 1, m), steady = m - warm;
+    const bool first = s == 0, last = s + 1 == pp;
+    auto act = [&](int mb, int lower) { return pp_op(step, 0, mb, lower); };
+    auto grad = [&](int mb, int lower) { return pp_op(step, 1, mb, lower); };
+    auto up = [&](int op) { comm(step, s, 0, c_.activation, op, s - 1); };
+    auto down = [&](int op) { comm(step, s, 0, c_.activation, op, s + 1); };
+    bool gathered = false;
+    auto gather = [&] {
+      if (!gathered && w_.fsdp > 1)
+        comm(step, s, 1, c_.shard, -1, -1);
+      gathered = true;
+    };
+    if (first)
+      gather();
+    for (int i = 0; i < warm; ++i) {
+      if (!first) {
+        up(act(i, s - 1));
+        gather();
+      }
       compute(step, s, c_.fwd);
-      if (s + 1 < w_.pp)
-        comm(step, s, 0, c_.activation, pp_op(step, 0, mb, s), s + 1);
+      if (!last)
+        down(act(i, s));
     }
-    for (int mb = 0; mb < w_.pp; ++mb) {
-      if (s + 1 < w_.pp)
-        comm(step, s, 0, c_.activation, pp_op(step, 1, mb, s), s + 1);
+    if (!first) {
+      up(act(warm, s - 1));
+      gather();
+    }
+    for (int i = 0; i < steady; ++i) {
+      compute(step, s, c_.fwd);
+      if (!last)
+        down(act(warm + i, s)); // with the gradient of microbatch i
       compute(step, s, c_.bwd);
-      if (s > 0)
-        comm(step, s, 0, c_.activation, pp_op(step, 1, mb, s - 1), s - 1);
+      if (!first)
+        up(i + 1 < steady ? act(warm + i + 1, s - 1) // with the gradient of microbatch i
+                          : grad(i, s - 1));
     }
-    if (w_.fsdp > 1)
-      comm(step, s, 1, c_.shard, -1, -1);
+    for (int i = steady; i < m; ++i) {
+      if (!last)
+        down(grad(i, s));
+      compute(step, s, c_.bwd);
+      if (!first)
+        up(grad(i, s - 1));
+    }
+    if (w_.fsdp > 1) {
+      comm(step, s, 1, c_.shard, -1, -1);          // reduce-scatter of the gradients
+      comm(step, s, 1, optimizer_bytes, -1, -1);    // the optimizer's gradient-norm all-reduce
+    }
   }
+
+  // Opus Fig. 4: the optimizer step's synchronisation all-reduces move under 1 MB.
+  static constexpr double optimizer_bytes = 4096;
 
   const opus_workload& w_;
   stage_costs c_;
@@ -139,10 +178,8 @@ private:
   std::map<std::tuple<int, int, int>, int> op_id_; // (step, kind*m + mb, boundary) -> id
 };
 
-/// One step of TorchTitan FSDP + PP per stage (reshard-after-forward off under PP, its
-/// default): all-gather, the pipeline, reduce-scatter. The pipeline runs in GPipe order
-/// (ScheduleGPipe): its blocking Send/Recv pairs meet in the same order on both sides, where
-/// 1F1B needs batched P2P to avoid send-send cycles.
+/// Steps of TorchTitan FSDP + PP per stage (reshard-after-forward off under PP, its default),
+/// in 1F1B order (schedule_builder::stage_step).
 std::vector<std::vector<item>> build_schedule(const opus_workload& w, const opus_env& env,
                                               int steps) {
   return schedule_builder{w, costs_of(w, env)}.build(steps);

@@ -1,7 +1,8 @@
 #pragma once
 // Opus §5.2 on the virtual clock: training steps of a TorchTitan-style job (FSDP all-gather,
-// a GPipe pipeline with as many microbatches as stages, FSDP reduce-scatter) on one photonic
-// rail, run as a discrete-event simulation. Every stage runs the shim (Opus Alg. 1-3): on
+// lazy on downstream stages; a 1F1B pipeline with batched Send/Recv pairs and as many
+// microbatches as stages; FSDP reduce-scatter; the optimizer's short all-reduce) on one
+// photonic rail, run as a discrete-event simulation. Every stage runs the shim (Opus Alg. 1-3): on
 // demand it writes before a phase's first operation and waits for the ACK; with provisioning
 // it writes right after a phase's last operation and keeps computing; PP Send/Recv writes on
 // every operation from both stages. The writes go through the rail_orchestrator the fabric

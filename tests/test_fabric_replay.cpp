@@ -94,18 +94,42 @@ BOOST_AUTO_TEST_CASE(reconfigurations_follow_the_phase_structure) {
   replay::opus_env env;
   for (int config : {1, 2}) {
     auto r = replay::simulate_opus(table2(config), env, replay::opus_mode::provisioning);
-    // Each stage: FSDP all-gather, pipeline, reduce-scatter: two boundaries per stage, and
-    // the pipeline's entry is one transition for both stages: 3 reconfigurations per step.
-    BOOST_CHECK((r.phase_boundaries == std::vector<int>{2, 2}));
-    BOOST_CHECK_EQUAL(r.reconfigs, 3);
-    // 11 -> 00 (stages 0, 1), 00 -> 01 (stage 1 and its former ring peer 0), 01 -> 11 (0).
-    BOOST_CHECK_EQUAL(r.submappings, 5);
+    // Stage 0: all-gather, the pipeline, reduce-scatter and the optimizer's all-reduce: two
+    // boundaries. Stage 1 receives the first activation before its (lazy) all-gather: PP,
+    // FSDP, PP, FSDP: four. Six phase changes a step, as Opus §5.2 counts; the step's first
+    // PP Send/Recv moves both stages at once, so the rails reconfigure five times.
+    BOOST_CHECK((r.phase_boundaries == std::vector<int>{2, 4}));
+    BOOST_CHECK_EQUAL(r.reconfigs, 5);
   }
   // Config 3 has only PP on the rail: every write is suppressed (O1).
   auto pp_only = replay::simulate_opus(table2(3), env, replay::opus_mode::on_demand);
   BOOST_CHECK_EQUAL(pp_only.reconfigs, 0);
   BOOST_CHECK_GT(pp_only.suppressed, 0);
   BOOST_CHECK_EQUAL(pp_only.suppressed * 2, pp_only.topo_writes); // two writers per op
+}
+
+BOOST_AUTO_TEST_CASE(a_1f1b_step_moves_every_activation_and_gradient_once_without_deadlock) {
+  // Every stage pair exchanges each microbatch's activation and gradient: 2 x m transfers per
+  // boundary, batched pairs counting once each side. The run ends (no deadlock) with every
+  // stage's operations done.
+  replay::opus_env env;
+  for (int pp : {2, 3, 4}) {
+    auto w = table2(3);
+    w.pp = pp;
+    auto r = replay::simulate_opus(w, env, replay::opus_mode::native, 2);
+    BOOST_CHECK_GT(r.step_s, 0);
+    std::vector<int> ops(size_t(pp), 0);
+    for (auto& c : r.comms)
+      ++ops[size_t(c.stage)];
+    // Per step, boundary b (stages b, b+1) carries 2m transfers; the upstream stage's m - w
+    // steady-state ones go in batched pairs (w = pp - b - 1 warm-up forwards), so each side
+    // runs m + w operations on it. Two steps.
+    const int m = pp;
+    auto on_boundary = [&](int b) { return 2 * (m + pp - b - 1); };
+    for (int s = 0; s < pp; ++s)
+      BOOST_CHECK_EQUAL(ops[size_t(s)],
+                        (s > 0 ? on_boundary(s - 1) : 0) + (s + 1 < pp ? on_boundary(s) : 0));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(provisioning_hides_the_ocs_latency_that_on_demand_pays) {
@@ -135,7 +159,7 @@ BOOST_AUTO_TEST_CASE(persistent_apply_failures_fall_back_to_the_giant_ring) {
   env.failing_applies = 2; // a retry succeeds
   auto retried = replay::simulate_opus(table2(1), env, replay::opus_mode::on_demand);
   BOOST_CHECK(!retried.fell_back);
-  BOOST_CHECK_EQUAL(retried.reconfigs, 3);
+  BOOST_CHECK_EQUAL(retried.reconfigs, 5);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
