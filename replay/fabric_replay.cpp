@@ -161,6 +161,34 @@ json collectives_json(const fabric_scenario& sc, std::string& summary) {
   return out;
 }
 
+json moe_json(const moe_setup& s, uint64_t seed, std::string& summary) {
+  auto r = simulate_moe(s, seed);
+  auto share = [&](double t) { return r.perfect_s > 0 ? round4(t / r.perfect_s) : 0.0; };
+  summary += fmt::format(
+    "mFabric App. B: {} first all-to-alls ({} layers x {} iterations, drifting popularity)\n"
+    "  prediction L1 error {:.3f} (previous layer's load: {:.3f}); time vs perfect "
+    "knowledge: predicted {:.3f}x, unchanged {:.3f}x, static {:.3f}x\n",
+    r.planned, s.layers - 1, s.iterations, r.prediction_error, r.unchanged_error,
+    r.predicted_s / r.perfect_s, r.unchanged_s / r.perfect_s, r.static_s / r.perfect_s);
+  return {{"servers", s.region.servers},
+          {"gpus_per_server", s.region.gpus_per_server},
+          {"ocs_nics", s.region.ocs_nics},
+          {"layers", s.layers},
+          {"iterations", s.iterations},
+          {"window", s.window},
+          {"planned", r.planned},
+          {"predictions", r.predictions},
+          {"prediction_l1_error", round4(r.prediction_error)},
+          {"unchanged_l1_error", round4(r.unchanged_error)},
+          {"perfect_s", round4(r.perfect_s)},
+          {"predicted_s", round4(r.predicted_s)},
+          {"unchanged_s", round4(r.unchanged_s)},
+          {"static_s", round4(r.static_s)},
+          {"predicted_vs_perfect", share(r.predicted_s)},
+          {"unchanged_vs_perfect", share(r.unchanged_s)},
+          {"static_vs_perfect", share(r.static_s)}};
+}
+
 json cost_json(const cost_section& c, std::string& summary) {
   json out;
   out["endpoints"] = c.design.endpoints;
@@ -352,6 +380,8 @@ caf::expected<fabric_replay_output> run_fabric_replay(const fabric_scenario& sc,
     timed("cost", [&] { report["cost"] = cost_json(*sc.cost, out.summary); });
   if (sc.opus)
     timed("opus", [&] { report["opus"] = opus_json(*sc.opus, out.summary); });
+  if (sc.moe)
+    timed("moe", [&] { report["moe"] = moe_json(*sc.moe, sc.seed, out.summary); });
   if (sc.weight_sync)
     timed("weight_sync",
           [&] { report["weight_sync"] = weight_sync_json(*sc.weight_sync, out.summary); });

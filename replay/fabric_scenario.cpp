@@ -209,6 +209,31 @@ void read_rl(table_reader& r, fabric_scenario& sc) {
   sc.rl = s;
 }
 
+void read_moe(table_reader& m, fabric_scenario& sc) {
+  moe_setup s;
+  int_into(m, "servers", s.region.servers, 2);
+  int_into(m, "gpus_per_server", s.region.gpus_per_server, 1);
+  int_into(m, "ocs_nics", s.region.ocs_nics, 1);
+  positive_into(m, "link_gbps", s.region.link_gbps);
+  int_into(m, "layers", s.layers, 2);
+  int_into(m, "iterations", s.iterations, 1);
+  int_into(m, "window", s.window, 1);
+  positive_into(m, "decay", s.decay);
+  positive_into(m, "tokens", s.tokens);
+  positive_into(m, "gb_per_rank", s.gb_per_rank);
+  if (auto v = non_negative(m, "popularity_drift", m.optional<double>("popularity_drift",
+                                                                       s.popularity_drift)))
+    s.popularity_drift = *v;
+  if (auto v = non_negative(m, "skew", m.optional<double>("skew", s.skew)))
+    s.skew = *v;
+  positive_into(m, "transition_sharpness", s.transition_sharpness);
+  if (s.region.ocs_nics > s.region.gpus_per_server)
+    m.error("ocs_nics", fmt::format("{} OCS NICs of a server with {}", s.region.ocs_nics,
+                                    s.region.gpus_per_server));
+  m.reject_unknown();
+  sc.moe = s;
+}
+
 void read_fabric_scenario(table_reader& root, fabric_scenario& sc, const std::string&,
                           std::vector<config_error>&) {
   if (auto head = root.required_table("scenario")) {
@@ -244,9 +269,13 @@ void read_fabric_scenario(table_reader& root, fabric_scenario& sc, const std::st
     read_rl(*r, sc);
     sc.policies.push_back("rl");
   }
+  if (auto m = root.table("moe")) {
+    read_moe(*m, sc);
+    sc.policies.push_back("moe");
+  }
   if (sc.policies.empty())
     root.error("scenario", "a fabric scenario needs at least one of [[collectives]], [cost], "
-                           "[opus], [weight_sync], [rl]");
+                           "[opus], [weight_sync], [rl], [moe]");
 }
 
 } // namespace

@@ -19,6 +19,10 @@
 //                     paper_control_on_demand, paper_control_provisioning
 //   [weight_sync]     OrchestrRL App. E: shard_gb, holders, gen_pods, receivers_per_pod,
 //                     pod_budget, seeds_per_pod, fanout, cross_link_gbps
+//   [moe]             mFabric §5.1, App. B: drifting expert popularity on one regional OCS:
+//                     servers, gpus_per_server, ocs_nics, link_gbps, layers, iterations,
+//                     window, decay, tokens, gb_per_rank, popularity_drift, skew,
+//                     transition_sharpness
 //   [rl]              the fabric controller actor over RL iterations on [fabric]: iterations,
 //                     ep, dp (ranks = ep x dp), gb_a2a, gb_grad, gb_weights, compute_s,
 //                     gen_ranks
@@ -31,6 +35,7 @@
 #include "fabric/cost_model.hpp"
 #include "fabric/shape.hpp"
 #include "replay/fabric_collectives.hpp"
+#include "replay/fabric_moe.hpp"
 #include "replay/opus_step.hpp"
 #include "replay/scenario_file.hpp"
 
@@ -99,6 +104,7 @@ struct fabric_scenario {
   std::optional<opus_section> opus;
   std::optional<weight_sync_section> weight_sync;
   std::optional<rl_section> rl;
+  std::optional<moe_setup> moe;
   std::vector<std::string> policies; // the sections present, in report order
 };
 

@@ -507,3 +507,89 @@ BOOST_AUTO_TEST_CASE(the_phase_table_comes_from_the_learned_phases) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#include "fabric/traffic_monitor.hpp"
+
+BOOST_AUTO_TEST_SUITE(mfabric_traffic_prediction)
+
+namespace {
+
+/// A random column-stochastic n x n matrix (row-major, P[j * n + i]).
+std::vector<double> random_transition(size_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u{0, 1};
+  std::vector<double> p(n * n);
+  for (size_t i = 0; i < n; ++i) {
+    double sum = 0;
+    for (size_t j = 0; j < n; ++j)
+      sum += p[j * n + i] = std::pow(u(rng), 3); // a few dominant destinations
+    for (size_t j = 0; j < n; ++j)
+      p[j * n + i] /= sum;
+  }
+  return p;
+}
+
+std::vector<double> transitioned(const std::vector<double>& p, const std::vector<double>& x) {
+  const size_t n = x.size();
+  std::vector<double> y(n, 0);
+  for (size_t j = 0; j < n; ++j)
+    for (size_t i = 0; i < n; ++i)
+      y[j] += p[j * n + i] * x[i];
+  return y;
+}
+
+double l1(const std::vector<double>& a, const std::vector<double>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    d += std::abs(a[i] - b[i]);
+  return d;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(simplex_projection_keeps_a_distribution_and_fixes_the_rest) {
+  auto same = project_to_simplex({0.2, 0.3, 0.5});
+  BOOST_CHECK_CLOSE(same[2], 0.5, 1e-9);
+  auto p = project_to_simplex({2.0, -1.0, 0.5, 0.0});
+  BOOST_CHECK_CLOSE(std::accumulate(p.begin(), p.end(), 0.0), 1.0, 1e-9);
+  for (double x : p)
+    BOOST_CHECK_GE(x, 0.0);
+  BOOST_CHECK_CLOSE(p[0], 1.0, 1e-9); // 2 - 1 = 1, the rest at zero
+}
+
+BOOST_AUTO_TEST_CASE(the_monitor_learns_the_layer_transition_and_predicts_the_next_load) {
+  // App. B: layer 1's load follows layer 0's through a fixed P; after a window of iterations
+  // the prediction beats assuming the previous layer's load (the "unchanged topology").
+  std::mt19937_64 rng{11};
+  const size_t n = 8;
+  auto p = random_transition(n, rng);
+  traffic_monitor monitor{8, 0.8};
+  std::gamma_distribution<double> popularity{0.7, 1.0};
+  double predicted_error = 0, unchanged_error = 0;
+  for (uint64_t it = 0; it < 20; ++it) {
+    std::vector<double> layer0(n);
+    for (auto& x : layer0)
+      x = 1000 * popularity(rng);
+    auto x = normalised(layer0);
+    auto truth = transitioned(p, x);
+    monitor.record(it, 0, layer0);
+    auto guess = monitor.predict(it, 1);
+    if (it == 0)
+      BOOST_CHECK(!guess); // nothing learnt yet
+    else if (it >= 10) {
+      BOOST_REQUIRE(guess);
+      predicted_error += l1(*guess, truth);
+      unchanged_error += l1(x, truth);
+    }
+    std::vector<double> layer1(truth.begin(), truth.end());
+    for (auto& v : layer1)
+      v *= 5000; // token counts, any scale
+    monitor.record(it, 1, layer1);
+  }
+  BOOST_TEST_MESSAGE("mean L1 error: predicted " << predicted_error / 10 << ", unchanged "
+                                                 << unchanged_error / 10);
+  BOOST_CHECK_LT(predicted_error / 10, 0.05);
+  BOOST_CHECK_LT(predicted_error, unchanged_error / 5);
+  BOOST_CHECK(!monitor.predict(20, 1)); // layer 0 of iteration 20 not reported
+}
+
+BOOST_AUTO_TEST_SUITE_END()

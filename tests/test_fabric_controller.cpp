@@ -493,6 +493,56 @@ BOOST_AUTO_TEST_CASE(a_failed_server_leaves_the_plans_and_comes_back_with_its_se
   BOOST_CHECK_GT(on_server_2(), 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_predicted_intent_is_weighed_by_the_monitors_forecast_of_its_layer) {
+  // mFabric §5.1, App. B: the shims report each MoE layer's dispatch; a layer's first
+  // all-to-all, announced before its gating, is planned from the forecast. Eight servers of
+  // the region, four regional NICs each: not every pair gets a circuit.
+  auto intent = [] {
+    fabric_intent ep{"moe", fabric_stage::train_compute, {{primitive::all_to_all, 1.0}}, {},
+                     4e9};
+    for (uint32_t s = 0; s < 8; ++s)
+      for (int g = 0; g < 8; ++g)
+        ep.members.push_back({s, g});
+    return ep;
+  };
+  const size_t n = 64;
+  // Layer 0 spreads evenly; layer 1 sends nearly everything to servers 6 and 7.
+  std::vector<double> even(n, 100.0), hot(n, 1.0);
+  for (size_t r = 48; r < 64; ++r)
+    hot[r] = 1000.0;
+  auto layout_of_moe = [](bench_fabric& f) {
+    return ask<circuit_layout>(f.drv, f.ctl, get_atom::value, std::string{"moe"}).value->agg;
+  };
+  bench_fabric live{from_config("conf/mfabric-region.toml")};
+  for (uint64_t it = 0; it < 4; ++it) {
+    ask<ok_atom>(live.drv, live.ctl, expert_atom::value, expert_load{"moe", it, 0, even});
+    ask<ok_atom>(live.drv, live.ctl, expert_atom::value, expert_load{"moe", it, 1, hot});
+  }
+  ask<ok_atom>(live.drv, live.ctl, expert_atom::value, expert_load{"moe", 4, 0, even});
+  auto predicted = intent();
+  predicted.predicted = true;
+  predicted.iteration = 4;
+  predicted.layer = 1;
+  auto d = ask<fabric_decision>(live.drv, live.ctl, intent_atom::value, predicted, stage_boundary);
+  BOOST_REQUIRE(d.value);
+  BOOST_CHECK_EQUAL(d.value->outcome, fabric_outcome::committed);
+  // The plan is the one the true load of layer 1 asks for, and not the uniform one.
+  bench_fabric known{from_config("conf/mfabric-region.toml")}, blind{from_config("conf/mfabric-region.toml")};
+  auto explicit_weights = intent();
+  explicit_weights.receive_weights = hot;
+  ask<fabric_decision>(known.drv, known.ctl, intent_atom::value, explicit_weights, stage_boundary);
+  ask<fabric_decision>(blind.drv, blind.ctl, intent_atom::value, intent(), stage_boundary);
+  auto planned = layout_of_moe(live);
+  BOOST_CHECK(planned == layout_of_moe(known));
+  BOOST_CHECK(planned != layout_of_moe(blind));
+  // Without history, the layer's plan falls back on the previous layer's load (here even).
+  bench_fabric fresh{from_config("conf/mfabric-region.toml")};
+  ask<ok_atom>(fresh.drv, fresh.ctl, expert_atom::value, expert_load{"moe", 0, 0, even});
+  predicted.iteration = 0;
+  ask<fabric_decision>(fresh.drv, fresh.ctl, intent_atom::value, predicted, stage_boundary);
+  BOOST_CHECK(layout_of_moe(fresh) == layout_of_moe(blind));
+}
+
 BOOST_AUTO_TEST_CASE(opus_rails_from_config_are_programmed_per_rail) {
   bench_fabric f{from_config("conf/opus-rails.toml")};
   // PP = 2 stages of DP = 2 on each of the four rails.

@@ -460,6 +460,26 @@ BOOST_AUTO_TEST_CASE(a_collective_shim_announces_an_intent_and_the_fabric_commit
   BOOST_CHECK_EQUAL(d->fabric_decision().circuits(), 4u);
   auto plans = s.admin({"fabric", "--json"});
   BOOST_CHECK(plans.out.find("\"owner\": \"job-x\"") != std::string::npos);
+  // mFabric §5.1: a MoE layer's dispatch for the owner's traffic monitor; then a layer's
+  // first all-to-all planned from its forecast.
+  v1::Envelope load;
+  load.mutable_expert_load()->set_owner("job-x");
+  load.mutable_expert_load()->set_layer(0);
+  for (double t : {300.0, 100.0})
+    load.mutable_expert_load()->add_tokens(t);
+  auto loaded = shim.call(load);
+  BOOST_CHECK(loaded && loaded->has_ok());
+  load.mutable_expert_load()->set_tokens(1, -1);
+  BOOST_CHECK_EQUAL(error_code(shim.call(load)), v1::ERROR_INVALID);
+  auto forecast = lt::cross_rail_all_reduce("job-x", 0, 1);
+  forecast.mutable_fabric_intent()->set_primitive("all-to-all");
+  forecast.mutable_fabric_intent()->set_predicted(true);
+  forecast.mutable_fabric_intent()->set_layer(1);
+  auto planned = shim.call(forecast);
+  BOOST_CHECK(planned && planned->has_fabric_decision());
+  // One receive weight per member, finite and non-negative.
+  forecast.mutable_fabric_intent()->add_receive_weights(1.0);
+  BOOST_CHECK_EQUAL(error_code(shim.call(forecast)), v1::ERROR_INVALID);
   // A malformed intent is refused with the reason.
   i->set_stage("warp-drive");
   BOOST_CHECK_EQUAL(error_code(shim.call(e)), v1::ERROR_INVALID);

@@ -79,6 +79,7 @@ using gen_atom = caf::atom_constant<caf::atom("gen")>;
 using ocs_atom = caf::atom_constant<caf::atom("ocs")>;
 using poll_atom = caf::atom_constant<caf::atom("poll")>;
 using node_atom = caf::atom_constant<caf::atom("node")>;
+using expert_atom = caf::atom_constant<caf::atom("expert")>;
 using caf::flush_atom;
 using caf::get_atom;
 using caf::ok_atom;
@@ -293,6 +294,9 @@ using fabric_controller_actor = caf::typed_actor<
   caf::replies_to<plans_atom>::with<std::vector<fabric_plan_status>>,
   // The circuits an owner's committed plan provides (empty when it has none).
   caf::replies_to<get_atom, std::string>::with<circuit_layout>,
+  // mFabric §5.1: a MoE layer's dispatch load for the owner's traffic monitor, whose App. B
+  // prediction weighs the owner's `predicted` intents.
+  caf::replies_to<expert_atom, expert_load>::with<ok_atom>,
   // Opus: a job on photonic rails (answered once they carry its first topology; again with its
   // stages' profiled traces: answered with the phase table), then its ranks' topo_writes
   // (answered after the rails confirm the transition).

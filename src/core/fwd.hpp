@@ -63,6 +63,7 @@ struct commit_window;
 struct fabric_decision;
 struct fabric_plan_status;
 struct circuit_layout;
+struct expert_load;
 struct opus_trace;
 struct opus_phase;
 struct opus_job;

@@ -301,7 +301,7 @@ typename Inspector::result_type inspect(Inspector& f, primitive_share& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fabric_intent& x) {
   return f(caf::meta::type_name("fabric_intent"), x.owner, x.stage, x.mix, x.members, x.bytes,
-           x.group_size);
+           x.group_size, x.receive_weights, x.predicted, x.iteration, x.layer);
 }
 
 template <class Inspector>
@@ -329,6 +329,11 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fabric_plan_status& x) {
   return f(caf::meta::type_name("fabric_plan_status"), x.owner, x.stage, x.version, x.circuits,
            x.devices);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, expert_load& x) {
+  return f(caf::meta::type_name("expert_load"), x.owner, x.iteration, x.layer, x.tokens);
 }
 
 template <class Inspector>

@@ -72,6 +72,7 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<std::string>>("loom.strings");
   cfg.add_message_type<circuit_layout>("loom.circuit_layout");
   cfg.add_message_type<opus_job>("loom.opus_job");
+  cfg.add_message_type<expert_load>("loom.expert_load");
   cfg.add_message_type<opus_registration>("loom.opus_registration");
   cfg.add_message_type<wire_frame>("loom.wire_frame");
   cfg.add_message_type<topo_write>("loom.topo_write");

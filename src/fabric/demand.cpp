@@ -64,8 +64,14 @@ std::vector<rank_flow> intent_flows(const fabric_intent& intent) {
   for (size_t first = 0; first < n; first += size) {
     std::vector<rank_ref> group(intent.members.begin() + long(first),
                                 intent.members.begin() + long(std::min(n, first + size)));
+    std::vector<double> weights;
+    if (intent.receive_weights.size() == n)
+      weights.assign(intent.receive_weights.begin() + long(first),
+                     intent.receive_weights.begin() + long(first + group.size()));
     for (auto& m : intent.mix) {
-      auto part = collective_flows({m.kind, group, intent.bytes * m.fraction, {}});
+      auto part = collective_flows({m.kind, group, intent.bytes * m.fraction,
+                                    m.kind == primitive::all_to_all ? weights
+                                                                    : std::vector<double>{}});
       out.insert(out.end(), part.begin(), part.end());
     }
   }

@@ -37,7 +37,8 @@ struct collective {
 /// half to the second.
 std::vector<rank_flow> collective_flows(const collective& c);
 
-/// The flows of every primitive of an intent over each of its groups, split by its mix.
+/// The flows of every primitive of an intent over each of its groups, split by its mix (an
+/// all-to-all weighted by the intent's receive weights, when it has one per member).
 std::vector<rank_flow> intent_flows(const fabric_intent& intent);
 
 /// The demand one PoD's OCS-Agg sees: endpoints 0..tors.size()-1 are its ToRs (global ToR

@@ -50,7 +50,23 @@ void restore(self_ptr self, const std::vector<stored_record>& restored) {
                  st.next_version);
 }
 
-caf::result<fabric_decision> take_intent(self_ptr self, const fabric_intent& intent,
+/// mFabric §5.1, App. B: a layer's first all-to-all, weighed by the monitor's prediction of its
+/// load; without one (too early in a job), by the previous layer's load in this iteration (the
+/// paper's "unchanged topology"), else uniformly.
+fabric_intent with_predicted_weights(self_ptr self, fabric_intent intent) {
+  auto it = self->state.monitors.find(intent.owner);
+  if (it == self->state.monitors.end())
+    return intent;
+  auto& monitor = it->second;
+  auto weights = monitor.predict(intent.iteration, intent.layer);
+  if (!weights && intent.layer > 0)
+    weights = monitor.observed(intent.iteration, intent.layer - 1);
+  if (weights && weights->size() == intent.members.size())
+    intent.receive_weights = std::move(*weights);
+  return intent;
+}
+
+caf::result<fabric_decision> take_intent(self_ptr self, fabric_intent intent,
                                          const commit_window& window) {
   if (intent.owner.empty())
     return make_error(errc::invalid_argument, "an intent needs an owner");
@@ -59,6 +75,8 @@ caf::result<fabric_decision> take_intent(self_ptr self, const fabric_intent& int
       return make_error(errc::invalid_argument,
                         fmt::format("intent of '{}' names server {}, the fabric has {}",
                                     intent.owner, r.server, self->state.model->servers.size()));
+  if (intent.predicted)
+    intent = with_predicted_weights(self, std::move(intent));
   self->state.owners[intent.owner].intent = intent;
   return controller_steps::try_commit(self, intent.owner, window);
 }
@@ -161,6 +179,11 @@ fabric_controller(fabric_controller_actor::stateful_pointer<fabric_controller_st
     },
     [self](mask_atom, const std::string& device, uint32_t port) {
       return mask_port(self, device, port);
+    },
+    [self](expert_atom, expert_load& load) {
+      self->state.monitors[load.owner].record(load.iteration, load.layer,
+                                              std::move(load.tokens));
+      return ok_atom::value;
     },
     [self](node_atom, const std::string& node, bool failed) {
       return server_status(self, node, failed);

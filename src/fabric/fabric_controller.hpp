@@ -21,6 +21,7 @@
 #include "fabric/fabric_model.hpp"
 #include "fabric/rail_orchestrator.hpp"
 #include "fabric/stage_template.hpp"
+#include "fabric/traffic_monitor.hpp"
 
 namespace loom {
 
@@ -68,6 +69,7 @@ struct fabric_controller_state {
   std::optional<port_usage> usage;
   std::map<std::string, owner_state> owners;
   std::map<std::string, opus_state> opus;
+  std::map<std::string, traffic_monitor> monitors; // mFabric §5.1, by owner
   std::map<uint32_t, ocs_driver_actor> drivers; // by device index
   std::map<uint32_t, device_state> devices;      // by device index
   std::map<uint64_t, link_wait> link_waits;

@@ -203,7 +203,8 @@ fabric_network::fabric_network(const fabric_model& model, const circuit_layout& 
     adj_[u].push_back({v, link});
     radj_[v].push_back({u, link});
   };
-  for (uint32_t p = 0; p < layout.agg.size() && p < pods; ++p) {
+  for (uint32_t p = 0; p < layout.agg.size() && p < pods && model.kind != fabric_kind::mfabric;
+       ++p) {
     auto& local = model.tors_of_pod(p);
     for (auto& c : layout.agg[p]) {
       bool a_tor = c.a < local.size();
@@ -221,6 +222,38 @@ fabric_network::fabric_network(const fabric_model& model, const circuit_layout& 
   for (auto& c : layout.core) {
     arc(lift(c.a), drop(c.b), c.circuits);
     arc(lift(c.b), drop(c.a), c.circuits);
+  }
+  if (model.kind == fabric_kind::mfabric) {
+    // mFabric §4.2: regional circuits join servers NIC to NIC; servers relay over NVLink to
+    // another of their OCS NICs, and the NICs left on EPS reach every server of the region
+    // through its (non-blocking) rail ToRs: a pair without a circuit goes one of those ways.
+    server_node_.resize(model.servers.size());
+    std::vector<std::vector<uint32_t>> by_pod(pods);
+    auto node = [&] {
+      adj_.emplace_back();
+      radj_.emplace_back();
+      return uint32_t(adj_.size() - 1);
+    };
+    std::vector<uint32_t> eps(pods);
+    for (auto& e : eps)
+      e = node();
+    for (uint32_t s = 0; s < model.servers.size(); ++s) {
+      server_node_[s] = node();
+      by_pod[model.servers[s].pod].push_back(s);
+      uint32_t eps_nics = 0;
+      for (int nic = 0; nic < model.rails; ++nic)
+        eps_nics += model.tor_of({s, nic}) >= 0;
+      if (eps_nics > 0) {
+        arc(server_node_[s], eps[model.servers[s].pod], eps_nics);
+        arc(eps[model.servers[s].pod], server_node_[s], eps_nics);
+      }
+    }
+    for (uint32_t p = 0; p < layout.agg.size() && p < pods; ++p)
+      for (auto& c : layout.agg[p]) {
+        auto a = server_node_[by_pod[p][c.a]], b = server_node_[by_pod[p][c.b]];
+        arc(a, b, c.circuits);
+        arc(b, a, c.circuits);
+      }
   }
   for (auto* lists : {&adj_, &radj_})
     for (auto& a : *lists)
@@ -274,6 +307,17 @@ std::vector<flow_network::flow> fabric_network::route(const std::vector<rank_flo
   for (auto& f : flows) {
     if (f.src.server == f.dst.server || f.bytes <= 0)
       continue;
+    if (!server_node_.empty()) {
+      auto& ps = paths(server_node_[f.src.server], server_node_[f.dst.server]);
+      if (ps.empty()) {
+        if (unroutable)
+          ++*unroutable;
+        continue;
+      }
+      for (auto& p : ps)
+        out.push_back({p, f.bytes / double(ps.size())});
+      continue;
+    }
     size_t src_nic = f.src.server * size_t(model_->rails) + size_t(model_->nic_of(f.src));
     size_t dst_nic = f.dst.server * size_t(model_->rails) + size_t(model_->nic_of(f.dst));
     int ts = model_->tor_of(f.src);

@@ -4,7 +4,8 @@
 // so a collective's completion time is that of its last flow. fabric_network lays a circuit
 // plan over a fabric: NIC-ToR EPS links, ToR-ToR and lift/drop circuits on the OCS-Agg, and
 // PoD-PoD circuits on the OCS-Core; ToRs forward, so a pair without a circuit goes multi-hop,
-// split evenly over its shortest paths (ECMP, at most 8).
+// split evenly over its shortest paths (ECMP, at most 8). On mFabric the regional circuits
+// join servers directly (a circuit is a NIC pair) and servers relay the same way.
 
 #include <cstdint>
 #include <map>
@@ -63,8 +64,9 @@ private:
   flow_network net_;
   std::vector<uint32_t> nic_up_;   // server * rails + nic -> link
   std::vector<uint32_t> nic_down_;
-  std::vector<std::vector<edge>> adj_;  // ToRs, then a lift and a drop node per PoD
+  std::vector<std::vector<edge>> adj_;  // ToRs, a lift and a drop node per PoD, then servers
   std::vector<std::vector<edge>> radj_; // the same arcs reversed
+  std::vector<uint32_t> server_node_;   // mFabric: each server's node (its regional circuits)
   mutable std::map<std::pair<uint32_t, uint32_t>, std::vector<std::vector<uint32_t>>> paths_;
 };
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace loom {
 
 shaped_fabric make_rfabric(const rfabric_shape& s) {
@@ -57,6 +59,35 @@ shaped_fabric make_rfabric(const rfabric_shape& s) {
       t.ocs.push_back(dev);
     }
   t.links.insert(t.links.end(), boundary.begin(), boundary.end());
+  return out;
+}
+
+shaped_fabric make_mfabric_region(const mfabric_shape& s) {
+  shaped_fabric out;
+  auto& t = out.config;
+  t.kind = fabric_kind::mfabric;
+  t.link_gbps = s.link_gbps;
+  t.nics_per_server = s.gpus_per_server;
+  pod region{"region", {}};
+  for (int i = 0; i < s.servers; ++i) {
+    auto id = fmt::format("moe-{}", i);
+    out.nodes.push_back({id, pool_kind::training, "H800", s.gpus_per_server, 2048});
+    region.servers.push_back(id);
+  }
+  t.pods.push_back(region);
+  ocs_device dev;
+  dev.id = "region-ocs";
+  dev.tier = ocs_tier::regional;
+  dev.pod = region.id;
+  dev.ports = s.servers * s.ocs_nics;
+  dev.reconfig_ms = s.reconfig_ms;
+  for (int k = 0; k < s.ocs_nics; ++k)
+    dev.nics.push_back(k * s.gpus_per_server / s.ocs_nics);
+  t.ocs.push_back(dev);
+  // The other NICs stay on EPS: one rail ToR each.
+  for (int nic = 0; nic < s.gpus_per_server; ++nic)
+    if (std::find(dev.nics.begin(), dev.nics.end(), nic) == dev.nics.end())
+      t.tors.push_back({fmt::format("eps-r{}", nic), region.id, nic, s.servers, region.servers});
   return out;
 }
 

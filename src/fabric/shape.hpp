@@ -31,4 +31,16 @@ struct shaped_fabric {
 
 shaped_fabric make_rfabric(const rfabric_shape& shape);
 
+/// One mFabric EP region (§4.2): servers whose `ocs_nics` NICs each (spread evenly over the
+/// server's NICs, so over its NUMA nodes) go to one regional OCS, the others to EPS rail ToRs.
+struct mfabric_shape {
+  int servers = 8;
+  int gpus_per_server = 8; // one NIC per GPU
+  int ocs_nics = 4;
+  double link_gbps = 200;
+  double reconfig_ms = 44; // mFabric §6's measured mean turnaround
+};
+
+shaped_fabric make_mfabric_region(const mfabric_shape& shape);
+
 } // namespace loom

@@ -72,6 +72,14 @@ struct fabric_intent {
   std::vector<rank_ref> members;
   double bytes = 0;        // expected bytes per member in the period
   uint32_t group_size = 0; // members form consecutive groups of this size; 0: one group
+  // All-to-all: each member's share of every sender's bytes in its group (expert load, mFabric
+  // §5.1); empty: uniform.
+  std::vector<double> receive_weights;
+  // mFabric App. B: weigh by the traffic monitor's prediction of this MoE layer's load in this
+  // iteration (a layer's first all-to-all, planned before its gating runs).
+  bool predicted = false;
+  uint64_t iteration = 0;
+  uint32_t layer = 0;
 
   /// What makes two periods the same recurring period: owner, stage, primitives, members.
   std::string signature() const;
@@ -153,6 +161,15 @@ struct fabric_plan_status {
   uint64_t version = 0;
   uint32_t circuits = 0;
   std::vector<std::string> devices;
+};
+
+/// mFabric §5.1: one MoE layer's dispatch in one iteration, tokens to each member of the
+/// owner's all-to-all (what its gating decided).
+struct expert_load {
+  std::string owner;
+  uint64_t iteration = 0;
+  uint32_t layer = 0;
+  std::vector<double> tokens;
 };
 
 /// What one pipeline stage ran in a profiled training step (Opus §4.2): the topo_id digit each

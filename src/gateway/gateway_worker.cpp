@@ -238,6 +238,25 @@ void opus_job_of(self_ptr self, const std::string& identity, uint64_t rid, const
       [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
 }
 
+/// mFabric §5.1: a MoE layer's dispatch load, for the owner's traffic monitor.
+void expert_load_of(self_ptr self, const std::string& identity, uint64_t rid,
+                    const v1::ExpertLoad& w) {
+  if (w.owner().empty() || w.tokens().empty()
+      || std::any_of(w.tokens().begin(), w.tokens().end(),
+                     [](double x) { return !std::isfinite(x) || x < 0; })) {
+    send_error(self, identity, rid, v1::ERROR_INVALID,
+               "ExpertLoad needs an owner and finite, non-negative token counts");
+    return;
+  }
+  self->request(self->state.fabric, caf::infinite, expert_atom::value,
+                expert_load{w.owner(), w.iteration(), w.layer(),
+                            {w.tokens().begin(), w.tokens().end()}})
+    .then([self, identity, rid](ok_atom) {
+            reply(self, identity, rid, [](v1::Envelope& e) { e.mutable_ok(); });
+          },
+          [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+}
+
 /// Fabric traffic: the collective shims'; without a fabric it is unavailable.
 void fabric_traffic(self_ptr self, const std::string& identity, const session& s,
                     const v1::Envelope& env) {
@@ -253,6 +272,8 @@ void fabric_traffic(self_ptr self, const std::string& identity, const session& s
   }
   if (env.body_case() == v1::Envelope::kTopoWrite)
     topo_write_of(self, identity, rid, env.topo_write());
+  else if (env.body_case() == v1::Envelope::kExpertLoad)
+    expert_load_of(self, identity, rid, env.expert_load());
   else if (env.body_case() == v1::Envelope::kOpusJob)
     opus_job_of(self, identity, rid, env.opus_job());
   else
@@ -273,6 +294,7 @@ void handle_worker(self_ptr self, const std::string& identity, session& s,
     case v1::Envelope::kGoodbye: goodbye(self, identity, s, env.goodbye()); return;
     case v1::Envelope::kTopoWrite:
     case v1::Envelope::kOpusJob:
+    case v1::Envelope::kExpertLoad:
     case v1::Envelope::kFabricIntent: fabric_traffic(self, identity, s, env); return;
     default:
       if (handle_generation(self, identity, s, env) || handle_ocs(self, identity, s, env))

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.hpp"
 #include "generation/gen_proto.hpp"
 #include "store/proto_enums.hpp"
@@ -153,6 +156,19 @@ caf::expected<std::pair<fabric_intent, commit_window>> intent_of(const v1::Fabri
   fabric_intent intent{w.owner(), *stage, {{*prim, 1.0}}, {}, w.bytes(), w.group_size()};
   for (auto& r : w.members())
     intent.members.push_back({r.server(), int(r.gpu())});
+  if (w.receive_weights_size() > 0) {
+    if (w.receive_weights_size() != w.members_size()
+        || std::any_of(w.receive_weights().begin(), w.receive_weights().end(),
+                       [](double x) { return !std::isfinite(x) || x < 0; }))
+      return make_error(errc::invalid_argument,
+                        fmt::format("FabricIntent of '{}': {} receive weights for {} members; "
+                                    "each finite and non-negative",
+                                    w.owner(), w.receive_weights_size(), w.members_size()));
+    intent.receive_weights.assign(w.receive_weights().begin(), w.receive_weights().end());
+  }
+  intent.predicted = w.predicted();
+  intent.iteration = w.iteration();
+  intent.layer = w.layer();
   return std::pair{intent, commit_window{*window, w.window_s()}};
 }
 
