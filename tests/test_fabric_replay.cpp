@@ -275,6 +275,29 @@ BOOST_AUTO_TEST_CASE(rl_replay_runs_the_controller_and_persists_its_plans) {
   BOOST_CHECK_LT(ws["forest_s"].get<double>(), ws["one_copy_then_broadcast_s"].get<double>());
 }
 
+BOOST_AUTO_TEST_CASE(moe_forecasts_are_replayed_deterministically_and_beat_a_static_split) {
+  test::temp_dir dir;
+  auto text = test::read_file(test::source_path("replay/scenarios/fabric-moe.toml"));
+  auto at = text.find("iterations = 40");
+  BOOST_REQUIRE(at != std::string::npos);
+  text.replace(at, 15, "iterations = 14");
+  test::write_file(dir / "moe.toml", text);
+  auto a = test::run({test::loom_binary(), "replay", dir / "moe.toml", "--out", dir / "a"});
+  auto b = test::run({test::loom_binary(), "replay", dir / "moe.toml", "--out", dir / "b"});
+  BOOST_REQUIRE_EQUAL(a.exit_code, 0);
+  BOOST_REQUIRE_EQUAL(b.exit_code, 0);
+  auto out = test::read_file(dir / "a/report.json");
+  BOOST_CHECK(out == test::read_file(dir / "b/report.json"));
+  auto moe = nlohmann::json::parse(out)["moe"];
+  BOOST_CHECK_EQUAL(moe["planned"], 7 * 14);
+  // The first iteration has nothing to learn from; the rest are forecast.
+  BOOST_CHECK_EQUAL(moe["predictions"], 7 * 13);
+  BOOST_CHECK_LT(moe["prediction_l1_error"].get<double>(), moe["unchanged_l1_error"].get<double>());
+  BOOST_CHECK_LT(moe["predicted_s"].get<double>(), moe["static_s"].get<double>());
+  BOOST_CHECK_CLOSE(moe["predicted_vs_perfect"].get<double>(),
+                    moe["predicted_s"].get<double>() / moe["perfect_s"].get<double>(), 0.1);
+}
+
 BOOST_AUTO_TEST_CASE(a_bad_fabric_scenario_is_refused_with_file_line_and_key) {
   test::temp_dir dir;
   test::write_file(dir / "bad.toml", R"([scenario]
@@ -297,7 +320,7 @@ gb_per_rank = 1
 }
 
 BOOST_AUTO_TEST_CASE(every_bundled_fabric_scenario_loads) {
-  for (auto name : {"fabric-fig23", "fabric-cost", "opus-table2", "fabric-rl"}) {
+  for (auto name : {"fabric-fig23", "fabric-cost", "opus-table2", "fabric-rl", "fabric-moe"}) {
     auto sc = replay::load_fabric_scenario(
       test::source_path(fmt::format("replay/scenarios/{}.toml", name)));
     for (auto& e : sc.errors)
