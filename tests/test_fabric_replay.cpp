@@ -196,6 +196,22 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(fabric_replay)
 
+namespace {
+
+/// The report of a scenario (its text) replayed twice, checked byte-identical.
+std::string replayed_twice(const test::temp_dir& dir, const std::string& scenario) {
+  test::write_file(dir / "scenario.toml", scenario);
+  for (auto out : {"a", "b"}) {
+    auto r = test::run({test::loom_binary(), "replay", dir / "scenario.toml", "--out", dir / out});
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  }
+  auto report = test::read_file(dir / "a/report.json");
+  BOOST_CHECK(report == test::read_file(dir / "b/report.json"));
+  return report;
+}
+
+} // namespace
+
 BOOST_AUTO_TEST_CASE(fig23_report_is_computed_and_byte_identical) {
   // The bundled scenario with a smaller sweep (the whole one takes a minute).
   test::temp_dir dir;
@@ -206,14 +222,7 @@ BOOST_AUTO_TEST_CASE(fig23_report_is_computed_and_byte_identical) {
     BOOST_REQUIRE(at != std::string::npos);
     text.replace(at, std::string{from}.size(), to);
   }
-  test::write_file(dir / "fig23.toml", text);
-  auto a = test::run({test::loom_binary(), "replay", dir / "fig23.toml", "--out", dir / "a"});
-  auto b = test::run({test::loom_binary(), "replay", dir / "fig23.toml", "--out", dir / "b"});
-  BOOST_REQUIRE_EQUAL(a.exit_code, 0);
-  BOOST_REQUIRE_EQUAL(b.exit_code, 0);
-  auto out = test::read_file(dir / "a/report.json");
-  BOOST_CHECK(out == test::read_file(dir / "b/report.json"));
-  auto report = nlohmann::json::parse(out);
+  auto report = nlohmann::json::parse(replayed_twice(dir, text));
   auto& c = report["collectives"];
   BOOST_REQUIRE_EQUAL(c.size(), 4u);
   std::vector<std::string> names;
@@ -281,14 +290,7 @@ BOOST_AUTO_TEST_CASE(moe_forecasts_are_replayed_deterministically_and_beat_a_sta
   auto at = text.find("iterations = 40");
   BOOST_REQUIRE(at != std::string::npos);
   text.replace(at, 15, "iterations = 14");
-  test::write_file(dir / "moe.toml", text);
-  auto a = test::run({test::loom_binary(), "replay", dir / "moe.toml", "--out", dir / "a"});
-  auto b = test::run({test::loom_binary(), "replay", dir / "moe.toml", "--out", dir / "b"});
-  BOOST_REQUIRE_EQUAL(a.exit_code, 0);
-  BOOST_REQUIRE_EQUAL(b.exit_code, 0);
-  auto out = test::read_file(dir / "a/report.json");
-  BOOST_CHECK(out == test::read_file(dir / "b/report.json"));
-  auto moe = nlohmann::json::parse(out)["moe"];
+  auto moe = nlohmann::json::parse(replayed_twice(dir, text))["moe"];
   BOOST_CHECK_EQUAL(moe["planned"], 7 * 14);
   // The first iteration has nothing to learn from; the rest are forecast.
   BOOST_CHECK_EQUAL(moe["predictions"], 7 * 13);
