@@ -308,7 +308,7 @@ void scheduler_steps::admit(scheduler_ptr self, rl_job job, placed_callback done
 }
 
 void scheduler_steps::depart(scheduler_ptr self, const std::string& id, job_state state,
-            const std::string& reason, std::function<void(caf::error)> done) {
+                             const std::string& reason, std::function<void(caf::error)> done) {
   auto& st = self->state;
   auto it = st.jobs.find(id);
   if (it == st.jobs.end() || it->second.state != job_state::placed) {

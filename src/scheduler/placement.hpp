@@ -90,9 +90,6 @@ public:
   /// A node that failed is offered to no placement until it is back; a group keeps the ones
   /// it holds until their jobs leave. False if there is no such node.
   bool set_failed(bool rollout_pool, int node, bool failed);
-  bool failed(bool rollout_pool, int node) const {
-    return (rollout_pool ? rollout_failed_ : training_failed_)[size_t(node)];
-  }
   /// The jobs pinned to a node: on it for rollout, or in the group that trains on it.
   std::vector<std::string> jobs_on(bool rollout_pool, int node) const;
 
