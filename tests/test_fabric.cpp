@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "fabric/allocate.hpp"
+#include "fabric/hop_refine.hpp"
 
 using namespace loom;
 
@@ -83,6 +84,101 @@ BOOST_AUTO_TEST_CASE(pairs_without_demand_get_nothing) {
   BOOST_CHECK_EQUAL(r.circuits_between(0, 1), 8u);
   BOOST_CHECK_EQUAL(r.circuits_between(1, 2), 0u);
   BOOST_CHECK_EQUAL(r.free_ports[2], 8u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(multi_hop_refinement)
+
+namespace {
+
+std::vector<uint32_t> degrees(uint32_t n, const std::vector<circuit_count>& circuits) {
+  std::vector<uint32_t> deg(n, 0);
+  for (auto& c : circuits) {
+    deg[c.a] += c.circuits;
+    deg[c.b] += c.circuits;
+  }
+  return deg;
+}
+
+/// Every ordered pair of n endpoints wants `bytes`.
+std::vector<demand> all_to_all(uint32_t n, double bytes) {
+  std::vector<demand> d;
+  for (uint32_t a = 0; a < n; ++a)
+    for (uint32_t b = 0; b < n; ++b)
+      if (a != b)
+        d.push_back({a, b, bytes});
+  return d;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(congestion_routes_over_shortest_paths_split_by_circuits) {
+  // A ring 0-1-2-3-0 with 0-1 doubled: 0 -> 2 has two 2-hop paths, via 1 and via 3; 0 splits
+  // 120 bytes 2:1 by circuits (80 via 1, 40 via 3), and 1 -> 2 has one circuit of 10 B/s.
+  std::vector<circuit_count> ring{{0, 1, 2}, {1, 2, 1}, {2, 3, 1}, {0, 3, 1}};
+  auto c = congestion(4, ring, {{0, 2, 120}}, 10.0);
+  BOOST_CHECK_EQUAL(c.unreachable, 0u);
+  BOOST_CHECK_CLOSE(c.worst_s, 8.0, 1e-9);
+  // The squared times of the four loaded directions: 80/20, 80/10, 40/10, 40/10.
+  BOOST_CHECK_CLOSE(c.spread, 16.0 + 64 + 16 + 16, 1e-9);
+  // 0 -> 1 rides its own two circuits only: 30 bytes over 2 x 10 B/s.
+  BOOST_CHECK_CLOSE(congestion(4, ring, {{0, 1, 30}}, 10.0).worst_s, 1.5, 1e-9);
+  // Two islands: the demand across them is unreachable, and that ranks worse than any load.
+  std::vector<circuit_count> islands{{0, 1, 1}, {2, 3, 1}};
+  auto split = congestion(4, islands, {{0, 3, 1}, {0, 1, 1000}}, 1.0);
+  BOOST_CHECK_EQUAL(split.unreachable, 1u);
+  BOOST_CHECK(congestion(4, ring, {{0, 3, 1}, {0, 1, 1000}}, 1.0) < split);
+}
+
+BOOST_AUTO_TEST_CASE(refinement_keeps_ports_and_joins_what_talks) {
+  // Two 4-cycles, each endpoint with 2 ports, under an all-to-all over all 8: half the demand
+  // cannot move. Swaps keep every endpoint's port count and join the cycles.
+  const uint32_t n = 8;
+  std::vector<circuit_count> two_cycles{{0, 1, 1}, {1, 2, 1}, {2, 3, 1}, {0, 3, 1},
+                                        {4, 5, 1}, {5, 6, 1}, {6, 7, 1}, {4, 7, 1}};
+  auto demands = all_to_all(n, 10);
+  auto before = congestion(n, two_cycles, demands, 1.0);
+  BOOST_CHECK_GT(before.unreachable, 0u);
+  auto after = refine_for_hops(n, two_cycles, demands, 1.0);
+  BOOST_CHECK(degrees(n, after) == degrees(n, two_cycles));
+  auto score = congestion(n, after, demands, 1.0);
+  BOOST_CHECK_EQUAL(score.unreachable, 0u);
+  BOOST_CHECK(score < before);
+  // The same input gives the same circuits.
+  auto again = refine_for_hops(n, two_cycles, demands, 1.0);
+  BOOST_REQUIRE_EQUAL(again.size(), after.size());
+  for (size_t i = 0; i < after.size(); ++i)
+    BOOST_CHECK(again[i].a == after[i].a && again[i].b == after[i].b
+                && again[i].circuits == after[i].circuits);
+}
+
+BOOST_AUTO_TEST_CASE(refinement_beats_direct_greedy_when_ports_are_fewer_than_peers) {
+  // 16 endpoints with 4 ports under a skewed all-to-all (App. I's EP64 over rail ToRs): Alg. 3
+  // sizes circuits for the heavy pairs it can reach directly; the rest ride multi-hop.
+  const uint32_t n = 16;
+  std::vector<demand> demands;
+  for (uint32_t a = 0; a < n; ++a)
+    for (uint32_t b = 0; b < n; ++b)
+      if (a != b)
+        demands.push_back({a, b, 100.0 * (1 + (b % 4 == 0 ? 3 : 0))}); // every 4th is hot
+  auto greedy = allocate_circuits(std::vector<uint32_t>(n, 4), demands, 1.0).circuits;
+  auto refined = refine_for_hops(n, greedy, demands, 1.0);
+  BOOST_CHECK(degrees(n, refined) == degrees(n, greedy));
+  auto g = congestion(n, greedy, demands, 1.0);
+  auto r = congestion(n, refined, demands, 1.0);
+  BOOST_CHECK_EQUAL(r.unreachable, 0u);
+  BOOST_CHECK_LT(r.worst_s, g.worst_s);
+  // Swaps that would close a loop on one endpoint or break eligibility are never made.
+  auto odd_even = [](uint32_t a, uint32_t b) { return (a + b) % 2 == 1; };
+  std::vector<circuit_count> bipartite;
+  for (uint32_t a = 0; a < n; a += 2)
+    for (uint32_t k = 1; k <= 3; k += 2)
+      bipartite.push_back({a, (a + k) % n, 1});
+  for (auto& c : refine_for_hops(n, bipartite, demands, 1.0, odd_even)) {
+    BOOST_CHECK(c.a != c.b);
+    BOOST_CHECK(odd_even(c.a, c.b));
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

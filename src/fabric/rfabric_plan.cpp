@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "fabric/hop_refine.hpp"
 #include "fabric/plan_parts.hpp"
 
 namespace loom {
@@ -18,6 +19,15 @@ namespace loom {
 namespace {
 
 using namespace plan_parts;
+
+/// A PoD's ToR-ToR demands, without its lifts and drops.
+std::vector<demand> tor_demands(const std::vector<demand>& pod_dem, uint32_t boundary) {
+  std::vector<demand> out;
+  for (auto& d : pod_dem)
+    if (d.from != boundary && d.to != boundary)
+      out.push_back(d);
+  return out;
+}
 
 class rfabric_materializer {
 public:
@@ -233,12 +243,31 @@ private:
                                  return intra && x != boundary && y != boundary;
                                });
     steps_ += lifts.steps + alloc.steps + ring.size();
-    alloc.circuits.insert(alloc.circuits.end(), lifts.circuits.begin(), lifts.circuits.end());
     alloc.circuits.insert(alloc.circuits.end(), ring.begin(), ring.end());
+    if (intra && policy_ == allocation_policy::traffic_aware)
+      alloc.circuits = hop_aware(std::move(alloc.circuits), ring, deg, pod_dem, boundary);
+    alloc.circuits.insert(alloc.circuits.end(), lifts.circuits.begin(), lifts.circuits.end());
     std::map<std::pair<uint32_t, uint32_t>, uint32_t> want;
     for (auto& c : alloc.circuits)
       want[{c.a, c.b}] += c.circuits;
     return want;
+  }
+
+  /// Beyond App. D (fabric/hop_refine.hpp): Alg. 3's ToR-ToR circuits or the even split of
+  /// the same ports, whichever carries the PoD's ToR demand better over multiple hops, refined.
+  std::vector<circuit_count> hop_aware(std::vector<circuit_count> aware,
+                                       const std::vector<circuit_count>& ring,
+                                       const std::vector<uint32_t>& deg,
+                                       const std::vector<demand>& pod_dem,
+                                       uint32_t boundary) const {
+    const auto n = uint32_t(deg.size());
+    const auto link = model_.link_bytes_per_s;
+    auto tors = tor_demands(pod_dem, boundary);
+    auto even = allocate_uniform(deg, tors).circuits;
+    even.insert(even.end(), ring.begin(), ring.end());
+    if (congestion(n, even, tors, link) < congestion(n, aware, tors, link))
+      aware = std::move(even);
+    return refine_for_hops(n, std::move(aware), tors, link);
   }
 
   /// The local ToR an uplink of PoD p belongs to.
