@@ -99,7 +99,7 @@ caf::error run_periods(driver& drv, const fabric_model& model, std::unique_ptr<d
                                 std::make_shared<service_metrics>());
   auto drivers = emulated_devices(sys, model, seed);
   auto ctl = sys.spawn(fabric_controller, model, drivers, store_handle,
-                       fabric_controller_config{}, std::vector<stored_record>{});
+                       fabric_controller_config{}, fabric_restored{});
   auto stop = [&] {
     for (auto& [id, a] : drivers)
       caf::anon_send_exit(a, caf::exit_reason::user_shutdown);

@@ -76,7 +76,7 @@ struct bench_fabric {
       drivers[d.id] = caf::actor_cast<ocs_driver_actor>(ocs[d.id]);
     }
     ctl = drv.system().spawn(fabric_controller, model, drivers, store, config,
-                             std::move(restored));
+                             fabric_restored{std::move(restored), {}});
     if (config.health_poll.count() > 0)
       drv.run_until(config.health_poll / 2); // the first poll, and nothing more
     else

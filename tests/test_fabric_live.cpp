@@ -32,8 +32,8 @@ struct switch_emulator {
   std::unique_ptr<lt::child_process> proc;
   uint16_t port = 0;
 
-  explicit switch_emulator(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv{lt::loom_binary(), "ocs-emu", "--port", "0", "--size", "32x32",
+  explicit switch_emulator(std::vector<std::string> extra = {}, const std::string& size = "32x32") {
+    std::vector<std::string> argv{lt::loom_binary(), "ocs-emu", "--port", "0", "--size", size,
                                   "--user", login.user, "--password", login.password};
     argv.insert(argv.end(), extra.begin(), extra.end());
     proc = std::make_unique<lt::child_process>(argv);
@@ -341,4 +341,101 @@ BOOST_AUTO_TEST_CASE(an_opus_jobs_steps_of_topo_writes_run_over_the_wire_python_
   run_opus_steps({"/usr/bin/env", "PYTHONPATH=" + env_path("LOOM_PYTHON_PATH"),
                   "/usr/bin/python3", lt::source_path("python/examples/collective_shim.py")},
                  "llama-py", "on-demand");
+}
+
+namespace {
+
+/// conf/opus-rails.toml's rails, each a `loom ocs-emu` over TL1 (login file in `dir`), polled
+/// every 200 ms.
+std::string opus_tl1_fabric(const std::filesystem::path& dir,
+                            const std::vector<switch_emulator>& rails) {
+  lt::write_file(dir / "ocs.login", login.user + ":" + login.password + "\n");
+  auto fabric = opus_fabric();
+  for (size_t r = 0; r < rails.size(); ++r) {
+    auto at = fabric.find(fmt::format("id = \"rail{}\"", r));
+    BOOST_REQUIRE(at != std::string::npos);
+    at = fabric.find("technology", at);
+    fabric.insert(at, fmt::format("driver = \"tl1\"\naddress = \"{}\"\ncredentials = \"{}\"\n",
+                                  rails[r].address(), (dir / "ocs.login").string()));
+  }
+  return fabric + "[policy.fabric]\nhealth_poll_ms = 200\n";
+}
+
+v1::Envelope topo_write(const std::string& job, uint64_t op, uint32_t stage, uint32_t digit) {
+  v1::Envelope e;
+  auto* w = e.mutable_topo_write();
+  w->set_job(job);
+  w->set_group(fmt::format("s{}", stage));
+  w->set_op_index(op);
+  w->set_group_size(1);
+  w->set_stage(stage);
+  w->set_digit(digit);
+  return e;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(an_opus_job_and_its_rails_topology_survive_a_restart) {
+  std::vector<switch_emulator> rails;
+  for (int r = 0; r < 4; ++r)
+    rails.emplace_back(std::vector<std::string>{}, "4x4");
+  lt::temp_dir logins;
+  lt::live_options o;
+  o.fabric = false;
+  o.training_nodes = 4;
+  o.extra = opus_tl1_fabric(logins.path(), rails);
+  lt::live_service s{o};
+  auto serve = s.serve();
+  client shim{s.keys("shim")};
+  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "")->has_registered());
+  v1::Envelope reg;
+  auto* j = reg.mutable_opus_job();
+  j->set_job("llama");
+  j->set_pp(2);
+  j->add_symmetrical(2);
+  for (auto* r : {"rail0", "rail1", "rail2", "rail3"})
+    j->add_rails(r);
+  j->set_initial("11");
+  auto* trace = j->add_traces();
+  trace->set_stage(0);
+  for (uint32_t d : {1, 0, 1})
+    trace->add_digits(d);
+  auto first = shim.call(reg);
+  BOOST_REQUIRE(first && first->has_opus_registered());
+  BOOST_CHECK_EQUAL(first->opus_registered().topo(), "11");
+  // Stage 0 moves to PP: acknowledged once on the rails (and durable).
+  auto ack = shim.call(topo_write("llama", 0, 0, 0));
+  BOOST_REQUIRE_MESSAGE(ack && ack->has_topo_ack(), (ack && ack->has_error() ? ack->error().message() : "no answer"));
+  const auto topo = ack->topo_ack().topo();
+  BOOST_CHECK_NE(topo, "11");
+  std::vector<std::vector<cross_connect>> carried;
+  for (auto& r : rails)
+    carried.push_back(r.read_back());
+  BOOST_REQUIRE(!carried[0].empty());
+
+  // serve dies; started again, it knows the job, its topology and its phase table, and the
+  // rails keep what they carry (the start's read-back finds nothing to repair).
+  serve->send_signal(SIGKILL);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+  serve = s.serve();
+  await_log(*serve, {"event=opus_restored", "job=llama", "topo_id=" + topo, "phases=3"});
+  for (size_t r = 0; r < rails.size(); ++r) {
+    await_log(*serve, {"event=ocs_device_in_sync", fmt::format("device=rail{}", r)});
+    BOOST_CHECK(rails[r].read_back() == carried[r]);
+  }
+  client again{s.keys("shim")};
+  BOOST_REQUIRE(again.register_worker("collective-shim", "shim-1", "")->has_registered());
+  j->clear_traces();
+  auto back = again.call(reg);
+  BOOST_REQUIRE(back && back->has_opus_registered());
+  BOOST_CHECK_EQUAL(back->opus_registered().topo(), topo);
+  BOOST_CHECK_EQUAL(back->opus_registered().phases_size(), 3);
+  // The job runs on: stage 0 back to FSDP moves the rails from the restored topology.
+  auto next = again.call(topo_write("llama", 1, 0, 1));
+  BOOST_REQUIRE(next && next->has_topo_ack());
+  BOOST_CHECK_EQUAL(next->topo_ack().topo(), "11");
+  await_log(*serve, {"event=opus_reconfigured", "job=llama", "from=" + topo, "to=11"});
+  BOOST_CHECK(rails[0].read_back() != carried[0]);
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
 }

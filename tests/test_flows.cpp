@@ -298,7 +298,7 @@ CAF_TEST(intent_materialise_apply_persist_answer) {
     drivers[d.id] = caf::actor_cast<ocs_driver_actor>(devices[d.id]);
   }
   auto ctl = sys.spawn(fabric_controller, model, drivers, store_handle,
-                       fabric_controller_config{}, std::vector<stored_record>{});
+                       fabric_controller_config{}, fabric_restored{});
   run();
   // An all-reduce among both PoDs' ranks at a stage boundary: a plan on the Agg of both PoDs
   // and on the core.

@@ -312,4 +312,21 @@ BOOST_AUTO_TEST_CASE(a_device_plan_reads_back_and_old_text_stages_are_understood
                     fabric_stage::train_grad_sync);
 }
 
+BOOST_AUTO_TEST_CASE(an_opus_job_reads_back_with_its_traces_and_topology) {
+  opus_job_record rec{{"llama", 2, {2}, {"rail0", "rail1"}, "11", {{0, {1, 0, 1}}, {1, {0, 1}}}},
+                      "01"};
+  auto back = decode_opus_job(encode_opus_job(rec));
+  BOOST_REQUIRE(back);
+  BOOST_CHECK_EQUAL(back->job.job, "llama");
+  BOOST_CHECK_EQUAL(back->job.pp, 2);
+  BOOST_CHECK(back->job.symmetrical == rec.job.symmetrical);
+  BOOST_CHECK(back->job.rails == rec.job.rails);
+  BOOST_CHECK_EQUAL(back->job.initial, "11");
+  BOOST_REQUIRE_EQUAL(back->job.traces.size(), 2u);
+  BOOST_CHECK_EQUAL(back->job.traces[1].stage, 1);
+  BOOST_CHECK(back->job.traces[0].digits == rec.job.traces[0].digits);
+  BOOST_CHECK_EQUAL(back->topo, "01");
+  BOOST_CHECK(!decode_opus_job("not a record"));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

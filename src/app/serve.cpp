@@ -102,19 +102,28 @@ caf::expected<fabric_controller_actor> start_fabric(caf::actor_system& sys, cons
     drivers[d.id] = actors.add("ocs_driver", *driver);
   }
   probe_devices(sys, cfg.fabric.ocs, drivers);
-  auto restored = ask_store<std::vector<stored_record>>(sys, store, scan_atom::value,
-                                                        record_kind::circuit_plans, std::string{});
-  if (!restored)
-    return restored.error();
+  fabric_restored restored;
+  for (auto [kind, into] : {std::pair{record_kind::circuit_plans, &restored.plans},
+                            std::pair{record_kind::opus_jobs, &restored.opus_jobs}}) {
+    auto records = ask_store<std::vector<stored_record>>(sys, store, scan_atom::value, kind,
+                                                         std::string{});
+    if (!records)
+      return records.error();
+    *into = std::move(*records);
+  }
   fabric_controller_config fc;
   fc.safe_window_margin_s = cfg.policy.fabric.safe_window_margin_ms / 1e3;
   fc.sync_writes = cfg.storage.sync_writes;
   fc.metrics = metrics;
   fc.health_poll = std::chrono::milliseconds{cfg.policy.fabric.health_poll_ms};
+  const auto restored_devices = restored.plans.size();
+  const auto restored_opus = restored.opus_jobs.size();
   auto ctl = actors.add("fabric_controller", sys.spawn(fabric_controller, std::move(*model.value),
-                                                       drivers, store, fc, *restored));
-  spdlog::info("event=fabric_controller_ready kind={} devices={} drivers={} restored_devices={}",
-               cfg.fabric.kind, cfg.fabric.ocs.size(), drivers.size(), restored->size());
+                                                       drivers, store, fc, std::move(restored)));
+  spdlog::info("event=fabric_controller_ready kind={} devices={} drivers={} restored_devices={} "
+               "restored_opus_jobs={}",
+               cfg.fabric.kind, cfg.fabric.ocs.size(), drivers.size(), restored_devices,
+               restored_opus);
   return ctl;
 }
 

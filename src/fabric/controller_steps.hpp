@@ -53,6 +53,10 @@ caf::result<fabric_decision> try_commit(self_ptr self, const std::string& owner,
 /// table (learned from the traces it brings, now or when it registers again).
 caf::result<opus_registration> register_opus(self_ptr self, const opus_job& job);
 
+/// The Opus jobs a restart brings back (opus_jobs records): each on the topology its rails
+/// carried, with the phase table its stored traces give.
+void restore_opus(self_ptr self, const std::vector<stored_record>& restored);
+
 /// A rank's topo_write, answered once its transition is on the rails.
 caf::result<topo_ack> topo_write_to(self_ptr self, const std::string& job, const topo_write& w);
 

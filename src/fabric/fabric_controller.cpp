@@ -152,8 +152,7 @@ std::vector<fabric_plan_status> plan_statuses(const fabric_controller_state& st)
 fabric_controller_actor::behavior_type
 fabric_controller(fabric_controller_actor::stateful_pointer<fabric_controller_state> self,
                   fabric_model model, std::map<std::string, ocs_driver_actor> drivers,
-                  store_actor store, fabric_controller_config config,
-                  std::vector<stored_record> restored) {
+                  store_actor store, fabric_controller_config config, fabric_restored restored) {
   auto& st = self->state;
   st.model = std::move(model);
   st.templates.emplace(config.templates);
@@ -163,7 +162,8 @@ fabric_controller(fabric_controller_actor::stateful_pointer<fabric_controller_st
       st.drivers[*i] = d;
   st.store = std::move(store);
   st.config = config;
-  restore(self, restored);
+  restore(self, restored.plans);
+  controller_steps::restore_opus(self, restored.opus_jobs);
   if (config.health_poll.count() > 0) {
     // Read every device back before trusting it, then poll it for as long as the service runs.
     for (auto& [dev, driver] : st.drivers)

@@ -58,6 +58,7 @@ struct fabric_controller_state {
     fabric_decision decision;
   };
   struct opus_state {
+    opus_job spec;               // as registered, with the newest traces (what is stored)
     std::vector<uint32_t> rails; // device indices
     std::optional<rail_orchestrator> orchestrator;
     std::map<int, std::vector<opus_phase>> phases; // by stage, learned from its trace
@@ -80,13 +81,16 @@ struct fabric_controller_state {
   uint64_t next_writer = 1;
 };
 
+/// What a restart brings back from the store, so the controller resumes where it stood.
+struct fabric_restored {
+  std::vector<stored_record> plans;     // circuit_plans: each device's committed circuits
+  std::vector<stored_record> opus_jobs; // opus_jobs: each Opus job and its rails' topo_id
+};
+
 /// `drivers` maps device ids to their driver actors; devices without one cannot be committed.
-/// `restored` are the device records read back from the store (circuit_plans), so a restart
-/// resumes with the plans it had committed.
 fabric_controller_actor::behavior_type
 fabric_controller(fabric_controller_actor::stateful_pointer<fabric_controller_state> self,
                   fabric_model model, std::map<std::string, ocs_driver_actor> drivers,
-                  store_actor store, fabric_controller_config config,
-                  std::vector<stored_record> restored);
+                  store_actor store, fabric_controller_config config, fabric_restored restored);
 
 } // namespace loom

@@ -52,7 +52,13 @@ std::vector<cross_connect> expected_on(self_ptr self, uint32_t dev) {
       for (auto& c : o.committed->circuits)
         if (c.device == dev && !st.model->masked({dev, c.a}) && !st.model->masked({dev, c.b}))
           on.push_back(c);
-  return device_cross_connects(*st.model, on, dev);
+  auto xcs = device_cross_connects(*st.model, on, dev);
+  for (auto& [job, op] : st.opus) // an Opus job's rail carries its current topology
+    if (std::find(op.rails.begin(), op.rails.end(), dev) != op.rails.end()) {
+      auto mapping = op.orchestrator->mapping(st.model->devices[dev].ports);
+      xcs.insert(xcs.end(), mapping.begin(), mapping.end());
+    }
+  return xcs;
 }
 
 void resumed(self_ptr self, uint32_t dev, const xc_diff& repair) {
@@ -64,6 +70,8 @@ void resumed(self_ptr self, uint32_t dev, const xc_diff& repair) {
   if (was_down || !repair.removes.empty() || !repair.adds.empty())
     record(self, {event_kind::ocs_device_resumed, device_id(self, dev),
                   fmt::format("removed={} added={}", repair.removes.size(), repair.adds.size())});
+  else // read back at start: it carries what the plans say
+    spdlog::info("event=ocs_device_in_sync device={}", device_id(self, dev));
 }
 
 void resync_failed(self_ptr self, uint32_t dev, const caf::error& err) {

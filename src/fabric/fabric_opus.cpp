@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/inspect.hpp"
 #include "fabric/controller_steps.hpp"
+#include "store/codecs.hpp"
 #include "store/persist.hpp"
 
 namespace loom::controller_steps {
@@ -34,6 +35,15 @@ void fail(opus_state& op, const std::vector<rail_acks>& acks, const caf::error& 
         it->second.deliver(err);
         op.answers.erase(it);
       }
+}
+
+/// The job's opus_jobs record: what it registered and the topology its rails carry now.
+write_batch job_record(self_ptr self, const opus_state& op) {
+  write_batch batch;
+  batch.sync = self->state.config.sync_writes;
+  batch.records.push_back({record_kind::opus_jobs, op.spec.job,
+                           encode_opus_job({op.spec, op.orchestrator->current().str()}), false});
+  return batch;
 }
 
 /// A diff per rail of the job.
@@ -75,10 +85,8 @@ void transition_applied(self_ptr self, const std::string& job, const topo_transi
                                 *ring.error);
               });
   }
-  write_batch batch;
-  batch.sync = self->state.config.sync_writes;
   persist(
-    self, self->state.store, std::move(batch), std::move(event),
+    self, self->state.store, job_record(self, op), std::move(event),
     [self, job, acks = r.acks] {
       deliver(self->state.opus.at(job), acks);
       run_rails(self, job);
@@ -162,10 +170,9 @@ caf::result<opus_registration> register_again(self_ptr self, opus_state& op, con
   if (job.traces.empty())
     return registration(op);
   const auto phases = learn(op, job.traces);
+  op.spec.traces = job.traces;
   auto promise = self->make_response_promise<opus_registration>();
-  write_batch batch;
-  batch.sync = self->state.config.sync_writes;
-  persist_and_deliver(self, self->state.store, std::move(batch),
+  persist_and_deliver(self, self->state.store, job_record(self, op),
                       {event_kind::opus_profiled, job.job,
                        fmt::format("stages={} phases={}", job.traces.size(), phases)},
                       promise, registration(op));
@@ -181,6 +188,7 @@ caf::result<opus_registration> register_opus(self_ptr self, const opus_job& job)
   if (auto it = st.opus.find(job.job); it != st.opus.end())
     return register_again(self, it->second, job); // e.g. a shim restarted, or profiled
   opus_state op;
+  op.spec = job;
   for (auto& r : job.rails)
     op.rails.push_back(*st.model->device_index(r));
   op.orchestrator.emplace(opus_layout{job.pp, job.symmetrical}, topo_id::parse(job.initial),
@@ -198,15 +206,36 @@ caf::result<opus_registration> register_opus(self_ptr self, const opus_job& job)
       promise.deliver(make_error(errc::driver_refused, *out.error));
       return;
     }
-    write_batch batch;
-    batch.sync = self->state.config.sync_writes;
-    persist_and_deliver(self, self->state.store, std::move(batch),
+    persist_and_deliver(self, self->state.store, job_record(self, self->state.opus.at(job.job)),
                         {event_kind::opus_registered, job.job,
                          fmt::format("topo_id={} rails={} phases={}", job.initial,
                                      job.rails.size(), phases)},
                         promise, registration(self->state.opus.at(job.job)));
   });
   return promise;
+}
+
+void restore_opus(self_ptr self, const std::vector<stored_record>& restored) {
+  auto& st = self->state;
+  for (auto& r : restored) {
+    auto rec = decode_opus_job(r.value);
+    auto now = rec ? std::optional{rec->job} : std::nullopt;
+    if (now)
+      now->initial = rec->topo; // the stored topology must fit the job as its start would
+    if (!rec || invalid_job(self, rec->job) || invalid_job(self, *now)) {
+      spdlog::warn("event=opus_restore_skipped job={}", r.key);
+      continue;
+    }
+    opus_state op;
+    op.spec = rec->job;
+    for (auto& rail : rec->job.rails)
+      op.rails.push_back(*st.model->device_index(rail));
+    op.orchestrator.emplace(opus_layout{rec->job.pp, rec->job.symmetrical},
+                            topo_id::parse(rec->topo), st.config.max_retries);
+    const auto phases = learn(op, rec->job.traces);
+    spdlog::info("event=opus_restored job={} topo_id={} phases={}", r.key, rec->topo, phases);
+    st.opus[r.key] = std::move(op);
+  }
 }
 
 caf::result<topo_ack> topo_write_to(self_ptr self, const std::string& job, const topo_write& w) {

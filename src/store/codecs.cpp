@@ -230,4 +230,37 @@ std::optional<device_plan_record> decode_device_plan(std::string_view bytes) {
   return out;
 }
 
+std::string encode_opus_job(const opus_job_record& rec) {
+  v1::OpusJobRecord r;
+  auto& j = *r.mutable_job();
+  j.set_job(rec.job.job);
+  j.set_pp(uint32_t(rec.job.pp));
+  for (int d : rec.job.symmetrical)
+    j.add_symmetrical(uint32_t(d));
+  for (auto& rail : rec.job.rails)
+    j.add_rails(rail);
+  j.set_initial(rec.job.initial);
+  for (auto& t : rec.job.traces) {
+    auto* trace = j.add_traces();
+    trace->set_stage(uint32_t(t.stage));
+    for (int d : t.digits)
+      trace->add_digits(uint32_t(d));
+  }
+  r.set_topo(rec.topo);
+  return r.SerializeAsString();
+}
+
+std::optional<opus_job_record> decode_opus_job(std::string_view bytes) {
+  v1::OpusJobRecord r;
+  if (!r.ParseFromArray(bytes.data(), int(bytes.size())) || r.job().job().empty())
+    return std::nullopt;
+  auto& j = r.job();
+  opus_job_record out{{j.job(), int(j.pp()), {j.symmetrical().begin(), j.symmetrical().end()},
+                       {j.rails().begin(), j.rails().end()}, j.initial(), {}},
+                      r.topo()};
+  for (auto& t : j.traces())
+    out.job.traces.push_back({int(t.stage()), {t.digits().begin(), t.digits().end()}});
+  return out;
+}
+
 } // namespace loom

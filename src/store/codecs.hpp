@@ -111,4 +111,14 @@ struct device_plan_record {
 std::string encode_device_plan(const device_plan_record& r);
 std::optional<device_plan_record> decode_device_plan(std::string_view bytes);
 
+/// An Opus job as registered (with its newest traces) and the topo_id its rails carry now
+/// (loom.v1.OpusJobRecord, column family "opus_jobs", key = job).
+struct opus_job_record {
+  opus_job job;
+  std::string topo;
+};
+
+std::string encode_opus_job(const opus_job_record& r);
+std::optional<opus_job_record> decode_opus_job(std::string_view bytes);
+
 } // namespace loom

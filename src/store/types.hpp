@@ -26,11 +26,12 @@ enum class record_kind : uint8_t {
   gen_deployments, // each generation deployment's controller: layout, step, commands
   gen_steps,       // each step's batch and the requests finished so far
   gen_forecasts,   // each deployment's forecaster history
+  opus_jobs,       // each Opus job on photonic rails: layout, rails, traces, topo_id now
 };
 
 template <>
 struct enum_names<record_kind> {
-  static constexpr std::array<std::pair<record_kind, std::string_view>, 10> table{{
+  static constexpr std::array<std::pair<record_kind, std::string_view>, 11> table{{
     {record_kind::meta, "meta"},
     {record_kind::jobs, "jobs"},
     {record_kind::groups, "groups"},
@@ -41,6 +42,7 @@ struct enum_names<record_kind> {
     {record_kind::gen_deployments, "gen_deployments"},
     {record_kind::gen_steps, "gen_steps"},
     {record_kind::gen_forecasts, "gen_forecasts"},
+    {record_kind::opus_jobs, "opus_jobs"},
   }};
 };
 
