@@ -222,7 +222,7 @@ void restore_opus(self_ptr self, const std::vector<stored_record>& restored) {
     auto now = rec ? std::optional{rec->job} : std::nullopt;
     if (now)
       now->initial = rec->topo; // the stored topology must fit the job as its start would
-    if (!rec || invalid_job(self, rec->job) || invalid_job(self, *now)) {
+    if (!now || invalid_job(self, *now)) {
       spdlog::warn("event=opus_restore_skipped job={}", r.key);
       continue;
     }

@@ -22,7 +22,7 @@ public:
     dests_.assign(by_dest.begin(), by_dest.end());
   }
 
-  /// Arcs scanned and path links loaded so far: what bounds the refinement's time.
+  /// Arcs scanned so far: what bounds the refinement's time.
   uint64_t work() const { return work_; }
 
   hop_congestion operator()(const std::vector<circuit_count>& circuits) {
@@ -173,7 +173,7 @@ std::vector<circuit_count> counted(std::vector<edge> edges) {
   return out;
 }
 
-/// The refinement's work budget (congestion_meter::work()): about 30 ms on a 64-ToR PoD.
+/// The refinement's work budget (congestion_meter::work()): about 25 ms on a 64-ToR PoD.
 constexpr uint64_t max_work = 8'000'000;
 
 } // namespace

@@ -2,7 +2,8 @@
 // to concrete duplex ports. The core is planned first; its circuits are useless unless their
 // boundary ports are lifted by Agg circuits, so each PoD's Agg reserves those lifts before its
 // ToR pairs compete for the rest. Circuits of the previous plan between the same endpoints
-// stay on their ports.
+// stay on their ports. Traffic-aware ToR-ToR circuits are refined for multi-hop routing
+// (fabric/hop_refine.hpp, beyond the paper).
 
 #include <algorithm>
 #include <functional>
