@@ -25,18 +25,14 @@
 #include <fmt/format.h>
 
 #include "loom.pb.h"
+#include "bench/support.hpp"
 #include "loom/client.hpp"
 #include "tests/support/process.hpp"
 
 namespace lt = loom::test;
-using clock_type = std::chrono::steady_clock;
+using loom::bench::clock_type;
 
 namespace {
-
-std::string binary() {
-  auto* b = std::getenv("LOOM_BIN");
-  return b ? b : LOOM_BUILD_ROOT "/loom";
-}
 
 std::string config_text(int port, int metrics_port, const std::string& db, int nodes) {
   return fmt::format(R"([service]
@@ -113,7 +109,7 @@ int run(int clients, int per_client) {
   const int nodes = clients * per_client; // a new group each, at worst
   const int metrics_port = lt::free_tcp_port();
   lt::write_file(dir / "loom.toml", config_text(port, metrics_port, dir / "db", nodes));
-  lt::child_process serve{{binary(), "serve", "-c", dir / "loom.toml"}};
+  lt::child_process serve{{loom::bench::loom_binary(), "serve", "-c", dir / "loom.toml"}};
   // Ready once /metrics answers and the keys are written (the gateway binds right after;
   // ZeroMQ connects whenever it does).
   bool ready = false;

@@ -20,18 +20,14 @@
 #include <fmt/format.h>
 
 #include "loom.pb.h"
+#include "bench/support.hpp"
 #include "loom/client.hpp"
 #include "tests/support/process.hpp"
 
 namespace lt = loom::test;
-using clock_type = std::chrono::steady_clock;
+using loom::bench::clock_type;
 
 namespace {
-
-std::string binary() {
-  auto* b = std::getenv("LOOM_BIN");
-  return b ? b : LOOM_BUILD_ROOT "/loom";
-}
 
 /// conf/opus-rails.toml on this run's port and storage, with a shim key.
 std::string config(int port, const std::string& db, const std::string& shim_key) {
@@ -81,11 +77,11 @@ void report(const char* what, std::vector<double> us) {
 int main(int argc, char** argv) {
   const int writes = argc > 1 ? std::max(10, std::atoi(argv[1])) : 2000;
   lt::temp_dir dir;
-  if (lt::run({binary(), "keygen", "shim", "--out", dir / "keys"}).exit_code != 0)
+  if (lt::run({loom::bench::loom_binary(), "keygen", "shim", "--out", dir / "keys"}).exit_code != 0)
     return 1;
   const int port = lt::free_tcp_port();
   lt::write_file(dir / "loom.toml", config(port, dir / "db", dir / "keys/shim.pub"));
-  lt::child_process serve{{binary(), "serve", "-c", dir / "loom.toml", "--log-level", "warn"}};
+  lt::child_process serve{{loom::bench::loom_binary(), "serve", "-c", dir / "loom.toml", "--log-level", "warn"}};
   for (int i = 0; i < 600 && lt::read_file(dir / "db/keys/server.pub").empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds{50});
   loom::client a{keys(dir, port)}, b{keys(dir, port)};
