@@ -246,6 +246,22 @@ json cost_json(const cost_section& c, std::string& summary) {
   return out;
 }
 
+/// Every step's rail operations and sub-mapping reconfigurations, per stage (the report's
+/// step timeline), the first `opus_timeline_max` of each.
+constexpr size_t opus_timeline_max = 400;
+
+json opus_timeline(const opus_run& run) {
+  auto rows = [](const std::vector<opus_interval>& v) {
+    json out = json::array();
+    for (size_t i = 0; i < v.size() && i < opus_timeline_max; ++i)
+      out.push_back({v[i].stage, round4(v[i].start), round4(v[i].end)});
+    return out;
+  };
+  return {{"columns", {"stage", "start_s", "end_s"}},
+          {"comms", rows(run.comms)},
+          {"reprograms", rows(run.reprograms)}};
+}
+
 json opus_json(const opus_section& o, std::string& summary) {
   json out;
   out["ocs_latency_ms"] = round4(o.env.ocs_latency_s * 1e3);
@@ -302,7 +318,9 @@ json opus_json(const opus_section& o, std::string& summary) {
                        {"paper_control_overhead_on_demand", paper(c.paper_control_on_demand)},
                        {"paper_control_overhead_provisioning",
                         paper(c.paper_control_provisioning)},
-                       {"paper_reconfigs_per_step", c.paper_reconfigs}});
+                       {"paper_reconfigs_per_step", c.paper_reconfigs},
+                       {"timeline_on_demand", opus_timeline(demand)},
+                       {"timeline_provisioning", opus_timeline(prov)}});
     summary += fmt::format(
       "  {:<10} {:>9.3f} {:>9.3f}x {:>12.3f}x {:>12.2f}% {:>6} ({} phase) {}, {}, {}, {}\n",
       w.name, native.step_s, demand.step_s / native.step_s, prov.step_s / native.step_s,

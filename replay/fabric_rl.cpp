@@ -84,6 +84,21 @@ std::map<std::string, ocs_driver_actor> emulated_devices(caf::actor_system& sys,
   return drivers;
 }
 
+/// The plan's circuits per PoD's aggregation OCS and across PoDs, for the report's figure.
+json circuits_by_tier(const circuit_layout& layout) {
+  json out = json::object();
+  auto total = [](const std::vector<circuit_count>& cs) {
+    uint32_t n = 0;
+    for (auto& c : cs)
+      n += c.circuits;
+    return n;
+  };
+  for (size_t pod = 0; pod < layout.agg.size(); ++pod)
+    out[fmt::format("pod {} agg", pod)] = total(layout.agg[pod]);
+  out["core"] = total(layout.core);
+  return out;
+}
+
 struct rl_run {
   json periods = json::array();
   std::map<fabric_outcome, int> outcomes;
@@ -124,6 +139,7 @@ caf::error run_periods(driver& drv, const fabric_model& model, std::unique_ptr<d
                              {"reason", d.value->reason},
                              {"version", d.value->version},
                              {"circuits", d.value->circuits},
+                             {"circuits_by_tier", circuits_by_tier(*layout.value)},
                              {"changed", d.value->changed},
                              {"reconfig_ms", round4(d.value->reconfig_s * 1e3)},
                              {"exposed_ms", round4(d.value->exposed_s * 1e3)},

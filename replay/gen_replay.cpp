@@ -48,6 +48,23 @@ double mean_of(const std::vector<double>& v) {
 }
 
 
+/// What report.html draws beyond the figures above: migrations per step, and in the curve
+/// step the reconfigurations and migrations over time.
+json gen_figures(const gen_run_log& log) {
+  json per_step = json::array();
+  for (size_t i = 0; i < log.makespans.size(); ++i)
+    per_step.push_back(i < log.step_migrations.size() ? log.step_migrations[i] : 0);
+  json reconfigs = json::array();
+  for (auto& [t, detail] : log.curve_reconfigs)
+    reconfigs.push_back({round4(t), detail});
+  json bins = json::array();
+  for (auto [bin, n] : log.curve_migrations)
+    bins.push_back({round4(double(bin) * migration_bin_s), n});
+  return {{"step_migrations", per_step},
+          {"curve_step_reconfigurations", reconfigs},
+          {"curve_step_migrations", {{"bin_s", migration_bin_s}, {"bins", bins}}}};
+}
+
 } // namespace
 
 json gen_policy_json(const gen_scenario& sc, const gen_deployment& initial,
@@ -78,6 +95,7 @@ json gen_policy_json(const gen_scenario& sc, const gen_deployment& initial,
   for (auto [t, n] : log.curve)
     curve.push_back({round4(t), n});
   out["remaining_curve"] = {{"step", sc.curve_step}, {"points", curve}};
+  out["figures"] = gen_figures(log);
   return out;
 }
 

@@ -31,6 +31,9 @@ void read_head(table_reader& head, gen_scenario& sc) {
       if (std::find(names.begin(), names.end(), p) == names.end())
         head.error("policies", fmt::format("'{}' is not one of: static-best, static-tp8, "
                                            "planner-only, balancer-only, orchestr", p));
+    if (v->empty())
+      head.error("policies", "lists no policy: name at least one of static-best, static-tp8, "
+                             "planner-only, balancer-only, orchestr");
     for (auto& n : names) // report order is fixed
       if (std::find(v->begin(), v->end(), n) != v->end())
         sc.policies.push_back(n);
@@ -80,12 +83,12 @@ void read_workload(table_reader& w, gen_scenario& sc, const std::string& dir,
     sc.curve_step = size_t(*v);
   }
   if (auto trace = w.optional<std::string>("trace", ""); trace && !trace->empty()) {
-    gen_trace_options o{(std::filesystem::path{dir} / *trace).string(), g.steps, g.batch,
-                        g.max_tokens};
+    auto path = scenario_input(w, "trace", dir, *trace);
+    gen_trace_options o{path.value_or(""), g.steps, g.batch, g.max_tokens};
     positive_into(w, "output_scale", o.output_scale);
     positive_into(w, "prompt_scale", o.prompt_scale);
     w.reject_unknown();
-    if (auto steps = load_gen_trace(o, errors))
+    if (auto steps = path ? load_gen_trace(o, errors) : std::nullopt)
       sc.steps = std::move(*steps);
     sc.workload_source = fmt::format("trace {}: consecutive rows, prompts x {}, outputs x {} "
                                      "capped at {} tokens", *trace, o.prompt_scale,

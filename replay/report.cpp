@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "replay/html_report.hpp"
 
 namespace loom::replay {
 
@@ -39,15 +40,28 @@ caf::expected<std::unique_ptr<database>> open_scratch_store(const std::string& d
   return database::open(dir);
 }
 
+caf::error write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream f{path, std::ios::binary};
+  f << text;
+  f.close();
+  if (!f)
+    return make_error(errc::storage_failure, fmt::format("cannot write {}", path));
+  return {};
+}
+
 caf::error write_report_files(const std::string& dir, const std::string& report_json,
                               const std::string& timings_json) {
+  // report.html is drawn from report.json's own text: `loom report DIR` redraws the same page.
+  auto report = nlohmann::ordered_json::parse(report_json, nullptr, false);
+  if (report.is_discarded())
+    return make_error(errc::invalid_argument, "report.json is not JSON");
+  const std::string html = render_html_report({{dir, std::move(report)}});
+  const std::filesystem::path d{dir};
   for (auto [file, text] : {std::pair{"report.json", &report_json},
-                            std::pair{"timings.json", &timings_json}}) {
-    std::ofstream f{std::filesystem::path{dir} / file, std::ios::binary};
-    f << *text;
-    if (!f)
-      return make_error(errc::storage_failure, fmt::format("cannot write {}/{}", dir, file));
-  }
+                            std::pair{"timings.json", &timings_json},
+                            std::pair{"report.html", &html}})
+    if (auto err = write_text_file((d / file).string(), *text))
+      return err;
   return {};
 }
 

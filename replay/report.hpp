@@ -1,6 +1,7 @@
 #pragma once
 // What every replay's output shares: figures rounded so that report.json is stable text,
-// percentiles, writing report.json and timings.json, and each policy's scratch store.
+// percentiles, writing report.json, timings.json and report.html, and each policy's scratch
+// store.
 
 #include <memory>
 #include <string>
@@ -25,7 +26,10 @@ caf::error make_output_dir(const std::string& dir);
 /// A policy's RocksDB store (DIR/store/POLICY), emptied of any earlier run first.
 caf::expected<std::unique_ptr<database>> open_scratch_store(const std::string& dir);
 
-/// Writes DIR/report.json and DIR/timings.json.
+/// Writes `text` to `path`; an error names it.
+caf::error write_text_file(const std::string& path, const std::string& text);
+
+/// Writes DIR/report.json, DIR/timings.json and DIR/report.html (drawn from report.json).
 caf::error write_report_files(const std::string& dir, const std::string& report_json,
                               const std::string& timings_json);
 

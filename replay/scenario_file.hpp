@@ -23,6 +23,12 @@ struct scenario_result {
 /// has none (the scenario loader then reports why).
 std::string scenario_kind(const std::string& path);
 
+/// A file a scenario names under `key` (`value`), resolved against the scenario file's
+/// directory `dir`; nothing, after an error naming the key and the resolved path, when it is
+/// not a readable regular file.
+std::optional<std::string> scenario_input(table_reader& table, const char* key,
+                                          const std::string& dir, const std::string& value);
+
 /// Loads `path` with `read(root, scenario, directory of the file, errors)`; unknown top-level
 /// tables are errors.
 template <class Scenario, class Read>

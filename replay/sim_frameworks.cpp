@@ -74,6 +74,31 @@ void plan_rollout(sim_ptr self, const std::string& job, job_run& r) {
   self->delayed_send(self, span(self, delay), wake_atom::value, job, r.version);
 }
 
+activity_kind activity_of(phase_kind p) {
+  switch (p) {
+    case phase_kind::rollout: return activity_kind::rollout;
+    case phase_kind::training: return activity_kind::training;
+    case phase_kind::sync: return activity_kind::sync;
+  }
+  return activity_kind::rollout;
+}
+
+/// Appends what the job does from now for `duration_s` (< 0: until closed); its index.
+size_t record(sim_ptr self, const std::string& job, const std::string& group, activity_kind kind,
+              double duration_s, int gpus = 0) {
+  auto& acts = self->state.ledger->activities;
+  const double t = seconds(now(self));
+  acts.push_back({job, group, kind, t, duration_s < 0 ? -1.0 : t + duration_s, gpus});
+  return acts.size() - 1;
+}
+
+/// The running phase ends now (reported done, left or crashed).
+void close_activity(sim_ptr self, const job_run& r) {
+  auto& acts = self->state.ledger->activities;
+  if (r.activity < acts.size() && acts[r.activity].end_s < 0)
+    acts[r.activity].end_s = seconds(now(self));
+}
+
 void submit(sim_ptr self, const std::string& job) {
   auto& st = self->state;
   auto& r = st.runs.at(job);
@@ -97,6 +122,7 @@ void submit(sim_ptr self, const std::string& job) {
 /// The job stops whatever it runs (left its group, crashed).
 void stop(sim_ptr self, job_run& r) {
   advance(self, r);
+  close_activity(self, r);
   ++r.version;
   r.held = 0;
   r.active = false;
@@ -110,6 +136,7 @@ void crash(sim_ptr self, uint64_t index) {
   if (!r.active)
     return; // finished (or never placed) before its crash was due
   stop(self, r);
+  record(self, a.job.id, r.group, activity_kind::crash, 0);
   ++st.ledger->crashes;
   spdlog::debug("event=sim_job_crashed job={} done={}", a.job.id, r.done);
   self->request(st.scheduler, caf::infinite, fail_atom::value, a.job.id,
@@ -147,6 +174,9 @@ void permitted(sim_ptr self, const phase_grant& g) {
   advance(self, r);
   r.phase = g.phase;
   r.last = now(self);
+  r.group = g.group;
+  close_activity(self, r);
+  r.activity = record(self, g.job, g.group, activity_of(g.phase), -1, g.gpus);
   const double t = seconds(r.last);
   if (g.phase == phase_kind::rollout) {
     start_rollout(self, g, r);
@@ -170,6 +200,7 @@ void resized(sim_ptr self, const std::string& job, int gpus) {
   if (gpus < r.held && r.tail_reported && !r.shrunk) {
     r.shrunk = true;
     r.pause_s += self->state.config.policy.weave.tail_migration_cost_s;
+    record(self, job, r.group, activity_kind::tail_migration, 0, gpus);
   }
   r.held = gpus;
   plan_rollout(self, job, r);
@@ -183,12 +214,15 @@ void joined(sim_ptr self, const member_joined& j) {
     return;
   auto& r = it->second;
   r.executor = caf::actor_cast<group_executor_actor>(self->current_sender());
+  r.group = j.group;
+  record(self, j.job, j.group, activity_kind::staging, j.staging_s);
   self->delayed_send(self, span(self, j.staging_s), staged_atom::value, j.job, ++r.joins);
 }
 
 /// A phase's end, reported to the executor (which answers once it is durable).
 void report_done(sim_ptr self, const job_run& r, const std::string& job, phase_kind phase,
                  double solo_s) {
+  close_activity(self, r);
   self->request(r.executor, caf::infinite, done_atom::value, job, phase, solo_s)
     .then([](ok_atom) {}, [](const caf::error&) {});
 }

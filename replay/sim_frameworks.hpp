@@ -12,9 +12,39 @@
 
 #include "core/actors.hpp"
 #include "core/config.hpp"
+#include "core/names.hpp"
 #include "replay/weave_workload.hpp"
 
 namespace loom::replay {
+
+/// What a simulated framework did when, for the report's Gantt of a group (simulated seconds).
+enum class activity_kind : uint8_t { rollout, training, sync, staging, tail_migration, crash };
+
+} // namespace loom::replay
+
+template <>
+struct loom::enum_names<loom::replay::activity_kind> {
+  using activity_kind = loom::replay::activity_kind;
+  static constexpr std::array<std::pair<activity_kind, std::string_view>, 6> table{{
+    {activity_kind::rollout, "rollout"},
+    {activity_kind::training, "training"},
+    {activity_kind::sync, "sync"},
+    {activity_kind::staging, "staging"},
+    {activity_kind::tail_migration, "tail_migration"},
+    {activity_kind::crash, "crash"},
+  }};
+};
+
+namespace loom::replay {
+
+struct activity_span {
+  std::string job;
+  std::string group;
+  activity_kind kind = activity_kind::rollout;
+  double start_s = 0;
+  double end_s = -1; // -1 while running; == start_s for marks (tail migration, crash)
+  int gpus = 0;
+};
 
 /// What the simulation measured beyond what the actors report.
 struct sim_ledger {
@@ -23,6 +53,7 @@ struct sim_ledger {
   std::vector<std::string> rejected; // jobs the scheduler refused, with reasons
   int64_t submissions = 0;
   int64_t crashes = 0;
+  std::vector<activity_span> activities; // in start order
 };
 
 struct sim_frameworks_state {
@@ -45,6 +76,8 @@ struct sim_frameworks_state {
     bool tail_reported = false;
     bool shrunk = false;
     double phase_end_s = 0;    // training and sync: absolute end time
+    std::string group;         // of the running placement, from its grants
+    size_t activity = size_t(-1); // the running phase's entry in the ledger's activities
   };
 
   loom::config config;

@@ -191,6 +191,15 @@ gen_recorder(gen_observer_actor::stateful_pointer<gen_recorder_state> self,
         case gen_record_kind::reconfigured:
           log.timeline.push_back(fmt::format("step {} at {:.1f} s: {}", r.step, r.step_s,
                                              r.detail));
+          if (r.step == self->state.curve_step)
+            log.curve_reconfigs.emplace_back(r.step_s, r.detail);
+          break;
+        case gen_record_kind::migrated:
+          if (log.step_migrations.size() <= r.step)
+            log.step_migrations.resize(r.step + 1);
+          ++log.step_migrations[r.step];
+          if (r.step == self->state.curve_step)
+            ++log.curve_migrations[int64_t(std::floor(r.step_s / migration_bin_s))];
           break;
         case gen_record_kind::planned: log.solve_ms.push_back(r.solve_ms); break;
         case gen_record_kind::step_started:

@@ -52,6 +52,9 @@ struct sim_generation_config {
   size_t curve_step = 0;         // the step whose remaining-requests curve is recorded
 };
 
+/// Migrations in the curve step are counted in bins this wide (seconds) for the report.
+constexpr double migration_bin_s = 5.0;
+
 struct gen_run_log {
   std::vector<double> makespans;            // per step, first admission to last finish
   std::vector<double> forecast_histogram_error; // per step that had a forecast
@@ -59,6 +62,9 @@ struct gen_run_log {
   std::vector<double> solve_ms;             // wall clock, per planner call
   std::vector<std::pair<double, int64_t>> curve; // (seconds into curve_step, requests left)
   std::vector<std::string> timeline;        // reconfigurations, in order
+  std::vector<std::pair<double, std::string>> curve_reconfigs; // in curve_step: when, "A -> B"
+  std::map<int64_t, int64_t> curve_migrations; // in curve_step: per migration_bin_s, from 0
+  std::vector<int64_t> step_migrations;        // per step
   int64_t reconfigurations = 0;
   int64_t migrations = 0;
   int64_t kv_transfers = 0;

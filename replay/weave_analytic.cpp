@@ -9,6 +9,7 @@
 #include "replay/offline_optimal.hpp"
 #include "replay/report.hpp"
 #include "replay/rollout_model.hpp"
+#include "replay/weave_figures.hpp"
 #include "scheduler/phase_costs.hpp"
 
 namespace loom::replay {
@@ -78,6 +79,7 @@ ordered_json run_colocated(const weave_scenario& sc, double start) {
   auto out = summarize(cluster, iterations, 0, busy, sc.jobs.size(), start, end);
   out["note"] = "analytic: every phase on dedicated training-pool GPUs; no failures or drift "
                 "handling";
+  out["figures"] = weave_series(cluster, iterations, start);
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include "replay/report.hpp"
 #include "replay/sim_frameworks.hpp"
 #include "replay/weave_analytic.hpp"
+#include "replay/weave_figures.hpp"
 #include "replay/weave_summary.hpp"
 #include "scheduler/cluster_scheduler.hpp"
 #include "store/database.hpp"
@@ -122,6 +123,8 @@ ordered_json policy_json(const weave_scenario& sc, policy_log& log, double start
   out["crashes"] = log.ledger.crashes;
   out["submissions"] = log.ledger.submissions;
   out["phase_overruns"] = log.overruns;
+  out["figures"] = weave_series(log.cluster, log.iterations, start);
+  out["figures"]["group_gantt"] = group_gantt(log.ledger.activities);
   return out;
 }
 

@@ -72,9 +72,9 @@ void read_workload(table_reader& w, weave_scenario& sc, const std::string& dir,
   if (auto v = at_least<int64_t>(w, "batch", w.optional<int64_t>("batch", sc.lengths.batch), 1))
     sc.lengths.batch = int(*v);
   if (auto trace = w.optional<std::string>("trace", ""); trace && !trace->empty()) {
-    auto path = std::filesystem::path{dir} / *trace;
-    sc.workload_source = path.string();
-    if (auto jobs = load_trace(path.string(), errors))
+    auto path = scenario_input(w, "trace", dir, *trace);
+    sc.workload_source = *trace;
+    if (auto jobs = path ? load_trace(*path, errors) : std::nullopt)
       sc.jobs = std::move(*jobs);
     w.reject_unknown();
     return;
@@ -97,8 +97,8 @@ void read_weave_scenario(table_reader& root, weave_scenario& sc, const std::stri
       head->error("kind", fmt::format("'{}' is not a scenario kind this build replays (weave)", *v));
     if (auto v = at_least<int64_t>(*head, "seed", head->optional<int64_t>("seed", 1), 0))
       sc.seed = uint64_t(*v);
-    if (auto v = head->optional<std::string>("cluster", ""))
-      cluster_path = *v;
+    if (auto v = head->optional<std::string>("cluster", ""); v && !v->empty())
+      cluster_path = scenario_input(*head, "cluster", dir, *v).value_or("");
     if (auto v = head->required<std::vector<std::string>>("policies")) {
       for (auto& p : *v) {
         auto& names = weave_policy_names();
@@ -106,6 +106,9 @@ void read_weave_scenario(table_reader& root, weave_scenario& sc, const std::stri
           head->error("policies", fmt::format("'{}' is not one of: weave, solo-d, colocated, "
                                               "random, greedy, optimal", p));
       }
+      if (v->empty())
+        head->error("policies", "lists no policy: name at least one of weave, solo-d, "
+                                "colocated, random, greedy, optimal");
       // Report order is fixed, whatever order the file lists them in.
       for (auto& n : weave_policy_names())
         if (std::find(v->begin(), v->end(), n) != v->end())
@@ -116,7 +119,7 @@ void read_weave_scenario(table_reader& root, weave_scenario& sc, const std::stri
   // The cluster first: the scenario's [policy] overrides its WEAVE knobs.
   auto cfg = cluster_path.empty()
                ? parse_config(embedded_config_text(), "<embedded conf/loom.toml>")
-               : load_config_file((std::filesystem::path{dir} / cluster_path).string());
+               : load_config_file(cluster_path);
   for (auto& e : cfg.errors)
     errors.push_back(e);
   if (cfg.value)

@@ -76,7 +76,7 @@ span_h = 12
 lifetime_mean_h = 3
 lifetime_max_h = 8
 )",
-                     seed, test::source_path("replay/scenarios/weave-sim-cluster.toml"));
+                     seed, test::source_path("replay/clusters/weave-sim-cluster.toml"));
 }
 
 } // namespace
@@ -225,7 +225,7 @@ BOOST_AUTO_TEST_CASE(every_bundled_weave_scenario_loads) {
   size_t loaded = 0;
   for (auto& entry : std::filesystem::directory_iterator(test::source_path("replay/scenarios"))) {
     const auto name = entry.path().filename().string();
-    if (name.rfind("weave-", 0) != 0 || name == "weave-sim-cluster.toml")
+    if (name.rfind("weave-", 0) != 0)
       continue;
     auto sc = replay::load_weave_scenario(entry.path());
     BOOST_CHECK_MESSAGE(sc.value, name + ": "

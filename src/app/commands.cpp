@@ -15,6 +15,8 @@ std::vector<std::unique_ptr<subcommand>> loom_subcommands() {
   out.push_back(ocs_emu_subcommand());
   out.push_back(ocs_agent_subcommand());
   out.push_back(replay_subcommand());
+  out.push_back(report_subcommand());
+  out.push_back(events_subcommand());
   out.push_back(drive_subcommand());
   return out;
 }

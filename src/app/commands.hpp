@@ -28,7 +28,8 @@ public:
   virtual std::optional<int> run_if_given() = 0;
 };
 
-/// serve, check-config, keygen, replay, drive, ocs-emu, ocs-agent, and the admin requests.
+/// serve, check-config, keygen, replay, report, events, drive, ocs-emu, ocs-agent, and the
+/// admin requests.
 std::vector<std::unique_ptr<subcommand>> loom_subcommands();
 
 // -- what the subcommands share -------------------------------------------------------------
@@ -57,5 +58,7 @@ std::unique_ptr<subcommand> drive_subcommand();
 std::unique_ptr<subcommand> ocs_emu_subcommand();
 std::unique_ptr<subcommand> ocs_agent_subcommand();
 std::unique_ptr<subcommand> admin_subcommands();
+std::unique_ptr<subcommand> report_subcommand();
+std::unique_ptr<subcommand> events_subcommand();
 
 } // namespace loom

@@ -13,6 +13,7 @@
 #include "drivers/tl1_server.hpp"
 #include "replay/fabric_replay.hpp"
 #include "replay/gen_replay.hpp"
+#include "replay/report_figures.hpp"
 #include "replay/scenario_file.hpp"
 #include "replay/weave_replay.hpp"
 
@@ -36,8 +37,11 @@ int run_scenario(const Scenario& sc, size_t items, const char* item_name, Runner
     return 1;
   }
   std::printf("%s", out->summary.c_str());
-  std::printf("report: %s/report.json, timings: %s/timings.json\n", out_dir.c_str(),
-              out_dir.c_str());
+  auto report = nlohmann::ordered_json::parse(out->report_json, nullptr, false);
+  if (auto verdict = replay::verdict_of(report); !verdict.empty())
+    std::printf("%s\n", verdict.c_str());
+  std::printf("report: %s/report.html (%s/report.json), timings: %s/timings.json\n",
+              out_dir.c_str(), out_dir.c_str(), out_dir.c_str());
   return 0;
 }
 
@@ -62,6 +66,7 @@ public:
                 "and balancer, or the fabric controller) against simulated frameworks,\n"
                 "engines or OCS devices. Writes\n"
                 "DIR/report.json (byte-identical for the same scenario and seed),\n"
+                "DIR/report.html (its figures, self-contained; `loom report` redraws it),\n"
                 "DIR/timings.json (wall-clock figures) and DIR/store/POLICY (RocksDB).");
     cmd_->add_option("scenario", path_, "Scenario file (TOML)")->required()->check(CLI::ExistingFile);
     cmd_->add_option("--out", out_, "Output directory")->capture_default_str();

@@ -50,12 +50,16 @@ rocksdb::DBOptions db_options() {
 
 /// RocksDB requires every existing column family to be opened, including ones a newer schema
 /// added: Loom's own, and whatever else is there (the schema check then refuses the database).
-caf::expected<std::vector<std::string>> column_families(const std::string& path) {
+/// The families on disk, and (to be created) those this binary knows and the disk lacks.
+caf::expected<std::vector<std::string>> column_families(const std::string& path,
+                                                        bool only_existing) {
   std::vector<std::string> names;
   auto listed = rocksdb::DB::ListColumnFamilies(db_options(), path, &names);
-  if (!listed.ok() && listed.IsCorruption())
+  if (!listed.ok() && (listed.IsCorruption() || only_existing))
     return to_error(listed, path, "cannot open");
   for (auto kind : all_values<record_kind>()) {
+    if (only_existing)
+      break;
     std::string name{to_string(kind)};
     if (std::find(names.begin(), names.end(), name) == names.end())
       names.push_back(name);
@@ -73,7 +77,19 @@ caf::expected<std::unique_ptr<database>> database::open(const std::string& path)
   if (ec)
     return make_error(errc::storage_failure,
                       fmt::format("cannot create database directory {}: {}", path, ec.message()));
-  auto names = column_families(path);
+  return open_families(path, false);
+}
+
+caf::expected<std::unique_ptr<database>> database::open_read_only(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::path{path} / "CURRENT", ec))
+    return make_error(errc::storage_failure, fmt::format("{} is not a Loom store", path));
+  return open_families(path, true);
+}
+
+caf::expected<std::unique_ptr<database>> database::open_families(const std::string& path,
+                                                                 bool read_only) {
+  auto names = column_families(path, read_only);
   if (!names)
     return names.error();
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
@@ -81,8 +97,12 @@ caf::expected<std::unique_ptr<database>> database::open(const std::string& path)
     descriptors.emplace_back(n, rocksdb::ColumnFamilyOptions{});
   std::unique_ptr<database> self{new database};
   self->path_ = path;
+  self->read_only_ = read_only;
   rocksdb::DB* raw = nullptr;
-  auto st = rocksdb::DB::Open(db_options(), path, descriptors, &self->all_handles_, &raw);
+  auto st = read_only ? rocksdb::DB::OpenForReadOnly(db_options(), path, descriptors,
+                                                     &self->all_handles_, &raw)
+                      : rocksdb::DB::Open(db_options(), path, descriptors, &self->all_handles_,
+                                          &raw);
   if (!st.ok())
     return to_error(st, path, "cannot open database");
   self->db_.reset(raw);
@@ -90,6 +110,9 @@ caf::expected<std::unique_ptr<database>> database::open(const std::string& path)
     for (auto kind : all_values<record_kind>())
       if ((*names)[i] == to_string(kind))
         self->handles_[size_t(kind)] = self->all_handles_[i];
+  for (auto kind : {record_kind::meta, record_kind::events})
+    if (!self->handle(kind))
+      return make_error(errc::storage_failure, fmt::format("{} is not a Loom store", path));
   if (auto err = self->check_schema())
     return err;
   if (auto err = self->find_last_event())
@@ -102,6 +125,8 @@ caf::error database::check_schema() {
   auto meta = get(record_kind::meta, "store");
   if (!meta)
     return meta.error();
+  if (!*meta && read_only_)
+    return make_error(errc::storage_failure, fmt::format("{} is not a Loom store", path_));
   if (!*meta) {
     v1::StoreMeta fresh;
     fresh.set_schema_version(schema_version);

@@ -33,6 +33,10 @@ public:
   /// it open), storage_corrupted, schema_too_new, or storage_failure, each naming the path.
   static caf::expected<std::unique_ptr<database>> open(const std::string& path);
 
+  /// Opens an existing database to read only, beside a writer that may have it open (e.g. a
+  /// running serve): what it sees is what was durable when it opened. Writes fail.
+  static caf::expected<std::unique_ptr<database>> open_read_only(const std::string& path);
+
   /// Applies the batch atomically. Returns the sequence number of the last event in the log
   /// after the write (0 while the log is empty).
   caf::expected<uint64_t> write(const write_batch& batch);
@@ -64,6 +68,9 @@ private:
   rocksdb::ColumnFamilyHandle* handle(record_kind kind) const;
   /// A new database gets this binary's schema version; a newer one is refused.
   caf::error check_schema();
+  /// Opens `path` with every column family it has, read-write or read-only.
+  static caf::expected<std::unique_ptr<database>> open_families(const std::string& path,
+                                                                bool read_only);
   caf::error find_last_event();
   /// Adds a batch to `wb`, its events numbered after `seq` (which it advances).
   caf::error stage(rocksdb::WriteBatch& wb, const write_batch& batch, uint64_t& seq);
@@ -73,6 +80,7 @@ private:
   std::vector<rocksdb::ColumnFamilyHandle*> all_handles_; // includes unknown families
   std::array<rocksdb::ColumnFamilyHandle*, enum_names<record_kind>::table.size()> handles_{};
   uint64_t last_event_seq_ = 0;
+  bool read_only_ = false;
 };
 
 } // namespace loom

@@ -1,0 +1,90 @@
+#include "replay/html_report.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "replay/report_figures.hpp"
+
+namespace loom::replay {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+/// Rows are policies, columns their numeric fields in the order the report gives them.
+json policy_table(const json& report) {
+  json columns = json::array(), rows = json::array();
+  if (!report.contains("policies") || !report["policies"].is_object())
+    return nullptr;
+  for (auto& [name, p] : report["policies"].items())
+    for (auto& [key, v] : p.items())
+      if (v.is_number() && std::find(columns.begin(), columns.end(), key) == columns.end())
+        columns.push_back(key);
+  for (auto& [name, p] : report["policies"].items()) {
+    json row = json::array({name});
+    for (auto& c : columns) {
+      auto key = c.get<std::string>();
+      row.push_back(p.contains(key) && p[key].is_number() ? p[key] : json());
+    }
+    rows.push_back(row);
+  }
+  columns.insert(columns.begin(), "policy");
+  return {{"columns", columns}, {"rows", rows}};
+}
+
+/// Every numeric leaf of every run by path; the rows where the runs differ come first.
+json comparison(const std::vector<report_run>& runs) {
+  std::map<std::string, std::vector<json>> values;
+  std::vector<std::string> order;
+  for (size_t i = 0; i < runs.size(); ++i)
+    for (auto& [path, v] : scalars_of(runs[i].report)) {
+      auto [it, fresh] = values.try_emplace(path, std::vector<json>(runs.size()));
+      if (fresh)
+        order.push_back(path);
+      it->second[i] = v;
+    }
+  json differ = json::array(), same = json::array();
+  for (auto& path : order) {
+    auto& v = values[path];
+    bool equal = std::all_of(v.begin(), v.end(), [&](const json& x) { return x == v.front(); });
+    json row = json::array({path});
+    for (auto& x : v)
+      row.push_back(x);
+    (equal ? same : differ).push_back(row);
+  }
+  json labels = json::array();
+  for (auto& r : runs)
+    labels.push_back(r.label);
+  return {{"runs", labels}, {"differ", differ}, {"same", same}};
+}
+
+void replace_once(std::string& text, std::string_view marker, std::string_view with) {
+  auto at = text.find(marker);
+  if (at != std::string::npos)
+    text.replace(at, marker.size(), with);
+}
+
+} // namespace
+
+std::string render_html_report(const std::vector<report_run>& runs) {
+  json page;
+  page["runs"] = json::array();
+  for (auto& r : runs)
+    page["runs"].push_back({{"label", r.label},
+                            {"scenario", r.report.value("scenario", std::string{})},
+                            {"seed", r.report.contains("seed") ? r.report["seed"] : json()},
+                            {"verdict", verdict_of(r.report)},
+                            {"table", policy_table(r.report)},
+                            {"figures", figures_of(r.report)}});
+  page["comparison"] = runs.size() > 1 ? comparison(runs) : json();
+  // Inside <script>, "</" would end the element early.
+  std::string data = page.dump(-1, ' ', false, json::error_handler_t::replace);
+  for (size_t at = data.find("</"); at != std::string::npos; at = data.find("</", at + 3))
+    data.replace(at, 2, "<\\/");
+  std::string html{report_page_text()};
+  replace_once(html, "/*LOOM_CHART_JS*/", chart_js_text());
+  replace_once(html, "{/*LOOM_DATA*/}", data);
+  return html;
+}
+
+} // namespace loom::replay

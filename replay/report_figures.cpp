@@ -1,0 +1,432 @@
+#include "replay/report_figures.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace loom::replay {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+const json& field(const json& j, const char* key) {
+  static const json none;
+  return j.is_object() && j.contains(key) ? j[key] : none;
+}
+
+double number(const json& j, const char* key, double fallback = 0) {
+  auto& v = field(j, key);
+  return v.is_number() ? v.get<double>() : fallback;
+}
+
+json figure(std::string title, const char* type, std::string x, std::string y) {
+  return {{"title", std::move(title)}, {"type", type}, {"x", std::move(x)}, {"y", std::move(y)},
+          {"series", json::array()}};
+}
+
+json series(const std::string& label, json data) {
+  return {{"label", label}, {"data", std::move(data)}};
+}
+
+/// A bar chart's figure over `categories`; series are added as value lists.
+json bars(std::string title, std::string x, std::string y, json categories) {
+  auto f = figure(std::move(title), "bar", std::move(x), std::move(y));
+  f["categories"] = std::move(categories);
+  return f;
+}
+
+bool has_data(const json& f) {
+  for (auto& s : f["series"])
+    if (!s["data"].empty())
+      return true;
+  return false;
+}
+
+void add(json& out, json f) {
+  if (has_data(f))
+    out.push_back(std::move(f));
+}
+
+// -- WEAVE -------------------------------------------------------------------------------------
+
+json timeline_points(const json& timeline, const char* column) {
+  json pts = json::array();
+  auto& t = field(timeline, "t_h");
+  auto& v = field(timeline, column);
+  for (size_t i = 0; t.is_array() && v.is_array() && i < t.size() && i < v.size(); ++i)
+    pts.push_back({t[i], v[i]});
+  return pts;
+}
+
+/// Each job's worst steady-state slowdown beside its SLO (WEAVE §4.2).
+json slo_figure(const std::string& policy, const json& jobs) {
+  auto& slow = field(jobs, "worst_slowdown");
+  auto& slo = field(jobs, "slo");
+  json worst = json::array(), bound = json::array();
+  int over = 0;
+  for (size_t i = 0; slow.is_array() && i < slow.size() && i < slo.size(); ++i) {
+    worst.push_back({i, slow[i]});
+    bound.push_back({i, slo[i]});
+    over += slow[i].get<double>() > slo[i].get<double>() * (1 + 1e-9);
+  }
+  auto f = figure(fmt::format("SLO: each job's worst steady-state iteration ({})", policy),
+                  "scatter", "job (by id)", "iteration time / profiled solo time");
+  f["note"] = fmt::format("{} of {} jobs over their SLO (WEAVE §4.2: every iteration within SLO "
+                          "x its solo time; cold starts left out)", over, worst.size());
+  f["series"].push_back(series("worst slowdown", std::move(worst)));
+  f["series"].push_back(series("SLO", std::move(bound)));
+  return f;
+}
+
+json gantt_figure(const std::string& policy, const json& g) {
+  auto f = figure(fmt::format("Group {} ({}): what each member ran, from its second member's "
+                              "start", field(g, "group").get<std::string>(), policy),
+                  "gantt", "seconds", "job");
+  std::vector<std::string> rows;
+  json bars_ = json::array();
+  for (auto& a : field(g, "activities")) {
+    auto job = a[0].get<std::string>();
+    auto it = std::find(rows.begin(), rows.end(), job);
+    if (it == rows.end())
+      it = rows.insert(rows.end(), job);
+    bars_.push_back({it - rows.begin(), a[2], a[3], a[1]});
+  }
+  f["rows"] = rows;
+  f["note"] = fmt::format("rollout, training and weight sync per iteration (WEAVE §5); staging "
+                          "is a join's cold start, tail_migration a rollout's long tail "
+                          "consolidated (§5.2), crash a failure; the window's first {} "
+                          "activities", bars_.size());
+  f["series"].push_back(series("activities", std::move(bars_)));
+  return f;
+}
+
+void weave_figures(const json& report, json& out) {
+  const std::string hours = "hours since the first arrival";
+  auto cost = figure("Cluster cost over time", "step", hours, "$/h");
+  auto rollout = figure("GPUs in use: rollout pool", "step", hours, "GPUs");
+  auto train = figure("GPUs in use: training pool", "step", hours, "GPUs");
+  json names = json::array();
+  for (auto& [name, p] : field(report, "policies").items())
+    if (p.contains("cost_per_hour_avg"))
+      names.push_back(name);
+  auto avg = bars("Average cost per policy", "policy", "$/h", names);
+  auto slo = bars("SLO attainment per policy", "policy", "share of jobs", names);
+  json avg_v = json::array(), planned = json::array(), realized = json::array();
+  for (auto& name : names) {
+    auto& p = report["policies"][name.get<std::string>()];
+    auto& tl = field(field(p, "figures"), "timeline");
+    cost["series"].push_back(series(name, timeline_points(tl, "cost_per_hour")));
+    rollout["series"].push_back(series(name, timeline_points(tl, "rollout_gpus")));
+    train["series"].push_back(series(name, timeline_points(tl, "train_gpus")));
+    avg_v.push_back(p["cost_per_hour_avg"]);
+    planned.push_back(field(p, "slo_attainment"));
+    realized.push_back(field(p, "slo_attainment_realized"));
+  }
+  avg["series"].push_back(series("$/h, time-weighted", avg_v));
+  slo["series"].push_back(series("slo_attainment (profiled solo time)", planned));
+  slo["series"].push_back(series("slo_attainment_realized (measured solo time)", realized));
+  for (auto f : {cost, rollout, train, avg, slo})
+    add(out, f);
+  for (auto& name : names) {
+    auto& figs = field(report["policies"][name.get<std::string>()], "figures");
+    if (name != "weave" || !figs.is_object())
+      continue;
+    add(out, slo_figure(name, field(figs, "jobs")));
+    if (field(figs, "group_gantt").is_object())
+      add(out, gantt_figure(name, figs["group_gantt"]));
+  }
+}
+
+// -- generation ----------------------------------------------------------------------------------
+
+/// The deployment over the curve step: its first reconfiguration's "from", then each "to".
+json config_points(const json& p, double end_s) {
+  json pts = json::array();
+  auto& reconfigs = field(field(p, "figures"), "curve_step_reconfigurations");
+  std::string now;
+  for (auto& r : reconfigs) {
+    auto detail = r[1].get<std::string>();
+    auto arrow = detail.find(" -> ");
+    if (arrow == std::string::npos)
+      continue;
+    if (pts.empty())
+      pts.push_back({0.0, detail.substr(0, arrow)});
+    now = detail.substr(arrow + 4);
+    pts.push_back({r[0], now});
+  }
+  if (!pts.empty())
+    pts.push_back({end_s, now});
+  return pts;
+}
+
+void gen_figures(const json& report, json& out) {
+  auto& policies = field(report, "policies");
+  std::string step = "?";
+  auto curve = figure("", "line", "seconds into the step", "requests not finished");
+  auto configs = figure("", "step", "seconds into the step", "deployment");
+  auto migr = figure("", "bar", "seconds into the step (5 s bins)", "requests migrated");
+  // Every bin from 0 to the last one with a migration: an even time axis.
+  double last_bin = -1, width = 5;
+  for (auto& [name, p] : policies.items()) {
+    auto& m = field(field(p, "figures"), "curve_step_migrations");
+    width = number(m, "bin_s", width);
+    for (auto& b : field(m, "bins"))
+      last_bin = std::max(last_bin, b[0].get<double>());
+  }
+  std::vector<double> bins;
+  for (double b = 0; b <= last_bin + 1e-9; b += width)
+    bins.push_back(b);
+  migr["categories"] = bins;
+  json steps = json::array();
+  for (auto& [name, p] : policies.items()) {
+    auto& rc = field(p, "remaining_curve");
+    if (!rc.is_object())
+      continue;
+    step = rc["step"].dump();
+    auto& points = rc["points"];
+    curve["series"].push_back(series(name, points));
+    double end = points.empty() ? 0 : points.back()[0].get<double>();
+    if (number(p, "reconfigurations") > 0) // the static ones would hide the switches
+      configs["series"].push_back(series(name, config_points(p, end)));
+    std::map<int64_t, json> by_bin;
+    for (auto& b : field(field(field(p, "figures"), "curve_step_migrations"), "bins"))
+      by_bin[std::llround(b[0].get<double>() / width)] = b[1];
+    json values = json::array();
+    for (double b : bins)
+      values.push_back(by_bin.count(std::llround(b / width)) ? by_bin[std::llround(b / width)]
+                                                             : json(0));
+    if (number(p, "migrations") > 0)
+      migr["series"].push_back(series(name, values));
+    for (size_t i = steps.size(); i < field(p, "step_makespans_s").size(); ++i)
+      steps.push_back(i);
+  }
+  curve["title"] = "Requests left during step " + step;
+  configs["title"] = "Parallel configuration during step " + step;
+  configs["note"] = "each switch is a reconfiguration the planner made (OrchestrRL §4.1)";
+  migr["title"] = "Migrations during step " + step + " (OrchestrRL §4.2 balancer)";
+  auto makespans = bars("Makespan per step", "step", "seconds", steps);
+  json names = json::array(), speed = json::array();
+  for (auto& [name, p] : policies.items()) {
+    makespans["series"].push_back(series(name, field(p, "step_makespans_s")));
+    names.push_back(name);
+    speed.push_back(field(field(report, "throughput_vs_static_best"), name.c_str()));
+  }
+  auto vs = bars("Throughput vs static-best", "policy", "x static-best samples/s", names);
+  vs["zero"] = false;
+  vs["series"].push_back(series("samples/s relative to static-best", speed));
+  for (auto f : {curve, configs, migr, makespans, vs})
+    add(out, f);
+}
+
+// -- fabric ------------------------------------------------------------------------------------
+
+void rl_figure(const json& rl, json& out) {
+  json periods = json::array();
+  std::map<std::string, json> tiers;
+  for (auto& p : field(rl, "periods")) {
+    if (p["iteration"] != 0)
+      continue;
+    periods.push_back(p["period"]);
+    for (auto& [tier, n] : field(p, "circuits_by_tier").items())
+      tiers[tier].push_back(n);
+  }
+  auto f = bars("Circuits per OCS tier in each RL stage (iteration 0)", "stage", "circuits",
+                periods);
+  f["type"] = "stacked";
+  f["note"] = "RFabric §5.2: each stage's plan replaces the last one's where they differ";
+  for (auto& [tier, values] : tiers)
+    f["series"].push_back(series(tier, values));
+  add(out, f);
+}
+
+void collectives_figures(const json& list, json& out) {
+  json names = json::array(), loom = json::array(), paper = json::array(),
+       vs_all = json::array(), aware = json::array(), uniform = json::array(),
+       uniform_all = json::array();
+  auto pct = [](const json& v) { return v.is_number() ? json(v.get<double>() * 100) : json(); };
+  for (auto& c : list) {
+    names.push_back(c["name"]);
+    loom.push_back(pct(field(c, "reduction")));
+    paper.push_back(pct(field(c, "paper_reduction")));
+    vs_all.push_back(pct(field(c, "reduction_vs_all")));
+    aware.push_back(field(c, "traffic_aware_s"));
+    uniform.push_back(field(c, "uniform_s"));
+    uniform_all.push_back(field(c, "uniform_all_s"));
+  }
+  auto red = bars("Fig. 23: collective completion time, traffic-aware vs uniform circuits",
+                  "collective", "% change", names);
+  red["series"].push_back(series("Loom vs uniform on the same ports", loom));
+  red["series"].push_back(series("Loom vs uniform on all ports", vs_all));
+  red["series"].push_back(series("paper (RFabric Fig. 23)", paper));
+  red["note"] = "negative is faster; the paper's fabric is not published, see each "
+                "collective's reduction_range in report.json";
+  add(out, red);
+  auto times = bars("Collective completion time", "collective", "seconds", names);
+  times["series"].push_back(series("traffic-aware", aware));
+  times["series"].push_back(series("uniform", uniform));
+  times["series"].push_back(series("uniform on all ports", uniform_all));
+  add(out, times);
+}
+
+json opus_gantt(const std::string& title, const json& timeline) {
+  auto f = figure(title, "gantt", "seconds", "rail");
+  std::vector<std::string> rows;
+  json bars_ = json::array();
+  auto row = [&](const std::string& name) {
+    auto it = std::find(rows.begin(), rows.end(), name);
+    return (it == rows.end() ? rows.insert(rows.end(), name) : it) - rows.begin();
+  };
+  for (auto& c : field(timeline, "comms"))
+    bars_.push_back({row(fmt::format("stage {}", c[0].get<int>())), c[1], c[2], "collective"});
+  for (auto& r : field(timeline, "reprograms"))
+    bars_.push_back({row(fmt::format("stage {}", r[0].get<int>())), r[1], r[2],
+                     "reconfiguration"});
+  f["rows"] = rows;
+  f["series"].push_back(series("rail", std::move(bars_)));
+  return f;
+}
+
+void opus_figures(const json& opus, json& out) {
+  json names = json::array(), od = json::array(), prov = json::array(), p_od = json::array(),
+       p_prov = json::array();
+  for (auto& c : field(opus, "configs")) {
+    names.push_back(c["name"]);
+    od.push_back(field(c, "on_demand_ratio"));
+    prov.push_back(field(c, "provisioning_ratio"));
+    p_od.push_back(field(c, "paper_on_demand_ratio"));
+    p_prov.push_back(field(c, "paper_provisioning_ratio"));
+  }
+  auto f = bars("Opus: step time vs native electrical fabric (Table 2)", "config",
+                "x native step time", names);
+  f["zero"] = false;
+  f["series"].push_back(series("on-demand", od));
+  f["series"].push_back(series("provisioning", prov));
+  f["series"].push_back(series("paper on-demand", p_od));
+  f["series"].push_back(series("paper provisioning", p_prov));
+  add(out, f);
+  auto& configs = field(opus, "configs");
+  if (!configs.is_array() || configs.empty())
+    return;
+  auto& first = configs[0];
+  for (auto [mode, key] : {std::pair{"provisioning", "timeline_provisioning"},
+                           std::pair{"on-demand", "timeline_on_demand"}})
+    add(out, opus_gantt(fmt::format("Opus steps of {} ({}): rail collectives and "
+                                    "reconfigurations", first["name"].get<std::string>(), mode),
+                        field(first, key)));
+}
+
+void fabric_figures(const json& report, json& out) {
+  if (auto& rl = field(report, "rl"); rl.is_object())
+    rl_figure(rl, out);
+  if (auto& ws = field(report, "weight_sync"); ws.is_object()) {
+    auto f = bars("Weight sync to the rollout GPUs (RFabric §5.3)", "scheme", "seconds",
+                  {"flat", "one copy, then broadcast", "broadcast forest"});
+    f["series"].push_back(series("time", {field(ws, "flat_s"), field(ws, "one_copy_then_broadcast_s"),
+                                          field(ws, "forest_s")}));
+    add(out, f);
+  }
+  if (auto& c = field(report, "collectives"); c.is_array())
+    collectives_figures(c, out);
+  if (auto& o = field(report, "opus"); o.is_object())
+    opus_figures(o, out);
+  if (auto& m = field(report, "moe"); m.is_object()) {
+    auto f = bars("mFabric: MoE iteration time by circuit plan", "plan", "seconds",
+                  {"perfect (oracle)", "predicted", "unchanged", "static"});
+    f["series"].push_back(series("iteration time", {field(m, "perfect_s"), field(m, "predicted_s"),
+                                                    field(m, "unchanged_s"), field(m, "static_s")}));
+    add(out, f);
+  }
+  if (auto& c = field(report, "cost"); c.is_object()) {
+    json speeds = json::array();
+    std::map<std::string, json> ratios;
+    size_t i = 0;
+    for (auto& s : field(c, "by_link_speed")) {
+      speeds.push_back(fmt::format("{} Gbps", s["link_gbps"].get<double>()));
+      for (auto t : {"fat-tree", "fat-tree-3:1", "rail-optimized", "rfabric"})
+        ratios[t].push_back(field(field(s, t), "ratio"));
+      auto& paper = field(c, "paper_rfabric_ratio");
+      ratios["paper rfabric"].push_back(paper.is_array() && i < paper.size() ? paper[i] : json());
+      ++i;
+    }
+    auto f = bars("Fig. 15: network cost relative to a fat-tree", "link speed", "x fat-tree cost",
+                  speeds);
+    for (auto& [name, values] : ratios)
+      f["series"].push_back(series(name, values));
+    add(out, f);
+  }
+}
+
+void flatten(const json& j, const std::string& path, std::vector<std::pair<std::string, double>>& out) {
+  if (j.is_number()) {
+    out.emplace_back(path, j.get<double>());
+    return;
+  }
+  if (!j.is_object())
+    return; // lists are per item (sweeps, periods, steps): compared through their figures
+  for (auto& [key, v] : j.items())
+    if (key != "figures")
+      flatten(v, path.empty() ? key : path + "." + key, out);
+}
+
+} // namespace
+
+json figures_of(const json& report) {
+  json out = json::array();
+  if (field(report, "kind") == "fabric")
+    fabric_figures(report, out);
+  else if (field(report, "throughput_vs_static_best").is_object())
+    gen_figures(report, out);
+  else if (field(report, "policies").is_object())
+    weave_figures(report, out);
+  return out;
+}
+
+std::string verdict_of(const json& report) {
+  auto& policies = field(report, "policies");
+  if (auto& speed = field(report, "throughput_vs_static_best"); speed.is_object()) {
+    std::string best;
+    for (auto& [name, v] : speed.items())
+      if (best.empty() || v.get<double>() > speed[best].get<double>())
+        best = name;
+    if (best.empty())
+      return {};
+    return fmt::format("{} is fastest: {:.3f} samples/s, {:.3f}x static-best", best,
+                       number(policies[best], "samples_per_s"), speed[best].get<double>());
+  }
+  // WEAVE: the cheapest policy among those that meet every SLO, against the next one.
+  std::vector<std::pair<double, std::string>> meeting, cheaper_missing;
+  // The offline optimum is a bound to compare with, not a policy one could run.
+  for (auto& [name, p] : policies.items())
+    if (name != "optimal" && p.contains("cost_per_hour_avg") && number(p, "slo_attainment") >= 1.0)
+      meeting.emplace_back(number(p, "cost_per_hour_avg"), name);
+  std::sort(meeting.begin(), meeting.end());
+  if (meeting.empty())
+    return policies.is_object() && !policies.empty() ? "no policy met every SLO" : "";
+  auto [cost, best] = meeting.front();
+  std::string text = fmt::format("{} is the cheapest policy that meets every SLO: ${:.1f}/h", best,
+                                 cost);
+  if (meeting.size() > 1)
+    text += fmt::format(", {:.1f}% below {} (${:.1f}/h)",
+                        (1 - cost / meeting[1].first) * 100, meeting[1].second, meeting[1].first);
+  for (auto& [name, p] : policies.items())
+    if (name != "optimal" && p.contains("cost_per_hour_avg") && number(p, "slo_attainment") < 1.0
+        && number(p, "cost_per_hour_avg") < cost)
+      text += fmt::format("; {} is cheaper (${:.1f}/h) but meets {:.1f}% of SLOs", name,
+                          number(p, "cost_per_hour_avg"), number(p, "slo_attainment") * 100);
+  if (auto& opt = field(policies, "optimal"); opt.contains("cost_per_hour_avg"))
+    text += fmt::format("; the offline optimum is ${:.1f}/h ({} at {:.3f}x it)",
+                        number(opt, "cost_per_hour_avg"), best,
+                        cost / number(opt, "cost_per_hour_avg", cost));
+  return text;
+}
+
+std::vector<std::pair<std::string, double>> scalars_of(const json& report) {
+  std::vector<std::pair<std::string, double>> out;
+  flatten(report, "", out);
+  return out;
+}
+
+} // namespace loom::replay
