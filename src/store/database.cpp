@@ -50,7 +50,7 @@ rocksdb::DBOptions db_options() {
 
 /// RocksDB requires every existing column family to be opened, including ones a newer schema
 /// added: Loom's own, and whatever else is there (the schema check then refuses the database).
-/// The families on disk, and (to be created) those this binary knows and the disk lacks.
+/// Unless `only_existing` (read-only), the families this binary knows are added to be created.
 caf::expected<std::vector<std::string>> column_families(const std::string& path,
                                                         bool only_existing) {
   std::vector<std::string> names;
@@ -59,7 +59,7 @@ caf::expected<std::vector<std::string>> column_families(const std::string& path,
     return to_error(listed, path, "cannot open");
   for (auto kind : all_values<record_kind>()) {
     if (only_existing)
-      break;
+      break; // a read-only open cannot create them
     std::string name{to_string(kind)};
     if (std::find(names.begin(), names.end(), name) == names.end())
       names.push_back(name);
