@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 
 namespace loom::replay {
@@ -36,6 +35,14 @@ json bars(std::string title, std::string x, std::string y, json categories) {
   auto f = figure(std::move(title), "bar", std::move(x), std::move(y));
   f["categories"] = std::move(categories);
   return f;
+}
+
+/// The index of the Gantt row `name`, added at the end if new.
+int64_t row_of(std::vector<std::string>& rows, const std::string& name) {
+  const auto at = std::find(rows.begin(), rows.end(), name) - rows.begin();
+  if (size_t(at) == rows.size())
+    rows.push_back(name);
+  return at;
 }
 
 bool has_data(const json& f) {
@@ -87,13 +94,8 @@ json gantt_figure(const std::string& policy, const json& g) {
                   "gantt", "seconds", "job");
   std::vector<std::string> rows;
   json bars_ = json::array();
-  for (auto& a : field(g, "activities")) {
-    auto job = a[0].get<std::string>();
-    auto it = std::find(rows.begin(), rows.end(), job);
-    if (it == rows.end())
-      it = rows.insert(rows.end(), job);
-    bars_.push_back({it - rows.begin(), a[2], a[3], a[1]});
-  }
+  for (auto& a : field(g, "activities"))
+    bars_.push_back({row_of(rows, a[0].get<std::string>()), a[2], a[3], a[1]});
   f["rows"] = rows;
   f["note"] = fmt::format("rollout, training and weight sync per iteration (WEAVE §5); staging "
                           "is a join's cold start, tail_migration a rollout's long tail "
@@ -130,13 +132,12 @@ void weave_figures(const json& report, json& out) {
   slo["series"].push_back(series("slo_attainment_realized (measured solo time)", realized));
   for (auto f : {cost, rollout, train, avg, slo})
     add(out, f);
-  for (auto& name : names) {
-    auto& figs = field(report["policies"][name.get<std::string>()], "figures");
-    if (name != "weave" || !figs.is_object())
-      continue;
-    add(out, slo_figure(name, field(figs, "jobs")));
+  // Per job and per group: the policy the report is about.
+  auto& figs = field(field(field(report, "policies"), "weave"), "figures");
+  if (figs.is_object()) {
+    add(out, slo_figure("weave", field(figs, "jobs")));
     if (field(figs, "group_gantt").is_object())
-      add(out, gantt_figure(name, figs["group_gantt"]));
+      add(out, gantt_figure("weave", figs["group_gantt"]));
   }
 }
 
@@ -168,18 +169,18 @@ void gen_figures(const json& report, json& out) {
   auto curve = figure("", "line", "seconds into the step", "requests not finished");
   auto configs = figure("", "step", "seconds into the step", "deployment");
   auto migr = figure("", "bar", "seconds into the step (5 s bins)", "requests migrated");
-  // Every bin from 0 to the last one with a migration: an even time axis.
-  double last_bin = -1, width = 5;
+  auto migrations_of = [](const json& p) {
+    return field(field(p, "figures"), "curve_step_migrations");
+  };
+  size_t bins = 0;
+  double width = 5;
   for (auto& [name, p] : policies.items()) {
-    auto& m = field(field(p, "figures"), "curve_step_migrations");
-    width = number(m, "bin_s", width);
-    for (auto& b : field(m, "bins"))
-      last_bin = std::max(last_bin, b[0].get<double>());
+    width = number(migrations_of(p), "bin_s", width);
+    bins = std::max(bins, field(migrations_of(p), "counts").size());
   }
-  std::vector<double> bins;
-  for (double b = 0; b <= last_bin + 1e-9; b += width)
-    bins.push_back(b);
-  migr["categories"] = bins;
+  migr["categories"] = json::array();
+  for (size_t i = 0; i < bins; ++i)
+    migr["categories"].push_back(double(i) * width);
   json steps = json::array();
   for (auto& [name, p] : policies.items()) {
     auto& rc = field(p, "remaining_curve");
@@ -191,13 +192,10 @@ void gen_figures(const json& report, json& out) {
     double end = points.empty() ? 0 : points.back()[0].get<double>();
     if (number(p, "reconfigurations") > 0) // the static ones would hide the switches
       configs["series"].push_back(series(name, config_points(p, end)));
-    std::map<int64_t, json> by_bin;
-    for (auto& b : field(field(field(p, "figures"), "curve_step_migrations"), "bins"))
-      by_bin[std::llround(b[0].get<double>() / width)] = b[1];
-    json values = json::array();
-    for (double b : bins)
-      values.push_back(by_bin.count(std::llround(b / width)) ? by_bin[std::llround(b / width)]
-                                                             : json(0));
+    json values = field(migrations_of(p), "counts");
+    values = values.is_array() ? values : json::array();
+    while (values.size() < bins)
+      values.push_back(0);
     if (number(p, "migrations") > 0)
       migr["series"].push_back(series(name, values));
     for (size_t i = steps.size(); i < field(p, "step_makespans_s").size(); ++i)
@@ -260,7 +258,7 @@ void collectives_figures(const json& list, json& out) {
                   "collective", "% change", names);
   red["series"].push_back(series("Loom vs uniform on the same ports", loom));
   red["series"].push_back(series("Loom vs uniform on all ports", vs_all));
-  red["series"].push_back(series("paper (RFabric Fig. 23)", paper));
+  red["series"].push_back(series("paper (OrchestrRL Fig. 23)", paper));
   red["note"] = "negative is faster; the paper's fabric is not published, see each "
                 "collective's reduction_range in report.json";
   add(out, red);
@@ -275,15 +273,10 @@ json opus_gantt(const std::string& title, const json& timeline) {
   auto f = figure(title, "gantt", "seconds", "rail");
   std::vector<std::string> rows;
   json bars_ = json::array();
-  auto row = [&](const std::string& name) {
-    auto it = std::find(rows.begin(), rows.end(), name);
-    return (it == rows.end() ? rows.insert(rows.end(), name) : it) - rows.begin();
-  };
-  for (auto& c : field(timeline, "comms"))
-    bars_.push_back({row(fmt::format("stage {}", c[0].get<int>())), c[1], c[2], "collective"});
-  for (auto& r : field(timeline, "reprograms"))
-    bars_.push_back({row(fmt::format("stage {}", r[0].get<int>())), r[1], r[2],
-                     "reconfiguration"});
+  for (auto [key, kind] : {std::pair{"comms", "collective"},
+                           std::pair{"reprograms", "reconfiguration"}})
+    for (auto& c : field(timeline, key))
+      bars_.push_back({row_of(rows, fmt::format("stage {}", c[0].get<int>())), c[1], c[2], kind});
   f["rows"] = rows;
   f["series"].push_back(series("rail", std::move(bars_)));
   return f;
@@ -322,7 +315,7 @@ void fabric_figures(const json& report, json& out) {
   if (auto& rl = field(report, "rl"); rl.is_object())
     rl_figure(rl, out);
   if (auto& ws = field(report, "weight_sync"); ws.is_object()) {
-    auto f = bars("Weight sync to the rollout GPUs (RFabric §5.3)", "scheme", "seconds",
+    auto f = bars("Weight sync to the rollout GPUs (OrchestrRL App. E)", "scheme", "seconds",
                   {"flat", "one copy, then broadcast", "broadcast forest"});
     f["series"].push_back(series("time", {field(ws, "flat_s"), field(ws, "one_copy_then_broadcast_s"),
                                           field(ws, "forest_s")}));
@@ -394,10 +387,11 @@ std::string verdict_of(const json& report) {
     if (best.empty())
       return {};
     return fmt::format("{} is fastest: {:.3f} samples/s, {:.3f}x static-best", best,
-                       number(policies[best], "samples_per_s"), speed[best].get<double>());
+                       number(field(policies, best.c_str()), "samples_per_s"),
+                       speed[best].get<double>());
   }
   // WEAVE: the cheapest policy among those that meet every SLO, against the next one.
-  std::vector<std::pair<double, std::string>> meeting, cheaper_missing;
+  std::vector<std::pair<double, std::string>> meeting;
   // The offline optimum is a bound to compare with, not a policy one could run.
   for (auto& [name, p] : policies.items())
     if (name != "optimal" && p.contains("cost_per_hour_avg") && number(p, "slo_attainment") >= 1.0)
