@@ -41,6 +41,7 @@ public:
   session(tcp::socket socket, emulator_state& state, uint64_t id)
     : socket_(std::move(socket)),
       timer_(socket_.get_executor()),
+      deadline_(socket_.get_executor()),
       state_(state),
       splitter_(state.options.max_command_bytes),
       id_(id) {
@@ -52,13 +53,32 @@ public:
     spdlog::info("event=ocs_emu_session_closed session={} sessions={}", id_, state_.sessions);
   }
 
-  void start() { read(); }
+  void start() {
+    arm_deadline();
+    read();
+  }
 
 private:
+  /// Closes the session at its deadline: the login timeout until it logs in, then the idle
+  /// timeout after the last bytes it sent.
+  void arm_deadline() {
+    bool in = tl1_state_.logged_in;
+    deadline_.expires_after(in ? state_.options.idle_timeout : state_.options.login_timeout);
+    deadline_.async_wait([self = shared_from_this(), in](auto ec) {
+      if (ec)
+        return;
+      spdlog::warn("event=ocs_emu_session_timeout session={} reason={}", self->id_,
+                   in ? "idle" : "no_login");
+      self->close();
+    });
+  }
+
   void read() {
     socket_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](auto ec, size_t n) {
       if (ec)
         return self->close();
+      if (self->tl1_state_.logged_in)
+        self->arm_deadline(); // before login, bytes do not extend the login timeout
       std::vector<tl1::command_splitter::item> items;
       self->splitter_.feed(std::string_view{self->buf_.data(), n}, items);
       if (!self->state_.options.hang)
@@ -107,7 +127,10 @@ private:
   }
 
   void run(const tl1::command& cmd, bool change) {
+    bool was_in = tl1_state_.logged_in;
     auto r = state_.sw.execute(tl1_state_, cmd);
+    if (tl1_state_.logged_in != was_in)
+      arm_deadline();
     if (change && r.completed && state_.options.drop_after > 0 && !state_.dropped
         && ++state_.changes > state_.options.drop_after) {
       // The change is made but its answer is lost, the worst case for a client's retry.
@@ -136,12 +159,14 @@ private:
     closed_ = true;
     boost::system::error_code ignored;
     timer_.cancel();
+    deadline_.cancel();
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
   }
 
   tcp::socket socket_;
   asio::steady_timer timer_;
+  asio::steady_timer deadline_;
   emulator_state& state_;
   tl1::command_splitter splitter_;
   tl1_session tl1_state_;
@@ -153,10 +178,22 @@ private:
   bool closed_ = false;
 };
 
-void accept(tcp::acceptor& acceptor, emulator_state& state, uint64_t& next_id) {
+/// Accepts forever. A failed accept (out of file descriptors, a connection reset before it
+/// was taken) is logged and tried again after a pause, so that one error never stops service.
+void accept(tcp::acceptor& acceptor, asio::steady_timer& backoff, emulator_state& state,
+            uint64_t& next_id) {
   acceptor.async_accept([&](auto ec, tcp::socket socket) {
-    if (ec)
+    if (ec == asio::error::operation_aborted)
       return;
+    if (ec) {
+      spdlog::warn("event=ocs_emu_accept_failed error=\"{}\" retry_ms=100", ec.message());
+      backoff.expires_after(std::chrono::milliseconds{100});
+      backoff.async_wait([&](auto wait_ec) {
+        if (!wait_ec)
+          accept(acceptor, backoff, state, next_id);
+      });
+      return;
+    }
     auto id = next_id++;
     if (state.sessions >= state.options.max_sessions) {
       spdlog::warn("event=ocs_emu_session_refused reason=max_sessions sessions={}",
@@ -169,7 +206,7 @@ void accept(tcp::acceptor& acceptor, emulator_state& state, uint64_t& next_id) {
                    state.sessions + 1);
       std::make_shared<session>(std::move(socket), state, id)->start();
     }
-    accept(acceptor, state, next_id);
+    accept(acceptor, backoff, state, next_id);
   });
 }
 
@@ -203,7 +240,8 @@ int run_ocs_emulator(const ocs_emulator_options& options) {
     io.stop();
   });
   uint64_t next_id = 1;
-  accept(acceptor, state, next_id);
+  asio::steady_timer backoff{io};
+  accept(acceptor, backoff, state, next_id);
   // Faults mid-run: the ports fail after the delay, or at SIGUSR1 if that comes first.
   asio::steady_timer failure{io};
   asio::signal_set fail_now{io};

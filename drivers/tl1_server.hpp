@@ -21,6 +21,10 @@ struct ocs_emulator_options {
   std::chrono::milliseconds fail_after{0};
   size_t max_sessions = 256;
   size_t max_command_bytes = 4096;
+  // A session that has not logged in (ACT-USER) by then, or that sends nothing for that long,
+  // is closed: slow or silent clients cannot hold every session.
+  std::chrono::milliseconds login_timeout{10'000};
+  std::chrono::milliseconds idle_timeout{300'000};
 };
 
 /// Serves until SIGINT or SIGTERM; returns the process exit code.

@@ -1,5 +1,6 @@
 #include "app/admin.hpp"
 #include "app/admin_views.hpp"
+#include "app/commands.hpp"
 
 #include <cstdio>
 #include <filesystem>
@@ -107,22 +108,22 @@ std::optional<v1::Envelope> request_for(const config& cfg, const admin_request& 
 int run_admin(const config& cfg, const admin_request& req) {
   auto opt = client_options_for(cfg, req);
   if (!opt)
-    return 1;
+    return exit_failure;
   auto request = request_for(cfg, req);
   if (!request)
-    return 2;
+    return exit_config_error;
   client c{*opt};
   auto reply = c.call(*request);
   if (!reply) {
     std::fprintf(stderr, "%s: no answer from %s within %d ms\n", req.command.c_str(),
                  opt->endpoint.c_str(), req.timeout_ms);
-    return 1;
+    return exit_failure;
   }
   if (reply->has_error()) {
     std::fprintf(stderr, "%s: %s: %s\n", req.command.c_str(),
                  v1::ErrorCode_Name(reply->error().code()).c_str(),
                  reply->error().message().c_str());
-    return 1;
+    return exit_refused;
   }
   return show(req, *reply);
 }

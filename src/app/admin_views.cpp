@@ -1,4 +1,5 @@
 #include "app/admin_views.hpp"
+#include "app/commands.hpp"
 
 #include <cstdio>
 
@@ -220,7 +221,6 @@ json show_generation(const admin_request& req, const v1::GenerationList& list) {
   return out;
 }
 
-/// A submission's answer with its group's own cost; a rejected job is exit code 1.
 json show_node(const admin_request& req, const v1::NodeOutcome& o) {
   json out = {{"node", req.argument},
               {"failed", !req.node_back},
@@ -238,6 +238,7 @@ json show_node(const admin_request& req, const v1::NodeOutcome& o) {
   return out;
 }
 
+/// A submission's answer with its group's own cost; a rejected job is exit_refused.
 int show_submit(const admin_request& req, const v1::SubmitReply& r) {
   auto kind = read_either<placement_kind>(r.placement(), r.outcome());
   std::string outcome = kind ? std::string{to_string(*kind)} : r.outcome();
@@ -254,7 +255,7 @@ int show_submit(const admin_request& req, const v1::SubmitReply& r) {
   else
     std::printf("%s: %s in group %s (group $%.2f/h, cluster $%.2f/h)\n", r.job().c_str(),
                 outcome.c_str(), r.group().c_str(), r.group_cost_per_hour(), r.cost_per_hour());
-  return kind == placement_kind::rejected ? 1 : 0;
+  return kind == placement_kind::rejected ? exit_refused : 0;
 }
 
 } // namespace
@@ -278,7 +279,7 @@ int show(const admin_request& req, const v1::Envelope& reply) {
       break;
     default:
       std::fprintf(stderr, "%s: unexpected reply\n", req.command.c_str());
-      return 1;
+      return exit_failure;
   }
   if (req.json)
     std::printf("%s\n", out.dump(2).c_str());

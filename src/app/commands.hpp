@@ -16,8 +16,12 @@ class App;
 
 namespace loom {
 
-/// Exit code of a config or input that does not validate (the errors name file, line, key).
+/// Exit codes: 1 a failure (storage, endpoint, no answer from the service), 2 a config, input or
+/// command line that does not validate (the errors name file, line, key), 3 the service
+/// answered and refused (a rejected job, or an error reply naming why).
+constexpr int exit_failure = 1;
 constexpr int exit_config_error = 2;
+constexpr int exit_refused = 3;
 
 class subcommand {
 public:

@@ -13,7 +13,12 @@ int main(int argc, char** argv) {
   auto commands = loom::loom_subcommands();
   for (auto& c : commands)
     c->add_to(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every usage error (an unknown option, a missing file) is 2.
+    return app.exit(e) == 0 ? 0 : loom::exit_config_error;
+  }
   for (auto& c : commands)
     if (auto code = c->run_if_given())
       return *code;

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 #include <cstring>
 #include <unistd.h>
@@ -129,7 +130,8 @@ caf::expected<fabric_controller_actor> start_fabric(caf::actor_system& sys, cons
 
 /// The gateway's security: the server key pair and a local admin pair (made on first start),
 /// and the configured clients' public keys by role.
-caf::expected<zmq_server_config> gateway_security(const config& cfg) {
+caf::expected<zmq_server_config> gateway_security(const config& cfg, bool store_created,
+                                                  bool new_keys) {
   zmq_server_config z;
   z.endpoint = cfg.endpoints.gateway;
   z.insecure = cfg.security.insecure;
@@ -139,6 +141,14 @@ caf::expected<zmq_server_config> gateway_security(const config& cfg) {
     return z;
   }
   auto dir = keys_dir(cfg);
+  auto secret = std::filesystem::path{dir} / "server.secret";
+  if (!store_created && !new_keys && !std::filesystem::exists(secret))
+    return make_error(errc::invalid_argument,
+                      fmt::format("{} is missing but the database {} already holds state: a new "
+                                  "server identity would lock every client out. Restore the "
+                                  "keys directory, or start with --new-keys to make a new one "
+                                  "(clients then need the new server.pub)",
+                                  secret.string(), cfg.storage.path));
   bool created = false;
   auto server = load_or_create_keypair(dir, "server", &created);
   if (!server)
@@ -307,9 +317,10 @@ void tell_sessions_stopping(caf::actor_system& sys, const gateway_actor& gw) {
 }
 
 /// Every actor of the service, then the gateway's socket; runs until a shutdown signal.
-caf::error run_service(caf::actor_system& sys, const config& cfg, std::shared_ptr<database> db,
-                       std::shared_ptr<service_metrics> metrics) {
+caf::error run_service(caf::actor_system& sys, const config& cfg, const serve_options& options,
+                       std::shared_ptr<database> db, std::shared_ptr<service_metrics> metrics) {
   service_actors actors{metrics};
+  const bool store_created = db->created();
   auto store_handle = actors.add("store", sys.spawn(store, std::move(db), metrics));
   // Actors initialise asynchronously: one round trip makes "ready" mean the store answers.
   if (auto ready = ask_store<ok_atom>(sys, store_handle, flush_atom::value); !ready)
@@ -318,7 +329,7 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, std::shared_pt
   auto fabric = start_fabric(sys, cfg, store_handle, metrics, actors, agents);
   if (!fabric)
     return fabric.error();
-  auto security = gateway_security(cfg);
+  auto security = gateway_security(cfg, store_created, options.new_keys);
   if (!security)
     return security.error();
   auto server = zmq_server::open(*security, [metrics] { metrics->refused_connections().Increment(); });
@@ -354,23 +365,45 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, std::shared_pt
 
 } // namespace
 
-int serve(const config& cfg) {
+namespace {
+
+/// The database read-write; on a full disk, an existing one read-only (the store takes writes
+/// again once space returns, without a restart).
+caf::expected<std::unique_ptr<database>> open_storage(const std::string& path,
+                                                       wal_recovery recovery) {
+  auto db = database::open(path, recovery);
+  if (db || code_of(db.error()) != errc::storage_full)
+    return db;
+  auto ro = database::open_read_only(path, message_of(db.error()));
+  if (!ro)
+    return db.error();
+  return ro;
+}
+
+} // namespace
+
+int serve(const config& cfg, const serve_options& options) {
   // Before any thread exists: only the main thread will ever receive SIGINT/SIGTERM.
   block_shutdown_signals();
   spdlog::info("event=serve_starting service={} config={} cluster={} rollout_nodes={} "
                "training_nodes={} fabric={}",
                cfg.service_name, cfg.source, cfg.cluster.name, cfg.cluster.rollout.size(),
                cfg.cluster.training.size(), cfg.fabric.kind);
-  auto db = database::open(cfg.storage.path);
+  auto db = open_storage(cfg.storage.path, options.recovery);
   if (!db) {
     spdlog::error("event=store_open_failed error=\"{}\"", render(db.error()));
     return 1;
   }
+  if ((*db)->read_only())
+    spdlog::error("event=store_read_only path={} reason=\"{}\"", cfg.storage.path,
+                  (*db)->read_only_cause());
   spdlog::info("event=store_opened path={} jobs={} groups={} placements={} circuit_plans={} "
-               "last_event_seq={}",
-               cfg.storage.path, (*db)->count(record_kind::jobs), (*db)->count(record_kind::groups),
-               (*db)->count(record_kind::placements), (*db)->count(record_kind::circuit_plans),
-               (*db)->last_event_seq());
+               "last_event_seq={} writable={} recovery={}",
+               cfg.storage.path, (*db)->count(record_kind::jobs),
+               (*db)->count(record_kind::groups), (*db)->count(record_kind::placements),
+               (*db)->count(record_kind::circuit_plans), (*db)->last_event_seq(),
+               !(*db)->read_only(),
+               options.recovery == wal_recovery::salvage ? "salvage" : "strict");
   auto metrics = std::make_shared<service_metrics>();
   auto endpoint = metrics_endpoint::start(cfg.endpoints.metrics, *metrics);
   if (!endpoint) {
@@ -388,7 +421,7 @@ int serve(const config& cfg) {
   caf::error failed;
   {
     caf::actor_system sys{sys_cfg};
-    failed = run_service(sys, cfg, std::shared_ptr<database>{std::move(*db)}, metrics);
+    failed = run_service(sys, cfg, options, std::shared_ptr<database>{std::move(*db)}, metrics);
     if (failed)
       spdlog::error("event=serve_failed error=\"{}\"", render(failed));
   } // every actor has stopped (the store flushed) once the system is gone

@@ -28,6 +28,12 @@ public:
                      "Override endpoints.gateway (e.g. tcp://0.0.0.0:5555)");
     cmd_->add_option("--metrics", overrides_.metrics,
                      "Override endpoints.metrics (HOST:PORT; port 0 picks one)");
+    cmd_->add_flag("--salvage", salvage_,
+                   "Open a database whose write-ahead log is damaged: keep every record before "
+                   "the damage, drop the rest (back the storage directory up first)");
+    cmd_->add_flag("--new-keys", options_.new_keys,
+                   "Make a new server key pair when the keys directory has none but the "
+                   "database has state (every client then needs the new server.pub)");
   }
 
   std::optional<int> run_if_given() override {
@@ -42,7 +48,8 @@ public:
     if (!errors.empty())
       return exit_config_error;
     setup_logging(level_.empty() ? cfg->level : level_named(level_));
-    return serve(*cfg);
+    options_.recovery = salvage_ ? wal_recovery::salvage : wal_recovery::strict;
+    return serve(*cfg, options_);
   }
 
 private:
@@ -50,6 +57,8 @@ private:
   std::string config_;
   std::string level_;
   service_overrides overrides_;
+  bool salvage_ = false;
+  serve_options options_;
 };
 
 class check_config_command : public subcommand {

@@ -144,6 +144,14 @@ public:
     cmd_->add_flag("--hang", emu_.hang, "Fault: accept sessions and commands, never answer");
     cmd_->add_option("--max-sessions", emu_.max_sessions, "Concurrent sessions")
       ->capture_default_str();
+    cmd_->add_option("--login-timeout-ms", login_ms_,
+                     "Close a session that has not logged in (ACT-USER) by then")
+      ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}))
+      ->capture_default_str();
+    cmd_->add_option("--idle-timeout-ms", idle_ms_,
+                     "Close a logged-in session that sends nothing for this long")
+      ->check(CLI::Range(int64_t{1}, int64_t{86'400'000}))
+      ->capture_default_str();
     add_log_level(*cmd_, level_, "Log level");
   }
 
@@ -164,6 +172,8 @@ public:
       emu_.switch_options.failed_ports.insert(failed_.begin(), failed_.end());
     }
     emu_.delay = std::chrono::milliseconds{delay_ms_};
+    emu_.login_timeout = std::chrono::milliseconds{login_ms_};
+    emu_.idle_timeout = std::chrono::milliseconds{idle_ms_};
     setup_logging(level_named(level_));
     return run_ocs_emulator(emu_);
   }
@@ -176,6 +186,8 @@ private:
   std::vector<uint32_t> failed_;
   int64_t delay_ms_ = 0;
   int64_t fail_after_ms_ = 0;
+  int64_t login_ms_ = ocs_emulator_options{}.login_timeout.count();
+  int64_t idle_ms_ = ocs_emulator_options{}.idle_timeout.count();
 };
 
 /// submit, jobs, groups, job, cancel, node, fabric, generation: one request each to a running

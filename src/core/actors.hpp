@@ -92,6 +92,8 @@ using caf::ok_atom;
 using store_actor = caf::typed_actor<
   // Internal: commit the writes queued so far.
   caf::reacts_to<drain_atom>,
+  // Internal, while read-only: try to open the database for writing again.
+  caf::reacts_to<tick_atom>,
   // Atomically applies the batch; answers the event-log sequence after the write.
   caf::replies_to<write_atom, write_batch>::with<uint64_t>,
   // Reads one record; a missing key is an errc::not_found error.

@@ -1,8 +1,9 @@
 #include "core/config.hpp"
 
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -23,13 +24,52 @@ bool valid_zmq_endpoint(std::string_view s) {
          || (s.rfind("inproc://", 0) == 0 && s.size() > 9);
 }
 
-/// A client key file that does not exist is an error now, not at the first connection.
+/// Why a client key file would fail `serve`, or nothing: it must be a small regular file whose
+/// first word is a Z85 CURVE key (40 characters of the Z85 alphabet, RFC 32).
+std::optional<std::string> key_file_problem(const std::string& path) {
+  std::vector<config_error> unread;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return fmt::format("key file '{}' does not exist (make it with `loom keygen`)", path);
+  auto size = std::filesystem::file_size(path, ec);
+  auto text = !ec && size <= 4096 ? read_text_file(path, unread) : std::nullopt;
+  if (!text)
+    return fmt::format("key file '{}' is not a readable key file", path);
+  static constexpr std::string_view z85 =
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+  auto begin = text->find_first_not_of(" \t\r\n");
+  auto end = text->find_first_of(" \t\r\n", begin);
+  auto key = begin == std::string::npos ? std::string_view{}
+                                        : std::string_view{*text}.substr(begin, end - begin);
+  if (key.size() != 40 || key.find_first_not_of(z85) != std::string_view::npos)
+    return fmt::format("key file '{}' does not hold a Z85 CURVE key (40 characters)", path);
+  return std::nullopt;
+}
+
+/// A client key file `serve` could not load is an error now, not at start or first connection.
 void check_key_files(table_reader& clients, worker_role role,
                      const std::vector<std::string>& files) {
   for (auto& f : files)
-    if (!std::filesystem::exists(f))
-      clients.error(to_string(role),
-                    fmt::format("key file '{}' does not exist (make it with `loom keygen`)", f));
+    if (auto problem = key_file_problem(f))
+      clients.error(to_string(role), *problem);
+}
+
+/// Why the gateway and the metrics endpoint cannot both bind, or nothing: one TCP port on
+/// overlapping addresses (the same host, or either on every interface).
+std::optional<std::string> endpoint_clash(std::string_view gateway, std::string_view metrics) {
+  if (gateway.rfind("tcp://", 0) != 0)
+    return std::nullopt;
+  auto split = [](std::string_view hp) {
+    auto colon = hp.rfind(':');
+    return std::pair{hp.substr(0, colon), hp.substr(colon + 1)};
+  };
+  auto [ghost, gport] = split(gateway.substr(6));
+  auto [mhost, mport] = split(metrics);
+  auto any = [](std::string_view h) { return h == "*" || h == "0.0.0.0" || h == "[::]"; };
+  if (gport != mport || gport == "0" || !(ghost == mhost || any(ghost) || any(mhost)))
+    return std::nullopt;
+  return fmt::format("'{}' takes port {} of the gateway '{}': serve could bind only one",
+                     metrics, mport, gateway);
 }
 
 // -- sections --------------------------------------------------------------------------------
@@ -65,6 +105,8 @@ void read_endpoints(table_reader& root, config& cfg) {
     else
       ep->error("metrics", fmt::format("'{}' is not HOST:PORT with a port in 0..65535", *m));
   }
+  if (auto clash = endpoint_clash(cfg.endpoints.gateway, cfg.endpoints.metrics))
+    ep->error("metrics", *clash);
   ep->reject_unknown();
 }
 
@@ -78,12 +120,15 @@ void read_security(table_reader& root, config& cfg, const std::string& config_di
   auto resolve = [&](const std::string& path) { return resolve_path(config_dir, path); };
   if (auto v = sec->optional<std::string>("keys_dir", ""))
     out.keys_dir = resolve(*v);
-  if (auto v = at_least<int64_t>(*sec, "heartbeat_ms",
-                                 sec->optional<int64_t>("heartbeat_ms", out.heartbeat_ms), 10))
+  // A worker is declared dead after heartbeat_ms * heartbeat_misses: at most 10 minutes each
+  // and 100 misses keep that product far inside its uint32_t milliseconds.
+  if (auto v = within<int64_t>(*sec, "heartbeat_ms",
+                               sec->optional<int64_t>("heartbeat_ms", out.heartbeat_ms), 10,
+                               600'000))
     out.heartbeat_ms = uint32_t(*v);
-  if (auto v = at_least<int64_t>(*sec, "heartbeat_misses",
-                                 sec->optional<int64_t>("heartbeat_misses", out.heartbeat_misses),
-                                 1))
+  if (auto v = within<int64_t>(*sec, "heartbeat_misses",
+                               sec->optional<int64_t>("heartbeat_misses", out.heartbeat_misses),
+                               1, 100))
     out.heartbeat_misses = uint32_t(*v);
   if (auto clients = sec->table("clients")) {
     for (auto role : all_values<worker_role>())
@@ -345,6 +390,9 @@ std::vector<std::string> apply_overrides(config& cfg, const service_overrides& o
       errors.push_back(fmt::format("--metrics: '{}' is not HOST:PORT with a port in 0..65535",
                                    o.metrics));
   }
+  if (auto clash = endpoint_clash(cfg.endpoints.gateway, cfg.endpoints.metrics);
+      clash && errors.empty())
+    errors.push_back(fmt::format("--gateway/--metrics: {}", *clash));
   return errors;
 }
 

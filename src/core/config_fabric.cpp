@@ -246,11 +246,12 @@ private:
   /// an agent: by the agent, the service waiting for all of them).
   bool read_patience(table_reader& o, ocs_device& dev) {
     bool ok = true;
-    if (auto v = at_least<int64_t>(o, "timeout_ms", o.optional<int64_t>("timeout_ms", 2000), 1))
+    if (auto v = within<int64_t>(o, "timeout_ms", o.optional<int64_t>("timeout_ms", 2000), 1,
+                                 600'000))
       dev.timeout_ms = int(*v);
     else
       ok = false;
-    if (auto v = at_least<int64_t>(o, "attempts", o.optional<int64_t>("attempts", 3), 1))
+    if (auto v = within<int64_t>(o, "attempts", o.optional<int64_t>("attempts", 3), 1, 100))
       dev.attempts = int(*v);
     else
       ok = false;

@@ -13,6 +13,8 @@ const char* to_string(errc x) {
     case errc::invalid_argument: return "invalid_argument";
     case errc::not_found: return "not_found";
     case errc::storage_failure: return "storage_failure";
+    case errc::storage_full: return "storage_full";
+    case errc::storage_read_only: return "storage_read_only";
     case errc::storage_corrupted: return "storage_corrupted";
     case errc::storage_locked: return "storage_locked";
     case errc::schema_too_new: return "schema_too_new";

@@ -15,6 +15,8 @@ enum class errc : uint8_t {
   invalid_argument,   // a request carried a value outside its domain
   not_found,          // a looked-up record does not exist
   storage_failure,    // RocksDB reported an I/O error or refused a write
+  storage_full,       // the database's file system has no space left
+  storage_read_only,  // the store refuses writes until its disk recovers (nothing was stored)
   storage_corrupted,  // the database failed a consistency check
   storage_locked,     // another process holds the database lock
   schema_too_new,     // the database was written by a newer schema than this binary knows

@@ -32,6 +32,10 @@ service_metrics::service_metrics() : registry_(std::make_shared<prometheus::Regi
   store_syncs_ = &counters(r, "loom_store_syncs_total",
                            "Synced WAL writes (one per group commit of queued batches)")
                    .Add({});
+  store_writable_ = &gauges(r, "loom_store_writable",
+                            "1 while the store takes writes; 0 in read-only mode (full or "
+                            "failing disk): decisions are refused until it recovers")
+                       .Add({});
   phase_overruns_ = &counters(r, "loom_phase_overruns_total",
                               "Phases past their job's worst case times the overrun factor");
   config_generation_ = &gauges(r, "loom_config_generation",

@@ -27,6 +27,8 @@ public:
   prometheus::Counter& store_errors() { return *store_errors_; }
   /// Synced WAL writes: one per group-committed run of batches.
   prometheus::Counter& store_syncs() { return *store_syncs_; }
+  /// 1 while the store takes writes, 0 in read-only mode (a full or failing disk).
+  prometheus::Gauge& store_writable() { return *store_writable_; }
   /// Incremented each time a validated config is put in force.
   prometheus::Gauge& config_generation() { return *config_generation_; }
   /// Gateway frames by direction ("in" | "out") and body type.
@@ -84,6 +86,7 @@ private:
   prometheus::Counter* store_batches_;
   prometheus::Counter* store_errors_;
   prometheus::Counter* store_syncs_;
+  prometheus::Gauge* store_writable_;
   prometheus::Family<prometheus::Counter>* phase_overruns_;
   prometheus::Gauge* config_generation_;
   prometheus::Family<prometheus::Counter>* gen_reconfigurations_;

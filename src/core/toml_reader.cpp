@@ -1,6 +1,8 @@
 #include "core/toml_reader.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <tuple>
@@ -119,7 +121,30 @@ std::optional<T> convert(const toml::node& node) {
   }
 }
 
+/// toml++ reads `inf` and `nan`; no setting means either.
+template <class T>
+bool finite(const T& v) {
+  if constexpr (std::is_same_v<T, double>)
+    return std::isfinite(v);
+  else if constexpr (std::is_same_v<T, std::vector<double>>)
+    return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+  else
+    return true;
+}
+
 } // namespace
+
+template <class T>
+std::optional<T> table_reader::checked(std::string_view key, const toml::node& node) {
+  auto value = convert<T>(node);
+  if (!value) {
+    error(key, fmt::format("expected {}, got {}", expected_name<T>(), type_name(node)));
+  } else if (!finite(*value)) {
+    error(key, "must be a finite number");
+    return std::nullopt;
+  }
+  return value;
+}
 
 template <class T>
 std::optional<T> table_reader::required(std::string_view key) {
@@ -129,10 +154,7 @@ std::optional<T> table_reader::required(std::string_view key) {
                  fmt::format("missing required key (expected {})", expected_name<T>()));
     return std::nullopt;
   }
-  auto value = convert<T>(*node);
-  if (!value)
-    error(key, fmt::format("expected {}, got {}", expected_name<T>(), type_name(*node)));
-  return value;
+  return checked<T>(key, *node);
 }
 
 template <class T>
@@ -140,10 +162,7 @@ std::optional<T> table_reader::optional(std::string_view key, T fallback) {
   auto* node = find(key);
   if (!node)
     return fallback;
-  auto value = convert<T>(*node);
-  if (!value)
-    error(key, fmt::format("expected {}, got {}", expected_name<T>(), type_name(*node)));
-  return value;
+  return checked<T>(key, *node);
 }
 
 std::optional<table_reader> table_reader::table(std::string_view key) {
@@ -254,6 +273,25 @@ std::optional<toml::table> parse_toml(std::string_view text, const std::string& 
 
 std::optional<std::string> read_text_file(const std::string& path,
                                           std::vector<config_error>& errors) {
+  // stat first: a FIFO would block the open, a device would never end.
+  std::error_code ec;
+  auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    errors.push_back(config_error{path, 0, 0, "", "cannot open file"});
+    return std::nullopt;
+  }
+  if (!std::filesystem::is_regular_file(status)) {
+    errors.push_back(config_error{path, 0, 0, "", "not a regular file"});
+    return std::nullopt;
+  }
+  auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > max_text_file_bytes) {
+    errors.push_back(config_error{
+      path, 0, 0, "",
+      fmt::format("{} bytes is over the {} MiB limit for a text file", size,
+                  max_text_file_bytes >> 20)});
+    return std::nullopt;
+  }
   std::ifstream in{path, std::ios::binary};
   if (!in) {
     errors.push_back(config_error{path, 0, 0, "", "cannot open file"});

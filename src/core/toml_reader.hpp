@@ -72,6 +72,9 @@ public:
 
 private:
   const toml::node* find(std::string_view key);
+  /// The node as T, or nothing after reporting a wrong type or a non-finite number.
+  template <class T>
+  std::optional<T> checked(std::string_view key, const toml::node& node);
   const toml::source_region& where(std::string_view key) const;
 
   const toml::table* table_;
@@ -103,26 +106,37 @@ table_reader::optional(std::string_view, std::vector<double>);
 std::optional<toml::table> parse_toml(std::string_view text, const std::string& source,
                                       std::vector<config_error>& errors);
 
-/// The whole file, or nothing after appending "cannot open file" to `errors`.
+/// Config files, job specs and scenarios are text far below this.
+constexpr uintmax_t max_text_file_bytes = uintmax_t{16} << 20;
+
+/// The whole file, or nothing after appending why not to `errors`: it cannot be opened, is
+/// not a regular file (a FIFO or device is never read), or is over max_text_file_bytes.
 std::optional<std::string> read_text_file(const std::string& path,
                                           std::vector<config_error>& errors);
 
 // -- value checks: each reports at the key's own line and drops the value --------------------
-
-template <class T>
-std::optional<T> at_least(table_reader& r, std::string_view key, std::optional<T> v, T min) {
-  if (v && *v < min) {
-    r.error(key, fmt::format("must be at least {}, got {}", min, *v));
-    return std::nullopt;
-  }
-  return v;
-}
 
 /// In [min, max]: settings whose type would wrap, or that make no sense, above max.
 template <class T>
 std::optional<T> within(table_reader& r, std::string_view key, std::optional<T> v, T min, T max) {
   if (v && (*v < min || *v > max)) {
     r.error(key, fmt::format("must be in {}..{}, got {}", min, max, *v));
+    return std::nullopt;
+  }
+  return v;
+}
+
+/// No integer setting is meant to be above this; every one fits an int or a uint32_t below it.
+constexpr int64_t max_integer_setting = 2'147'483'647;
+
+/// At least `min`; an integer also at most max_integer_setting, so that no narrowing wraps.
+template <class T>
+std::optional<T> at_least(table_reader& r, std::string_view key, std::optional<T> v, T min) {
+  if constexpr (std::is_integral_v<T>)
+    if (v && *v > T(max_integer_setting))
+      return within<T>(r, key, v, min, T(max_integer_setting));
+  if (v && *v < min) {
+    r.error(key, fmt::format("must be at least {}, got {}", min, *v));
     return std::nullopt;
   }
   return v;

@@ -53,6 +53,8 @@ v1::ErrorCode error_code(errc code) {
     case errc::driver_unreachable:
     case errc::driver_timeout: return v1::ERROR_UNAVAILABLE;
     case errc::conflict: return v1::ERROR_CONFLICT;
+    case errc::storage_full:
+    case errc::storage_read_only: return v1::ERROR_READ_ONLY;
     default: return v1::ERROR_INTERNAL;
   }
 }

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "loom.pb.h"
 #include "store/codecs.hpp"
+#include "store/rocks_log.hpp"
 
 namespace loom {
 
@@ -24,6 +25,8 @@ caf::error to_error(const rocksdb::Status& st, const std::string& path, std::str
   if (st.IsCorruption())
     return make_error(errc::storage_corrupted,
                       fmt::format("database {} is corrupted: {}", path, text));
+  if (st.IsNoSpace())
+    return make_error(errc::storage_full, fmt::format("{} {}: {}", what, path, text));
   return make_error(errc::storage_failure, fmt::format("{} {}: {}", what, path, text));
 }
 
@@ -32,6 +35,7 @@ caf::error to_error(const rocksdb::Status& st, const std::string& path, std::str
 database::~database() {
   if (!db_)
     return;
+
   for (auto* h : all_handles_)
     db_->DestroyColumnFamilyHandle(h);
   db_->Close();
@@ -39,12 +43,19 @@ database::~database() {
 
 namespace {
 
-rocksdb::DBOptions db_options() {
+rocksdb::DBOptions db_options(wal_recovery recovery = wal_recovery::strict) {
   rocksdb::DBOptions opts;
   opts.create_if_missing = true;
   opts.create_missing_column_families = true;
   opts.paranoid_checks = true;
   opts.max_background_jobs = 2;
+  opts.info_log = rocks_log();
+  // A synced WAL that goes missing (deleted, or lost by the file system) fails the open
+  // instead of silently dropping what it held.
+  opts.track_and_verify_wals_in_manifest = true;
+  opts.wal_recovery_mode = recovery == wal_recovery::strict
+                             ? rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords
+                             : rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   return opts;
 }
 
@@ -71,24 +82,29 @@ caf::expected<std::vector<std::string>> column_families(const std::string& path,
 
 } // namespace
 
-caf::expected<std::unique_ptr<database>> database::open(const std::string& path) {
+caf::expected<std::unique_ptr<database>> database::open(const std::string& path,
+                                                        wal_recovery recovery) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
   if (ec)
     return make_error(errc::storage_failure,
                       fmt::format("cannot create database directory {}: {}", path, ec.message()));
-  return open_families(path, false);
+  return open_families(path, false, recovery);
 }
 
-caf::expected<std::unique_ptr<database>> database::open_read_only(const std::string& path) {
+caf::expected<std::unique_ptr<database>> database::open_read_only(const std::string& path,
+                                                                  std::string cause) {
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::path{path} / "CURRENT", ec))
     return make_error(errc::storage_failure, fmt::format("{} is not a Loom store", path));
-  return open_families(path, true);
+  auto db = open_families(path, true, wal_recovery::salvage);
+  if (db)
+    (*db)->read_only_cause_ = std::move(cause);
+  return db;
 }
 
-caf::expected<std::unique_ptr<database>> database::open_families(const std::string& path,
-                                                                 bool read_only) {
+caf::expected<std::unique_ptr<database>>
+database::open_families(const std::string& path, bool read_only, wal_recovery recovery) {
   auto names = column_families(path, read_only);
   if (!names)
     return names.error();
@@ -99,12 +115,20 @@ caf::expected<std::unique_ptr<database>> database::open_families(const std::stri
   self->path_ = path;
   self->read_only_ = read_only;
   rocksdb::DB* raw = nullptr;
-  auto st = read_only ? rocksdb::DB::OpenForReadOnly(db_options(), path, descriptors,
-                                                     &self->all_handles_, &raw)
-                      : rocksdb::DB::Open(db_options(), path, descriptors, &self->all_handles_,
-                                          &raw);
-  if (!st.ok())
-    return to_error(st, path, "cannot open database");
+  auto opts = db_options(recovery);
+  auto st = read_only
+              ? rocksdb::DB::OpenForReadOnly(opts, path, descriptors, &self->all_handles_, &raw)
+              : rocksdb::DB::Open(opts, path, descriptors, &self->all_handles_, &raw);
+  if (!st.ok()) {
+    auto err = to_error(st, path, "cannot open database");
+    if (code_of(err) != errc::storage_corrupted || recovery == wal_recovery::salvage)
+      return err;
+    return make_error(errc::storage_corrupted,
+                      fmt::format("{}; it was not opened, so nothing was dropped. `loom serve "
+                                  "--salvage` keeps every record before the damage and drops "
+                                  "the rest (back the directory up first)",
+                                  message_of(err)));
+  }
   self->db_.reset(raw);
   for (size_t i = 0; i < names->size(); ++i)
     for (auto kind : all_values<record_kind>())
@@ -134,6 +158,7 @@ caf::error database::check_schema() {
     write_batch init;
     init.records.push_back({record_kind::meta, "store", fresh.SerializeAsString(), false});
     auto res = write(init);
+    created_ = bool(res);
     return res ? caf::error{} : res.error();
   }
   v1::StoreMeta stored;
@@ -201,9 +226,14 @@ database::write_all(const std::vector<const write_batch*>& batches) {
     seqs.push_back(seq);
     wo.sync |= batch->sync;
   }
+  if (broken_)
+    return make_error(errc::storage_read_only,
+                      fmt::format("database {} failed a write before; it takes none", path_));
   auto st = db_->Write(wo, &wb);
-  if (!st.ok())
+  if (!st.ok()) {
+    broken_ = true;
     return to_error(st, path_, "cannot write to");
+  }
   last_event_seq_ = seq;
   return seqs;
 }
@@ -251,9 +281,16 @@ uint64_t database::count(record_kind kind) {
 }
 
 caf::error database::flush() {
+  if (read_only_)
+    return caf::none;
+  if (broken_)
+    return make_error(errc::storage_read_only,
+                      fmt::format("database {} failed a write before; it cannot sync", path_));
   auto st = db_->FlushWAL(true);
-  if (!st.ok())
+  if (!st.ok()) {
+    broken_ = true;
     return to_error(st, path_, "cannot flush");
+  }
   return caf::none;
 }
 

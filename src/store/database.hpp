@@ -23,6 +23,16 @@ class ColumnFamilyHandle;
 
 namespace loom {
 
+/// How a read-write open treats a damaged write-ahead log.
+enum class wal_recovery : uint8_t {
+  /// Refuse to open (storage_corrupted) when the WAL has a damaged record before its end or a
+  /// synced WAL is missing: records acknowledged to someone would be dropped. A record torn by
+  /// a crash mid-write was never acknowledged and is dropped.
+  strict,
+  /// Keep every record before the first damaged one and drop the rest (`serve --salvage`).
+  salvage,
+};
+
 class database {
 public:
   ~database();
@@ -30,12 +40,16 @@ public:
   database& operator=(const database&) = delete;
 
   /// Opens or creates the database at `path`. Fails with storage_locked (another process has
-  /// it open), storage_corrupted, schema_too_new, or storage_failure, each naming the path.
-  static caf::expected<std::unique_ptr<database>> open(const std::string& path);
+  /// it open), storage_corrupted, schema_too_new, storage_full, or storage_failure, each naming
+  /// the path.
+  static caf::expected<std::unique_ptr<database>>
+  open(const std::string& path, wal_recovery recovery = wal_recovery::strict);
 
   /// Opens an existing database to read only, beside a writer that may have it open (e.g. a
-  /// running serve): what it sees is what was durable when it opened. Writes fail.
-  static caf::expected<std::unique_ptr<database>> open_read_only(const std::string& path);
+  /// running serve): what it sees is what was durable when it opened. Writes fail. `cause`
+  /// says why it is read-only (a store actor over it refuses writes with that reason).
+  static caf::expected<std::unique_ptr<database>>
+  open_read_only(const std::string& path, std::string cause = "opened read-only");
 
   /// Applies the batch atomically. Returns the sequence number of the last event in the log
   /// after the write (0 while the log is empty).
@@ -58,6 +72,13 @@ public:
   uint64_t count(record_kind kind);
 
   uint64_t last_event_seq() const { return last_event_seq_; }
+  bool read_only() const { return read_only_; }
+  /// This open created the database (it held no store metadata before).
+  bool created() const { return created_; }
+  const std::string& read_only_cause() const { return read_only_cause_; }
+  /// A write or sync failed: this handle must not write or sync again (RocksDB's WAL writer
+  /// asserts once it has seen an error), so the owner replaces it.
+  bool broken() const { return broken_; }
   const std::string& path() const { return path_; }
 
   /// Makes everything written so far durable (syncs the WAL), e.g. before shutdown.
@@ -69,8 +90,8 @@ private:
   /// A new database gets this binary's schema version; a newer one is refused.
   caf::error check_schema();
   /// Opens `path` with every column family it has, read-write or read-only.
-  static caf::expected<std::unique_ptr<database>> open_families(const std::string& path,
-                                                                bool read_only);
+  static caf::expected<std::unique_ptr<database>>
+  open_families(const std::string& path, bool read_only, wal_recovery recovery);
   caf::error find_last_event();
   /// Adds a batch to `wb`, its events numbered after `seq` (which it advances).
   caf::error stage(rocksdb::WriteBatch& wb, const write_batch& batch, uint64_t& seq);
@@ -81,6 +102,9 @@ private:
   std::array<rocksdb::ColumnFamilyHandle*, enum_names<record_kind>::table.size()> handles_{};
   uint64_t last_event_seq_ = 0;
   bool read_only_ = false;
+  std::string read_only_cause_;
+  bool broken_ = false;
+  bool created_ = false;
 };
 
 } // namespace loom

@@ -26,6 +26,57 @@ void count(service_metrics& m, const write_batch& batch) {
     m.store_writes("events").Increment(static_cast<double>(batch.events.size()));
 }
 
+void set_writable(store_ptr self, bool writable) {
+  self->state.metrics->store_writable().Set(writable ? 1 : 0);
+}
+
+caf::error read_only_error(const store_state& st) {
+  return make_error(errc::storage_read_only,
+                    fmt::format("storage is read-only ({}); nothing was stored, send it again "
+                                "later",
+                                st.read_only_reason));
+}
+
+/// A write or sync failed: serve reads from a read-only open and retry a writable one.
+void enter_read_only(store_ptr self, const caf::error& cause) {
+  auto& st = self->state;
+  st.read_only_reason = message_of(cause);
+  set_writable(self, false);
+  spdlog::error("event=store_read_only path={} reason=\"{}\"", st.path, st.read_only_reason);
+  st.db.reset(); // closes the broken handle: it takes no more writes
+  if (auto ro = database::open_read_only(st.path, st.read_only_reason))
+    st.db = std::move(*ro);
+  else
+    spdlog::error("event=store_unreadable path={} error=\"{}\"", st.path, render(ro.error()));
+  self->delayed_send(self, reopen_interval, tick_atom::value);
+}
+
+void try_reopen(store_ptr self) {
+  auto& st = self->state;
+  if (st.read_only_reason.empty())
+    return;
+  auto rw = database::open(st.path);
+  if (!rw) {
+    spdlog::debug("event=store_reopen_failed path={} error=\"{}\"", st.path, render(rw.error()));
+    st.reopen_delay = std::min(st.reopen_delay * 2, max_reopen_interval);
+    self->delayed_send(self, st.reopen_delay, tick_atom::value);
+    return;
+  }
+  st.db = std::move(*rw);
+  spdlog::warn("event=store_writable path={} was_read_only_because=\"{}\" last_event_seq={}",
+               st.path, st.read_only_reason, st.db->last_event_seq());
+  st.read_only_reason.clear();
+  st.reopen_delay = reopen_interval;
+  set_writable(self, true);
+}
+
+/// The database to read from, or why there is none.
+caf::expected<database*> readable(store_ptr self) {
+  if (!self->state.db)
+    return failed(self, read_only_error(self->state));
+  return self->state.db.get();
+}
+
 /// Applies every queued write as one (group commit) and answers each writer.
 void commit_queued(store_ptr self) {
   auto& st = self->state;
@@ -41,11 +92,15 @@ void commit_queued(store_ptr self) {
     all.push_back(&b);
     sync |= b.sync;
   }
-  auto seqs = st.db->write_all(all);
+  auto seqs = st.read_only_reason.empty() ? st.db->write_all(all)
+                                           : caf::expected<std::vector<uint64_t>>{
+                                               read_only_error(st)};
   if (!seqs) {
     auto err = failed(self, seqs.error());
     for (auto& rp : waiting)
       rp.deliver(err);
+    if (st.read_only_reason.empty() && st.db->broken())
+      enter_read_only(self, err);
     return;
   }
   if (sync)
@@ -63,6 +118,8 @@ caf::result<uint64_t> queue(store_ptr self, write_batch batch) {
                                                              "write_batch::events, not as "
                                                              "records"));
   auto& st = self->state;
+  if (!st.read_only_reason.empty())
+    return failed(self, read_only_error(st));
   if (st.queued.empty())
     self->send(self, drain_atom::value); // after everything already in the mailbox
   st.queued.push_back(std::move(batch));
@@ -73,7 +130,7 @@ caf::result<uint64_t> queue(store_ptr self, write_batch batch) {
 } // namespace
 
 store_state::~store_state() {
-  if (!db)
+  if (!db || !read_only_reason.empty())
     return;
   if (auto err = db->flush())
     spdlog::error("event=store_flush_failed path={} error=\"{}\"", db->path(), render(err));
@@ -85,14 +142,25 @@ store_state::~store_state() {
 store_actor::behavior_type store(store_actor::stateful_pointer<store_state> self,
                                  std::shared_ptr<database> db,
                                  std::shared_ptr<service_metrics> metrics) {
-  self->state.db = std::move(db);
-  self->state.metrics = std::move(metrics);
+  auto& st = self->state;
+  st.db = std::move(db);
+  st.metrics = std::move(metrics);
+  st.path = st.db->path();
+  if (st.db->read_only())
+    st.read_only_reason = st.db->read_only_cause();
+  set_writable(self, st.read_only_reason.empty());
+  if (!st.read_only_reason.empty())
+    self->delayed_send(self, reopen_interval, tick_atom::value);
   return {
     [self](drain_atom) { commit_queued(self); },
+    [self](tick_atom) { try_reopen(self); },
     [self](write_atom, write_batch& batch) { return queue(self, std::move(batch)); },
     [self](get_atom, record_kind kind, const std::string& key) -> caf::result<std::string> {
       commit_queued(self);
-      auto value = self->state.db->get(kind, key);
+      auto db = readable(self);
+      if (!db)
+        return db.error();
+      auto value = (*db)->get(kind, key);
       if (!value)
         return failed(self, value.error());
       if (!*value)
@@ -103,22 +171,33 @@ store_actor::behavior_type store(store_actor::stateful_pointer<store_state> self
     [self](scan_atom, record_kind kind,
            const std::string& prefix) -> caf::result<std::vector<stored_record>> {
       commit_queued(self);
-      auto records = self->state.db->scan(kind, prefix);
+      auto db = readable(self);
+      if (!db)
+        return db.error();
+      auto records = (*db)->scan(kind, prefix);
       if (!records)
         return failed(self, records.error());
       return std::move(*records);
     },
     [self](events_atom, uint64_t from, uint64_t limit) -> caf::result<std::vector<stored_record>> {
       commit_queued(self);
-      auto records = self->state.db->read_events(from, static_cast<size_t>(limit));
+      auto db = readable(self);
+      if (!db)
+        return db.error();
+      auto records = (*db)->read_events(from, static_cast<size_t>(limit));
       if (!records)
         return failed(self, records.error());
       return std::move(*records);
     },
     [self](flush_atom) -> caf::result<ok_atom> {
       commit_queued(self);
-      if (auto err = self->state.db->flush())
+      auto& st = self->state;
+      if (!st.read_only_reason.empty())
+        return ok_atom::value; // it took no write since it last synced one
+      if (auto err = st.db->flush()) {
+        enter_read_only(self, err);
         return failed(self, std::move(err));
+      }
       return ok_atom::value;
     },
   };

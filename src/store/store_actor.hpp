@@ -4,8 +4,17 @@
 // atomic RocksDB write with one WAL sync (the drain message it sends itself comes after every
 // message already in its mailbox); every writer is answered after that sync. Reads commit the
 // queue first, so a reader sees every write sent before its read.
+//
+// Read-only mode, as a database handles a failing disk: when a write or sync fails (a full
+// disk, an I/O error), nothing of it was acknowledged; the store answers that write and every
+// later one with storage_read_only, serves reads from a read-only open of the same directory,
+// and tries a read-write open after `reopen_interval`, then at doubling intervals up to
+// `max_reopen_interval` (one log line each), until one succeeds (space freed), without a
+// restart. It starts in this mode on a database that a full disk keeps from opening.
 
+#include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <caf/typed_response_promise.hpp>
@@ -22,6 +31,9 @@ struct store_state {
   std::shared_ptr<service_metrics> metrics;
   std::vector<write_batch> queued;
   std::vector<caf::typed_response_promise<uint64_t>> waiting; // one per queued batch
+  std::string path;
+  std::string read_only_reason; // empty while writable
+  std::chrono::milliseconds reopen_delay{1000}; // doubles per failed reopen, up to the max
 
   store_state() = default;
   store_state(const store_state&) = delete;
@@ -31,8 +43,12 @@ struct store_state {
   ~store_state();
 };
 
+constexpr auto reopen_interval = std::chrono::milliseconds{1000};
+constexpr auto max_reopen_interval = std::chrono::milliseconds{30'000};
+
 /// The store actor over an opened database; it closes the database (flushing the WAL) when it
-/// terminates.
+/// terminates. A database opened read-only starts it in read-only mode, for the database's
+/// read_only_cause().
 store_actor::behavior_type store(store_actor::stateful_pointer<store_state> self,
                                  std::shared_ptr<database> db,
                                  std::shared_ptr<service_metrics> metrics);

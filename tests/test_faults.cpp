@@ -1,0 +1,326 @@
+#define BOOST_TEST_MODULE faults
+#include <boost/test/unit_test.hpp>
+
+// Real `loom serve` and `loom ocs-emu` processes against the faults an operator meets: a disk
+// that fills up (a real tmpfs), a damaged write-ahead log, a lost keys directory, settings
+// that would wrap, and TL1 clients that never log in.
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <boost/asio.hpp>
+
+#include "tests/support/live_service.hpp"
+
+using namespace std::chrono_literals;
+namespace lt = loom::test;
+
+namespace {
+
+/// A tmpfs of `bytes` mounted at `path` for the scope (the test suite runs as root).
+class small_disk {
+public:
+  small_disk(const std::string& path, size_t bytes) : path_(path) {
+    std::filesystem::create_directories(path);
+    auto opts = "size=" + std::to_string(bytes);
+    BOOST_REQUIRE_MESSAGE(::mount("tmpfs", path.c_str(), "tmpfs", 0, opts.c_str()) == 0,
+                          "cannot mount a tmpfs at " << path << " (run as root): "
+                                                     << std::strerror(errno));
+  }
+  ~small_disk() { ::umount2(path_.c_str(), MNT_DETACH); }
+
+  /// Writes a file until the disk has no byte left.
+  void fill() {
+    std::ofstream f{path_ + "/filler", std::ios::binary | std::ios::app};
+    std::string block(4096, 'x');
+    while (f.write(block.data(), std::streamsize(block.size())) && f.flush()) {
+    }
+  }
+  void free_space() { std::filesystem::remove(path_ + "/filler"); }
+
+private:
+  std::string path_;
+};
+
+int metrics_port(const lt::child_process& serve) {
+  auto log = serve.stderr_text();
+  auto pos = log.find("event=metrics_listening");
+  BOOST_REQUIRE(pos != std::string::npos);
+  return std::stoi(log.substr(log.find("port=", pos) + 5));
+}
+
+std::string metric_line(int port, const std::string& name) {
+  auto page = lt::http_get(port, "/metrics");
+  auto pos = page.find("\n" + name + " ");
+  return pos == std::string::npos ? "" : page.substr(pos + 1, page.find('\n', pos + 1) - pos - 1);
+}
+
+bool logged(const lt::child_process& p, const std::string& text) {
+  return p.stderr_text().find(text) != std::string::npos;
+}
+
+/// Submits `name` until the answer is not `refused_code` (a guard of `tries`, not timing).
+lt::run_result submit_until(const lt::live_service& s, const std::string& name, int tries,
+                            const std::function<bool(const lt::run_result&)>& done) {
+  lt::run_result r;
+  for (int i = 0; i < tries; ++i) {
+    r = s.admin({"submit", s.job_file(name + "-" + std::to_string(i), 1)});
+    if (done(r))
+      return r;
+    std::this_thread::sleep_for(200ms);
+  }
+  return r;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_full_disk_makes_the_store_read_only_until_space_returns) {
+  lt::live_service s{{.rollout_nodes = 8, .training_nodes = 8, .fabric = false}};
+  small_disk disk{s.dir / "db", 4 << 20};
+  auto serve = s.serve();
+  int port = metrics_port(*serve);
+  BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("before", 1)}).exit_code, 0);
+  BOOST_CHECK_EQUAL(metric_line(port, "loom_store_writable"), "loom_store_writable 1");
+
+  disk.fill();
+  // Writes fit in the WAL's last page for a while; the first that needs a new one fails.
+  auto refused = submit_until(s, "full", 200, [](auto& r) { return r.exit_code != 0; });
+  BOOST_CHECK_EQUAL(refused.exit_code, 3);
+  BOOST_CHECK_MESSAGE(refused.err.find("ERROR_READ_ONLY") != std::string::npos, refused.err);
+  BOOST_CHECK(logged(*serve, "event=store_read_only"));
+  BOOST_CHECK_EQUAL(metric_line(port, "loom_store_writable"), "loom_store_writable 0");
+  auto again = s.admin({"submit", s.job_file("while-full", 1)});
+  BOOST_CHECK_EQUAL(again.exit_code, 3);
+  auto jobs = s.admin({"jobs"});
+  BOOST_CHECK_EQUAL(jobs.exit_code, 0); // reads go on
+  BOOST_CHECK(jobs.out.find("before") != std::string::npos);
+  BOOST_CHECK(jobs.out.find("while-full") == std::string::npos);
+
+  disk.free_space();
+  auto placed = submit_until(s, "after", 150, [](auto& r) { return r.exit_code == 0; });
+  BOOST_CHECK_EQUAL(placed.exit_code, 0);
+  BOOST_CHECK(logged(*serve, "event=store_writable"));
+  BOOST_CHECK_EQUAL(metric_line(port, "loom_store_writable"), "loom_store_writable 1");
+  serve->send_signal(SIGTERM);
+  BOOST_REQUIRE_EQUAL(serve->wait(lt::live_limit).value_or(-1), 0);
+
+  // Started on a full disk: read-only, nothing lost, writable once space returns.
+  disk.fill();
+  auto second = s.serve();
+  BOOST_CHECK(logged(*second, "event=store_read_only"));
+  auto listed = s.admin({"jobs"});
+  BOOST_CHECK(listed.out.find("before") != std::string::npos);
+  BOOST_CHECK(listed.out.find("after") != std::string::npos);
+  BOOST_CHECK_EQUAL(s.admin({"submit", s.job_file("late", 1)}).exit_code, 3);
+  disk.free_space();
+  auto late = submit_until(s, "late", 300, [](auto& r) { return r.exit_code == 0; });
+  BOOST_CHECK_EQUAL(late.exit_code, 0);
+  second->send_signal(SIGTERM);
+  BOOST_CHECK_EQUAL(second->wait(lt::live_limit).value_or(-1), 0);
+  BOOST_CHECK(!logged(*second, "Assertion"));
+}
+
+namespace {
+
+std::string only_wal(const std::string& db) {
+  for (auto& e : std::filesystem::directory_iterator(db))
+    if (e.path().extension() == ".log")
+      return e.path().string();
+  BOOST_FAIL("no WAL in " << db);
+  return {};
+}
+
+int listed_jobs(const lt::live_service& s) {
+  auto jobs = s.admin({"jobs"}).out;
+  int n = 0;
+  for (size_t pos = 0; (pos = jobs.find("\nacked-", pos)) != std::string::npos; ++pos)
+    ++n;
+  return n;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_damaged_wal_is_refused_and_salvaged_only_when_asked) {
+  lt::live_service s{{.rollout_nodes = 8, .training_nodes = 8, .fabric = false}};
+  {
+    auto serve = s.serve();
+    for (int i = 0; i < 40; ++i)
+      BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("acked-" + std::to_string(i), 1)})
+                            .exit_code % 3, 0); // placed, or rejected once the cluster is full
+    serve->send_signal(SIGKILL); // every answer was synced first; the WAL holds them all
+    serve->wait(lt::live_limit);
+  }
+  auto wal = only_wal(s.dir / "db");
+  auto size = std::filesystem::file_size(wal);
+  {
+    std::fstream f{wal, std::ios::in | std::ios::out | std::ios::binary};
+    f.seekp(std::streamoff(size / 2));
+    f.write("\xde\xad\xbe\xef\xde\xad\xbe\xef", 8);
+  }
+  auto refused = lt::run({lt::loom_binary(), "serve", "-c", s.config});
+  BOOST_CHECK_EQUAL(refused.exit_code, 1);
+  BOOST_CHECK_MESSAGE(refused.err.find("--salvage") != std::string::npos, refused.err);
+  BOOST_CHECK(refused.err.find("nothing was dropped") != std::string::npos);
+  BOOST_CHECK(refused.err.find("Assertion") == std::string::npos);
+
+  lt::child_process salvaged{{lt::loom_binary(), "serve", "-c", s.config, "--salvage"}};
+  BOOST_REQUIRE(salvaged.read_until(
+    true, [](const std::string& l) { return l.find("event=serve_ready") != l.npos; },
+    lt::live_limit));
+  BOOST_CHECK(salvaged.stderr_text().find("recovery=salvage") != std::string::npos);
+  auto kept = listed_jobs(s);
+  BOOST_CHECK_GT(kept, 0);  // what came before the damage
+  BOOST_CHECK_LT(kept, 40); // and nothing after it
+  salvaged.send_signal(SIGTERM);
+  BOOST_CHECK_EQUAL(salvaged.wait(lt::live_limit).value_or(-1), 0);
+  // Salvaged once, the log is whole again: a plain start opens it.
+  auto plain = s.serve();
+  BOOST_CHECK_EQUAL(listed_jobs(s), kept);
+  plain->send_signal(SIGTERM);
+  BOOST_CHECK_EQUAL(plain->wait(lt::live_limit).value_or(-1), 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_keys_directory_is_refused_not_replaced) {
+  lt::live_service s{{.fabric = false}};
+  {
+    auto serve = s.serve();
+    BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("kept", 1)}).exit_code, 0);
+    serve->send_signal(SIGTERM);
+    BOOST_REQUIRE_EQUAL(serve->wait(lt::live_limit).value_or(-1), 0);
+  }
+  auto server_pub = lt::read_file(s.dir / "db/keys/server.pub");
+  std::filesystem::remove_all(s.dir / "db/keys");
+  auto refused = lt::run({lt::loom_binary(), "serve", "-c", s.config});
+  BOOST_CHECK_EQUAL(refused.exit_code, 1);
+  BOOST_CHECK_MESSAGE(refused.err.find("server.secret is missing") != std::string::npos,
+                      refused.err);
+  BOOST_CHECK(!std::filesystem::exists(s.dir / "db/keys/server.pub"));
+  lt::child_process rotated{{lt::loom_binary(), "serve", "-c", s.config, "--new-keys"}};
+  BOOST_REQUIRE(rotated.read_until(
+    true, [](const std::string& l) { return l.find("event=serve_ready") != l.npos; },
+    lt::live_limit));
+  BOOST_CHECK_NE(lt::read_file(s.dir / "db/keys/server.pub"), server_pub);
+  rotated.send_signal(SIGTERM);
+  BOOST_CHECK_EQUAL(rotated.wait(lt::live_limit).value_or(-1), 0);
+}
+
+namespace {
+
+/// The embedded config with `from` replaced by `to` (the first occurrence).
+std::string broken_config(const lt::temp_dir& dir, const std::string& from,
+                          const std::string& to) {
+  auto text = lt::read_file(lt::source_path("conf/loom.toml"));
+  auto pos = text.find(from);
+  BOOST_REQUIRE_MESSAGE(pos != std::string::npos, from);
+  text.replace(pos, from.size(), to);
+  auto path = dir / "broken.toml";
+  lt::write_file(path, text);
+  return path;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(settings_that_would_wrap_or_fail_serve_exit_2_naming_the_key) {
+  lt::temp_dir dir;
+  lt::write_file(dir / "garbage.pub", "not a key\n");
+  struct broken {
+    std::string from, to, key;
+  };
+  const std::vector<broken> cases{
+    {"heartbeat_ms = 2000", "heartbeat_ms = 4294967296", "security.heartbeat_ms"},
+    {"heartbeat_misses = 3", "heartbeat_misses = 4294967296", "security.heartbeat_misses"},
+    {"heartbeat_ms = 2000", "heartbeat_ms = 0", "security.heartbeat_ms"},
+    {"link_gbps = 400", "link_gbps = inf", "fabric.link_gbps"},
+    {"link_gbps = 400", "link_gbps = nan", "fabric.link_gbps"},
+    {"metrics = \"127.0.0.1:9464\"", "metrics = \"127.0.0.1:5555\"", "endpoints.metrics"},
+    {"driver = []", "driver = [\"" + (dir / "garbage.pub") + "\"]", "security.clients.driver"},
+    {"driver = []", "driver = [\"" + (dir / "none.pub") + "\"]", "security.clients.driver"},
+  };
+  for (auto& c : cases) {
+    auto path = broken_config(dir, c.from, c.to);
+    auto r = lt::run({lt::loom_binary(), "check-config", path});
+    BOOST_CHECK_MESSAGE(r.exit_code == 2, c.to << ": exit " << r.exit_code);
+    BOOST_CHECK_MESSAGE(r.err.find(path + ":") != std::string::npos
+                          && r.err.find(": " + c.key + ": ") != std::string::npos,
+                        c.to << ":\n" << r.err);
+  }
+  // Only regular files are read: a device never ends, a FIFO never opens.
+  BOOST_REQUIRE_EQUAL(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  for (auto path : {std::string{"/dev/zero"}, dir / "fifo"}) {
+    auto r = lt::run({lt::loom_binary(), "check-config", path}, 30s);
+    BOOST_CHECK_EQUAL(r.exit_code, 2);
+    BOOST_CHECK_MESSAGE(r.err.find("not a regular file") != std::string::npos, r.err);
+  }
+  // Every command-line usage error is 2.
+  for (auto args : std::vector<std::vector<std::string>>{
+         {"serve", "-c", dir / "missing.toml"}, {"serve", "--no-such-flag"}, {"submit"},
+         {"ocs-emu", "--login-timeout-ms", "0"}}) {
+    args.insert(args.begin(), lt::loom_binary());
+    BOOST_CHECK_MESSAGE(lt::run(args).exit_code == 2, args[1] << " " << args[2]);
+  }
+}
+
+namespace {
+
+/// A TCP connection to the emulator; reads until the peer closes or `limit` passes.
+bool closed_by_peer(boost::asio::ip::tcp::socket& s, std::chrono::milliseconds limit) {
+  ::timeval tv{long(limit.count() / 1000), long(limit.count() % 1000) * 1000};
+  ::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[256];
+  for (;;) {
+    auto n = ::recv(s.native_handle(), buf, sizeof buf, 0);
+    if (n == 0)
+      return true;
+    if (n < 0)
+      return false;
+  }
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(ocs_emu_closes_sessions_that_never_log_in_and_survives_failed_accepts) {
+  // Few file descriptors: connections beyond them fail to be accepted (EMFILE).
+  lt::child_process emu{{"/bin/sh", "-c",
+                         "ulimit -n 24 && exec \"$0\" ocs-emu --port 0 --login-timeout-ms 300",
+                         lt::loom_binary()}};
+  int port = 0;
+  BOOST_REQUIRE(emu.read_until(
+    true,
+    [&](const std::string& l) {
+      auto pos = l.find("event=ocs_emu_listening");
+      if (pos != std::string::npos)
+        port = std::stoi(l.substr(l.find("port=", pos) + 5));
+      return pos != std::string::npos;
+    },
+    lt::live_limit));
+  boost::asio::io_context io;
+  auto connect = [&] {
+    boost::asio::ip::tcp::socket s{io};
+    s.connect({boost::asio::ip::make_address("127.0.0.1"), uint16_t(port)});
+    return s;
+  };
+  {
+    std::vector<boost::asio::ip::tcp::socket> flood;
+    for (int i = 0; i < 40; ++i)
+      flood.push_back(connect());
+    BOOST_CHECK(emu.read_until(
+      true, [](const std::string& l) { return l.find("event=ocs_emu_accept_failed") != l.npos; },
+      lt::live_limit));
+    // Silent sessions are closed at the login timeout, which frees descriptors for the rest.
+    BOOST_CHECK(closed_by_peer(flood.front(), 30s));
+  }
+  auto late = connect();
+  boost::asio::write(late, boost::asio::buffer(std::string{"RTRV-HDR:::1;"}));
+  std::string answer(64, '\0');
+  auto n = late.read_some(boost::asio::buffer(answer));
+  BOOST_CHECK_MESSAGE(std::string(answer, 0, n).find("1") != std::string::npos, answer);
+  BOOST_CHECK(closed_by_peer(late, 30s));
+  emu.send_signal(SIGTERM);
+  BOOST_CHECK_EQUAL(emu.wait(lt::live_limit).value_or(-1), 0);
+}
