@@ -324,3 +324,31 @@ BOOST_AUTO_TEST_CASE(ocs_emu_closes_sessions_that_never_log_in_and_survives_fail
   emu.send_signal(SIGTERM);
   BOOST_CHECK_EQUAL(emu.wait(lt::live_limit).value_or(-1), 0);
 }
+
+BOOST_AUTO_TEST_CASE(oversized_fields_get_a_typed_error_and_the_service_keeps_serving) {
+  lt::live_service s{{.fabric = false}};
+  auto serve = s.serve();
+  loom::client admin{s.keys("admin")};
+  loom::v1::Envelope inspect;
+  inspect.mutable_inspect_job()->set_job(std::string(1000, 'j'));
+  auto big_id = admin.call(inspect);
+  BOOST_REQUIRE(big_id && big_id->has_error());
+  BOOST_CHECK_EQUAL(big_id->error().code(), loom::v1::ERROR_TOO_LARGE);
+  BOOST_CHECK_MESSAGE(big_id->error().message().find("inspect_job.job is 1000 bytes")
+                        != std::string::npos,
+                      big_id->error().message());
+  loom::v1::Envelope submit;
+  submit.mutable_submit_job()->set_spec_toml(std::string(2 << 20, '#'));
+  auto big_spec = admin.call(submit);
+  BOOST_REQUIRE(big_spec && big_spec->has_error());
+  BOOST_CHECK_EQUAL(big_spec->error().code(), loom::v1::ERROR_TOO_LARGE);
+  // A frame over the socket's limit drops that connection, not the service.
+  {
+    loom::client huge{s.keys("admin")};
+    submit.mutable_submit_job()->set_spec_toml(std::string(20 << 20, '#'));
+    BOOST_CHECK(!huge.call(submit, std::chrono::milliseconds{2000}));
+  }
+  BOOST_CHECK_EQUAL(s.admin({"submit", s.job_file("still-served", 1)}).exit_code, 0);
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK_EQUAL(serve->wait(lt::live_limit).value_or(-1), 0);
+}

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/inspect.hpp"
+#include "gateway/field_limits.hpp"
 #include "gateway/gateway_steps.hpp"
 
 namespace loom {
@@ -193,6 +194,11 @@ void handle_frame(self_ptr self, const wire_frame& frame) {
     send_error(self, frame.identity, env.request_id(), v1::ERROR_UNSUPPORTED_VERSION,
                fmt::format("protocol version {} is not supported; this gateway speaks {}",
                            env.version(), protocol_version));
+    return;
+  }
+  if (auto oversized = wire::oversized_field(env)) {
+    st.metrics->gateway_messages("in", "oversized").Increment();
+    send_error(self, frame.identity, env.request_id(), v1::ERROR_TOO_LARGE, *oversized);
     return;
   }
   if (st.stopping) {

@@ -62,6 +62,9 @@ void request_agent(self_ptr self, const std::string& identity, const ocs_request
 
 void peer_gone(self_ptr self, const std::string& worker_id, const session& s,
                const std::string& why) {
+  // Its waiting acquires would never be answered: they go with it (bounded state per peer).
+  if (auto n = self->state.grants.drop_connection(s.identity))
+    spdlog::info("event=acquires_dropped worker={} count={}", worker_id, n);
   engine_gone(self, worker_id, s, why);
   if (s.role != worker_role::ocs_agent)
     return;

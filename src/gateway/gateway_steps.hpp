@@ -13,6 +13,9 @@
 
 namespace loom::gateway_steps {
 
+/// PhaseAcquire requests one connection may have waiting; a worker needs one per phase it runs.
+constexpr size_t max_waiting_acquires = 64;
+
 using self_ptr = gateway_actor::stateful_pointer<gateway_state>;
 
 void send_frame(self_ptr self, const std::string& identity, v1::Envelope& e);
@@ -96,8 +99,8 @@ bool handle_ocs(self_ptr self, const std::string& identity, const session& s,
 /// A request of a device's driver for the agent session it names.
 void request_agent(self_ptr self, const std::string& identity, const ocs_request& r);
 
-/// A session ended (goodbye or silence): an engine's deployment loses it, an agent's device
-/// its agent.
+/// A session ended (goodbye or silence): its waiting acquires go, an engine's deployment loses
+/// it, an agent's device its agent.
 void peer_gone(self_ptr self, const std::string& worker_id, const session& s,
                const std::string& why);
 

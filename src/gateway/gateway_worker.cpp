@@ -47,6 +47,12 @@ void acquire(self_ptr self, const std::string& identity, const session& s, uint6
   auto phase = wire::phase_of(a.phase());
   if (!admitted(self, identity, rid, s, a.job(), phase, true))
     return;
+  if (st.grants.waiting_on(identity) >= max_waiting_acquires) {
+    send_error(self, identity, rid, v1::ERROR_RATE_LIMITED,
+               fmt::format("{} PhaseAcquire requests of this connection wait already",
+                           max_waiting_acquires));
+    return;
+  }
   const auto job = a.job();
   auto granted = st.grants.acquire(job, *phase, {identity, rid, self->clock().now()});
   if (granted) {

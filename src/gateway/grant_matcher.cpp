@@ -78,6 +78,23 @@ std::vector<acquire_waiter> grant_matcher::drop_all() {
   return out;
 }
 
+size_t grant_matcher::drop_connection(const std::string& identity) {
+  size_t n = 0;
+  for (auto it = acquiring_.begin(); it != acquiring_.end();) {
+    n += std::erase_if(it->second, [&](const acquire_waiter& w) { return w.identity == identity; });
+    it = it->second.empty() ? acquiring_.erase(it) : std::next(it);
+  }
+  return n;
+}
+
+size_t grant_matcher::waiting_on(const std::string& identity) const {
+  size_t n = 0;
+  for (auto& [k, w] : acquiring_)
+    n += size_t(std::count_if(w.begin(), w.end(),
+                              [&](const acquire_waiter& a) { return a.identity == identity; }));
+  return n;
+}
+
 size_t grant_matcher::waiting() const {
   size_t n = 0;
   for (auto& [k, w] : acquiring_)

@@ -58,6 +58,10 @@ public:
                 uint64_t request_id);
   /// Every waiting request, taken out.
   std::vector<acquire_waiter> drop_all();
+  /// The requests a connection has waiting, taken out (its session is gone); how many.
+  size_t drop_connection(const std::string& identity);
+  /// Requests a connection has waiting.
+  size_t waiting_on(const std::string& identity) const;
 
   size_t waiting() const;
   size_t kept() const { return granted_.size(); }

@@ -144,6 +144,7 @@ caf::expected<std::unique_ptr<zmq_server>> zmq_server::open(zmq_server_config co
   try {
     i.router.set(zmq::sockopt::router_mandatory, 0);
     i.router.set(zmq::sockopt::linger, 0);
+    i.router.set(zmq::sockopt::maxmsgsize, max_frame_bytes);
     if (!i.config.insecure) {
       i.zap.bind("inproc://zeromq.zap.01");
       i.router.set(zmq::sockopt::curve_server, 1);
