@@ -114,6 +114,11 @@ database::open_families(const std::string& path, bool read_only, wal_recovery re
   std::unique_ptr<database> self{new database};
   self->path_ = path;
   self->read_only_ = read_only;
+  // Read before the open: a writer beside a read-only open only moves the mark past what the
+  // open then reads.
+  auto acked = ack_mark::read(path);
+  if (!acked)
+    return acked.error();
   rocksdb::DB* raw = nullptr;
   auto opts = db_options(recovery);
   auto st = read_only
@@ -137,6 +142,8 @@ database::open_families(const std::string& path, bool read_only, wal_recovery re
   for (auto kind : {record_kind::meta, record_kind::events})
     if (!self->handle(kind))
       return make_error(errc::storage_failure, fmt::format("{} is not a Loom store", path));
+  if (auto err = self->check_acked(*acked, recovery))
+    return err;
   if (auto err = self->check_schema())
     return err;
   if (auto err = self->find_last_event())
@@ -171,6 +178,31 @@ caf::error database::check_schema() {
                                   "reads schema v{} and older",
                                   path_, stored.schema_version(), stored.created_by(),
                                   schema_version));
+  return {};
+}
+
+caf::error database::check_acked(uint64_t acked, wal_recovery recovery) {
+  auto latest = db_->GetLatestSequenceNumber();
+  bool salvage = !read_only_ && recovery == wal_recovery::salvage;
+  if (latest < acked && !salvage)
+    return make_error(errc::storage_corrupted,
+                      fmt::format("database {} ends at write {} but writes up to {} were "
+                                  "acknowledged: a write-ahead log was truncated or deleted. It "
+                                  "was not opened, so nothing more was dropped. `loom serve "
+                                  "--salvage` accepts the loss and goes on from write {}",
+                                  path_, latest, acked, latest));
+  if (read_only_)
+    return {};
+  if (auto err = ack_.open(path_))
+    return err;
+  return salvage ? ack_.write(latest, true) : caf::error{};
+}
+
+caf::error database::mark_synced(bool sync_mark) {
+  if (auto err = ack_.write(db_->GetLatestSequenceNumber(), sync_mark)) {
+    broken_ = true;
+    return err;
+  }
   return {};
 }
 
@@ -235,6 +267,9 @@ database::write_all(const std::vector<const write_batch*>& batches) {
     return to_error(st, path_, "cannot write to");
   }
   last_event_seq_ = seq;
+  if (wo.sync)
+    if (auto err = mark_synced(false))
+      return err;
   return seqs;
 }
 
@@ -291,7 +326,7 @@ caf::error database::flush() {
     broken_ = true;
     return to_error(st, path_, "cannot flush");
   }
-  return caf::none;
+  return mark_synced(true);
 }
 
 } // namespace loom

@@ -13,6 +13,7 @@
 
 #include <caf/expected.hpp>
 
+#include "store/ack_mark.hpp"
 #include "store/types.hpp"
 
 namespace rocksdb {
@@ -25,8 +26,9 @@ namespace loom {
 
 /// How a read-write open treats a damaged write-ahead log.
 enum class wal_recovery : uint8_t {
-  /// Refuse to open (storage_corrupted) when the WAL has a damaged record before its end or a
-  /// synced WAL is missing: records acknowledged to someone would be dropped. A record torn by
+  /// Refuse to open (storage_corrupted) when the WAL has a damaged record before its end, a
+  /// synced WAL is missing, or the database ends before its acknowledged mark (a live WAL was
+  /// truncated or deleted): records acknowledged to someone would be dropped. A record torn by
   /// a crash mid-write was never acknowledged and is dropped.
   strict,
   /// Keep every record before the first damaged one and drop the rest (`serve --salvage`).
@@ -93,6 +95,10 @@ private:
   static caf::expected<std::unique_ptr<database>>
   open_families(const std::string& path, bool read_only, wal_recovery recovery);
   caf::error find_last_event();
+  /// Refuses (strict) a database below its acknowledged mark; a salvage rewrites the mark.
+  caf::error check_acked(uint64_t acked, wal_recovery recovery);
+  /// After a WAL sync: the mark moves to everything written so far (`sync_mark`: durably now).
+  caf::error mark_synced(bool sync_mark);
   /// Adds a batch to `wb`, its events numbered after `seq` (which it advances).
   caf::error stage(rocksdb::WriteBatch& wb, const write_batch& batch, uint64_t& seq);
 
@@ -105,6 +111,7 @@ private:
   std::string read_only_cause_;
   bool broken_ = false;
   bool created_ = false;
+  ack_mark ack_;
 };
 
 } // namespace loom
