@@ -403,3 +403,58 @@ BOOST_AUTO_TEST_CASE(oversized_fields_get_a_typed_error_and_the_service_keeps_se
   serve->send_signal(SIGTERM);
   BOOST_CHECK_EQUAL(serve->wait(lt::live_limit).value_or(-1), 0);
 }
+
+BOOST_AUTO_TEST_CASE(a_key_over_its_limits_is_refused_and_other_keys_keep_their_service) {
+  lt::live_service s{{.fabric = false,
+                      .security = "frames_per_s_per_key = 100\nsessions_per_key = 3\n"}};
+  auto serve = s.serve();
+  // A flood from one key: every request answered, those past the burst RATE_LIMITED.
+  loom::client flood{s.keys("driver-a")};
+  std::atomic<int> answered = 0, limited = 0;
+  constexpr int sent = 600;
+  for (int i = 0; i < sent; ++i) {
+    loom::v1::Envelope acquire;
+    acquire.mutable_phase_acquire()->set_job("nobody");
+    flood.call_async(acquire, [&](std::optional<loom::v1::Envelope> r) {
+      limited += r && r->has_error() && r->error().code() == loom::v1::ERROR_RATE_LIMITED;
+      ++answered;
+    });
+  }
+  for (auto until = std::chrono::steady_clock::now() + lt::live_limit;
+       answered < sent && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(10ms);
+  BOOST_CHECK_EQUAL(answered.load(), sent);
+  BOOST_CHECK_GE(limited.load(), 100); // 200 of burst, then 100/s
+  BOOST_CHECK_EQUAL(s.admin({"jobs"}).exit_code, 0); // another key is served meanwhile
+  auto counted = metric_line(metrics_port(*serve), "loom_gateway_limited_total{limit=\"rate\"}");
+  BOOST_REQUIRE_MESSAGE(!counted.empty(), "no rate-limited counter");
+  BOOST_CHECK_GE(std::stod(counted.substr(counted.rfind(' ') + 1)), double(limited.load()));
+
+  // Sessions: three per key; a goodbye frees one. A goodbye's reason is logged on one line, cut.
+  std::vector<std::unique_ptr<loom::client>> shims;
+  auto register_shim = [&](int i) {
+    shims.push_back(std::make_unique<loom::client>(s.keys("shim")));
+    auto r = shims.back()->register_worker("collective-shim", "shim-" + std::to_string(i), "");
+    BOOST_REQUIRE(r);
+    return *r;
+  };
+  for (int i = 0; i < 3; ++i)
+    BOOST_CHECK(register_shim(i).has_registered());
+  auto fourth = register_shim(3);
+  BOOST_REQUIRE(fourth.has_error());
+  BOOST_CHECK_EQUAL(fourth.error().code(), loom::v1::ERROR_RATE_LIMITED);
+  BOOST_CHECK_MESSAGE(fourth.error().message().find("3 live sessions") != std::string::npos,
+                      fourth.error().message());
+  shims[0]->goodbye("line one\nline two " + std::string(5000, 'r'), false);
+  std::this_thread::sleep_for(300ms);
+  BOOST_CHECK(register_shim(4).has_registered());
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK_EQUAL(serve->wait(lt::live_limit).value_or(-1), 0);
+  auto log = serve->stderr_text();
+  auto bye = log.find("event=worker_goodbye worker=shim-0");
+  BOOST_REQUIRE(bye != std::string::npos);
+  auto line = log.substr(bye, log.find('\n', bye) - bye);
+  BOOST_CHECK(line.find("line one\\x0aline two") != std::string::npos);
+  BOOST_CHECK(line.find("truncated_bytes=") != std::string::npos);
+  BOOST_CHECK_LT(line.size(), 2200u);
+}

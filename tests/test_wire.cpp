@@ -3,6 +3,7 @@
 
 #include "core/error.hpp"
 #include "gateway/grant_matcher.hpp"
+#include "gateway/rate_limiter.hpp"
 #include "gateway/sessions.hpp"
 #include "gateway/wire.hpp"
 
@@ -66,6 +67,27 @@ BOOST_AUTO_TEST_CASE(a_job_placed_again_keeps_its_waiters_but_not_its_permits) {
   BOOST_CHECK_EQUAL(m.waiting(), 0u);
 }
 
+BOOST_AUTO_TEST_CASE(waiting_counts_follow_every_way_a_request_leaves) {
+  grant_matcher m;
+  auto t0 = std::chrono::steady_clock::time_point{};
+  m.acquire("A", phase_kind::rollout, {"c1", 1, t0});
+  m.acquire("A", phase_kind::rollout, {"c2", 2, t0});
+  m.acquire("B", phase_kind::training, {"c1", 3, t0});
+  m.acquire("C", phase_kind::sync, {"c1", 4, t0});
+  m.acquire("D", phase_kind::sync, {"c3", 5, t0});
+  BOOST_CHECK_EQUAL(m.waiting(), 5u);
+  BOOST_CHECK_EQUAL(m.waiting_on("c1"), 3u);
+  m.grant({"A", phase_kind::rollout, 8, 0, false}); // answers c1's and c2's
+  BOOST_CHECK_EQUAL(m.waiting_on("c1"), 2u);
+  BOOST_CHECK_EQUAL(m.waiting_on("c2"), 0u);
+  BOOST_CHECK(m.withdraw("B", phase_kind::training, "c1", 3));
+  BOOST_CHECK_EQUAL(m.drop("D").size(), 1u);
+  BOOST_CHECK_EQUAL(m.waiting_on("c3"), 0u);
+  BOOST_CHECK_EQUAL(m.drop_connection("c1"), 1u);
+  BOOST_CHECK_EQUAL(m.waiting(), 0u);
+  BOOST_CHECK(!m.waiting("C"));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(sessions)
@@ -115,6 +137,24 @@ BOOST_AUTO_TEST_CASE(a_worker_id_is_bound_to_its_key_role_and_live_process) {
   // Once the first has gone silent past the limit, the second takes the id over.
   BOOST_CHECK(t.open("w1", worker("conn-2", t0 + 7s, "K1", "p2"), 6s) == open_outcome::resumed);
   BOOST_CHECK(t.identities_of("A") == std::vector<std::string>{"conn-2"});
+}
+
+BOOST_AUTO_TEST_CASE(sessions_are_counted_per_key_until_they_close_or_expire) {
+  session_table t;
+  auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+  t.open("w1", worker("conn-1", t0), 6s);
+  t.open("w2", worker("conn-2", t0), 6s);
+  t.open("w3", worker("conn-3", t0, "K2"), 6s);
+  BOOST_CHECK_EQUAL(t.sessions_of_key("K1"), 2u);
+  t.open("w1", worker("conn-4", t0), 6s); // resumed: still one session
+  BOOST_CHECK_EQUAL(t.sessions_of_key("K1"), 2u);
+  t.open("w4", worker("conn-4", t0), 6s); // the connection registers as another worker
+  BOOST_CHECK_EQUAL(t.sessions_of_key("K1"), 2u);
+  t.close("conn-2");
+  BOOST_CHECK_EQUAL(t.sessions_of_key("K1"), 1u);
+  BOOST_CHECK_EQUAL(t.expire(t0 + 7s, 6s).size(), 2u);
+  BOOST_CHECK_EQUAL(t.sessions_of_key("K1"), 0u);
+  BOOST_CHECK_EQUAL(t.sessions_of_key("K2"), 0u);
 }
 
 BOOST_AUTO_TEST_CASE(roles_run_their_own_phases_and_only_shims_announce_fabric) {
@@ -197,6 +237,33 @@ BOOST_AUTO_TEST_CASE(answers_carry_both_the_enum_and_its_text) {
   for (auto p : all_values<phase_kind>())
     BOOST_CHECK_EQUAL(*wire::phase_of(wire::to_wire(p)), p);
   BOOST_CHECK(!wire::phase_of(v1::PHASE_UNSPECIFIED));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(rate_limits)
+
+BOOST_AUTO_TEST_CASE(a_key_gets_its_burst_then_its_rate_and_other_keys_are_untouched) {
+  rate_limiter r{100, 200};
+  auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+  int admitted = 0;
+  for (int i = 0; i < 1000; ++i)
+    admitted += r.admit("K1", t0);
+  BOOST_CHECK_EQUAL(admitted, 200);
+  BOOST_CHECK(r.admit("K2", t0)); // its own bucket
+  // A tenth of a second later: ten more frames, no more.
+  admitted = 0;
+  for (int i = 0; i < 100; ++i)
+    admitted += r.admit("K1", t0 + 100ms);
+  BOOST_CHECK_EQUAL(admitted, 10);
+  // A long silence refills to the burst, not beyond.
+  admitted = 0;
+  for (int i = 0; i < 1000; ++i)
+    admitted += r.admit("K1", t0 + 1h);
+  BOOST_CHECK_EQUAL(admitted, 200);
+  rate_limiter off{0, 0};
+  for (int i = 0; i < 1000; ++i)
+    BOOST_REQUIRE(off.admit("K1", t0));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

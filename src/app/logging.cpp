@@ -1,12 +1,53 @@
 #include "app/logging.hpp"
 
-#include <spdlog/sinks/stdout_sinks.h>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
 namespace loom {
 
+namespace {
+
+/// The longest event a line carries; peers choose some fields (reasons up to 16 KiB), so a
+/// longer one is cut and says by how much.
+constexpr size_t max_event_bytes = 2048;
+
+/// One line per event on stderr: control characters in a message (a newline in a peer's
+/// reason) are escaped, and the message is cut at max_event_bytes.
+class line_sink final : public spdlog::sinks::base_sink<std::mutex> {
+protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    std::string text;
+    auto payload = std::string_view{msg.payload.data(), msg.payload.size()};
+    for (size_t i = 0; i < payload.size() && text.size() < max_event_bytes; ++i) {
+      auto c = static_cast<unsigned char>(payload[i]);
+      if (c < 0x20 || c == 0x7f)
+        fmt::format_to(std::back_inserter(text), "\\x{:02x}", c);
+      else
+        text.push_back(char(c));
+    }
+    if (text.size() >= max_event_bytes && payload.size() > max_event_bytes)
+      fmt::format_to(std::back_inserter(text), " truncated_bytes={}",
+                     payload.size() - max_event_bytes);
+    auto line = msg;
+    line.payload = spdlog::string_view_t{text.data(), text.size()};
+    spdlog::memory_buf_t out;
+    formatter_->format(line, out);
+    std::fwrite(out.data(), 1, out.size(), stderr);
+  }
+  void flush_() override { std::fflush(stderr); }
+};
+
+} // namespace
+
 void setup_logging(log_level level) {
-  auto logger = spdlog::stderr_logger_mt("loom");
+  spdlog::drop("loom");
+  auto logger = std::make_shared<spdlog::logger>("loom", std::make_shared<line_sink>());
+  spdlog::register_logger(logger);
   logger->set_pattern("ts=%Y-%m-%dT%H:%M:%S.%f%z level=%l %v");
   switch (level) {
     case log_level::trace: logger->set_level(spdlog::level::trace); break;

@@ -298,6 +298,8 @@ gateway_config gateway_settings(const config& cfg) {
   gc.insecure = cfg.security.insecure;
   gc.heartbeat_ms = cfg.security.heartbeat_ms;
   gc.heartbeat_misses = cfg.security.heartbeat_misses;
+  gc.frames_per_s_per_key = cfg.security.frames_per_s_per_key;
+  gc.sessions_per_key = cfg.security.sessions_per_key;
   gc.tail_threshold = cfg.policy.weave.tail_migration_threshold;
   gc.default_slo = cfg.policy.weave.default_slo;
   for (auto& d : cfg.generation)

@@ -130,6 +130,15 @@ void read_security(table_reader& root, config& cfg, const std::string& config_di
                                sec->optional<int64_t>("heartbeat_misses", out.heartbeat_misses),
                                1, 100))
     out.heartbeat_misses = uint32_t(*v);
+  if (auto v = within<int64_t>(*sec, "frames_per_s_per_key",
+                               sec->optional<int64_t>("frames_per_s_per_key",
+                                                      out.frames_per_s_per_key),
+                               0, 10'000'000))
+    out.frames_per_s_per_key = uint32_t(*v);
+  if (auto v = within<int64_t>(*sec, "sessions_per_key",
+                               sec->optional<int64_t>("sessions_per_key", out.sessions_per_key),
+                               1, 1'000'000))
+    out.sessions_per_key = uint32_t(*v);
   if (auto clients = sec->table("clients")) {
     for (auto role : all_values<worker_role>())
       if (auto files = clients->optional<std::vector<std::string>>(to_string(role), {})) {

@@ -43,6 +43,8 @@ struct security_config {
   std::map<worker_role, std::vector<std::string>> clients; // role -> public key files
   uint32_t heartbeat_ms = 2000;
   uint32_t heartbeat_misses = 3; // a worker silent this many intervals is declared dead
+  uint32_t frames_per_s_per_key = 20'000; // inbound frames a key may send (0: no limit)
+  uint32_t sessions_per_key = 4096;       // live sessions one key may hold
 };
 
 struct storage_config {

@@ -42,6 +42,8 @@ service_metrics::service_metrics() : registry_(std::make_shared<prometheus::Regi
                                "Generation of the configuration in force (1 at start)").Add({});
   gateway_messages_ = &counters(r, "loom_gateway_messages_total",
                                 "Gateway frames, by direction and body type");
+  gateway_limited_ = &counters(r, "loom_gateway_limited_total",
+                               "Frames or requests refused by a per-peer limit, by limit");
   refused_connections_ = &counters(r, "loom_gateway_refused_connections_total",
                                    "Connections refused for an unknown or missing CURVE key")
                             .Add({});
@@ -109,6 +111,10 @@ prometheus::Gauge& service_metrics::actors_up(const std::string& actor) {
 
 prometheus::Counter& service_metrics::store_writes(const std::string& kind) {
   return store_writes_->Add({{"kind", kind}});
+}
+
+prometheus::Counter& service_metrics::gateway_limited(const std::string& limit) {
+  return gateway_limited_->Add({{"limit", limit}});
 }
 
 prometheus::Counter& service_metrics::gateway_messages(const std::string& direction,

@@ -33,6 +33,9 @@ public:
   prometheus::Gauge& config_generation() { return *config_generation_; }
   /// Gateway frames by direction ("in" | "out") and body type.
   prometheus::Counter& gateway_messages(const std::string& direction, const std::string& type);
+  /// Frames or requests refused by a per-peer limit: "rate" (a key's frames per second),
+  /// "sessions" (a key's live sessions), "acquires" (waiting PhaseAcquires).
+  prometheus::Counter& gateway_limited(const std::string& limit);
   /// Connections whose CURVE key the ZAP handler refused.
   prometheus::Counter& refused_connections() { return *refused_connections_; }
   /// Live worker sessions, by role.
@@ -77,6 +80,7 @@ private:
   prometheus::Family<prometheus::Counter>* ocs_plans_;
   prometheus::Family<prometheus::Counter>* gateway_messages_;
   prometheus::Counter* refused_connections_;
+  prometheus::Family<prometheus::Counter>* gateway_limited_;
   prometheus::Family<prometheus::Gauge>* workers_alive_;
   prometheus::Counter* workers_dead_;
   prometheus::Histogram* grant_latency_;

@@ -161,9 +161,16 @@ void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope
             self->clock().now(), frame.key, r.incarnation(),
             serves_generation(*role) ? r.deployment() : "",
             *role == worker_role::ocs_agent ? r.device() : ""};
-  if (auto no = refusal(st.config, r.worker_id(),
-                        st.sessions.check(r.worker_id(), s, alive_limit(st.config)))) {
+  auto outcome = st.sessions.check(r.worker_id(), s, alive_limit(st.config));
+  if (auto no = refusal(st.config, r.worker_id(), outcome)) {
     send_error(self, frame.identity, rid, no->first, no->second);
+    return;
+  }
+  if (outcome == open_outcome::opened
+      && st.sessions.sessions_of_key(frame.key) >= st.config.sessions_per_key) {
+    st.metrics->gateway_limited("sessions").Increment();
+    send_error(self, frame.identity, rid, v1::ERROR_RATE_LIMITED,
+               fmt::format("this key holds {} live sessions, its limit", st.config.sessions_per_key));
     return;
   }
   if (runs_job(*role))
@@ -179,9 +186,32 @@ void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope
     open_session(self, frame.identity, rid, r.worker_id(), std::move(s));
 }
 
+/// A key over its frame rate: the frame is answered RATE_LIMITED (when it asks for an answer)
+/// and not handled; one log line a second per key says how many were refused.
+void rate_limited(self_ptr self, const wire_frame& frame, const v1::Envelope& env, bool parsed) {
+  auto& st = self->state;
+  st.metrics->gateway_limited("rate").Increment();
+  auto now = self->clock().now();
+  auto [it, fresh] = st.limited_log.try_emplace(frame.key, now, 0);
+  ++it->second.second;
+  if (fresh || now - it->second.first >= std::chrono::seconds{1}) {
+    spdlog::warn("event=gateway_rate_limited key={} refused={} limit_per_s={}",
+                 frame.key.substr(0, 12), it->second.second, st.config.frames_per_s_per_key);
+    it->second = {now, 0};
+  }
+  if (parsed && env.request_id() != 0)
+    send_error(self, frame.identity, env.request_id(), v1::ERROR_RATE_LIMITED,
+               fmt::format("this key sent more than {} frames a second",
+                           st.config.frames_per_s_per_key));
+}
+
 void handle_frame(self_ptr self, const wire_frame& frame) {
   auto& st = self->state;
   v1::Envelope env;
+  if (!st.limiter.admit(frame.key, self->clock().now())) {
+    rate_limited(self, frame, env, frame.single_part && env.ParseFromString(frame.payload));
+    return;
+  }
   if (!frame.single_part || !env.ParseFromString(frame.payload)
       || env.body_case() == v1::Envelope::BODY_NOT_SET) {
     st.metrics->gateway_messages("in", "malformed").Increment();
@@ -271,6 +301,8 @@ gateway_actor::behavior_type gateway(gateway_actor::stateful_pointer<gateway_sta
   st.config = config;
   st.server = std::move(server);
   st.metrics = std::move(metrics);
+  st.limiter = rate_limiter{double(config.frames_per_s_per_key),
+                            2.0 * config.frames_per_s_per_key};
   self->delayed_send(self, std::chrono::milliseconds{config.heartbeat_ms}, sweep_atom::value);
   return {
     [self](connect_atom, cluster_scheduler_actor scheduler, fabric_controller_actor fabric) {
@@ -280,7 +312,11 @@ gateway_actor::behavior_type gateway(gateway_actor::stateful_pointer<gateway_sta
     [self](connect_atom, const std::string& name, gen_controller_actor controller) {
       self->state.deployments[name] = std::move(controller);
     },
-    [self](frame_atom, const wire_frame& frame) { handle_frame(self, frame); },
+    [self](frame_atom, const wire_frame& frame) {
+      handle_frame(self, frame);
+      if (self->state.server)
+        self->state.server->handled(frame.payload.size());
+    },
     [self](sweep_atom) { sweep(self); },
     [self](stopping_atom) { return stopping(self); },
     // worker_actor: the executors' side.

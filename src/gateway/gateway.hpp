@@ -16,6 +16,7 @@
 #include "core/actors.hpp"
 #include "core/metrics.hpp"
 #include "gateway/grant_matcher.hpp"
+#include "gateway/rate_limiter.hpp"
 #include "gateway/sessions.hpp"
 #include "gateway/zmq_server.hpp"
 
@@ -25,6 +26,8 @@ struct gateway_config {
   bool insecure = false;
   uint32_t heartbeat_ms = 2000;
   uint32_t heartbeat_misses = 3;
+  uint32_t frames_per_s_per_key = 20'000; // a key's inbound frames, bursts of twice that
+  uint32_t sessions_per_key = 4096;
   std::map<std::string, uint32_t> stats_interval_ms; // per generation deployment: its tick
   double tail_threshold = 0.8; // WEAVE §4.3
   double default_slo = 1.5;
@@ -50,6 +53,9 @@ struct gateway_state {
   session_table sessions;
   grant_matcher grants;
   std::map<std::string, job_link> jobs;
+  rate_limiter limiter{0, 0};
+  // A limited key's frames are logged once a second at most: key -> (last line, dropped since).
+  std::map<std::string, std::pair<std::chrono::steady_clock::time_point, uint64_t>> limited_log;
   bool stopping = false; // the service is going away: sessions were told, requests refused
 };
 

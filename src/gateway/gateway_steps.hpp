@@ -15,6 +15,8 @@ namespace loom::gateway_steps {
 
 /// PhaseAcquire requests one connection may have waiting; a worker needs one per phase it runs.
 constexpr size_t max_waiting_acquires = 64;
+/// And on all of them together: the matcher's memory stays bounded whatever the keys do.
+constexpr size_t max_waiting_acquires_total = 65'536;
 
 using self_ptr = gateway_actor::stateful_pointer<gateway_state>;
 

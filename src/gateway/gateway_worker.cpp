@@ -47,10 +47,13 @@ void acquire(self_ptr self, const std::string& identity, const session& s, uint6
   auto phase = wire::phase_of(a.phase());
   if (!admitted(self, identity, rid, s, a.job(), phase, true))
     return;
-  if (st.grants.waiting_on(identity) >= max_waiting_acquires) {
+  if (st.grants.waiting_on(identity) >= max_waiting_acquires
+      || st.grants.waiting() >= max_waiting_acquires_total) {
+    st.metrics->gateway_limited("acquires").Increment();
     send_error(self, identity, rid, v1::ERROR_RATE_LIMITED,
-               fmt::format("{} PhaseAcquire requests of this connection wait already",
-                           max_waiting_acquires));
+               fmt::format("{} PhaseAcquire requests of this connection (or {} in all) wait "
+                           "already",
+                           max_waiting_acquires, max_waiting_acquires_total));
     return;
   }
   const auto job = a.job();

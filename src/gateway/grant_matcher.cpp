@@ -9,8 +9,19 @@ std::optional<phase_grant> grant_matcher::acquire(const std::string& job, phase_
   auto k = key{job, phase};
   if (auto g = granted_.find(k); g != granted_.end())
     return g->second;
+  ++per_connection_[waiter.identity];
+  ++waiting_;
   acquiring_[k].push_back(std::move(waiter));
   return std::nullopt;
+}
+
+void grant_matcher::forget(const std::vector<acquire_waiter>& answered) {
+  for (auto& w : answered) {
+    auto it = per_connection_.find(w.identity);
+    if (--it->second == 0)
+      per_connection_.erase(it);
+  }
+  waiting_ -= answered.size();
 }
 
 std::vector<acquire_waiter> grant_matcher::grant(const phase_grant& g) {
@@ -21,6 +32,7 @@ std::vector<acquire_waiter> grant_matcher::grant(const phase_grant& g) {
     return {};
   auto waiters = std::move(it->second);
   acquiring_.erase(it);
+  forget(waiters);
   return waiters;
 }
 
@@ -36,6 +48,7 @@ std::vector<acquire_waiter> grant_matcher::drop(const std::string& job) {
     it = acquiring_.erase(it);
   }
   std::erase_if(granted_, [&](auto& e) { return e.first.first == job; });
+  forget(out);
   return out;
 }
 
@@ -62,12 +75,16 @@ bool grant_matcher::withdraw(const std::string& job, phase_kind phase,
   auto it = acquiring_.find(key{job, phase});
   if (it == acquiring_.end())
     return false;
-  auto n = std::erase_if(it->second, [&](const acquire_waiter& w) {
+  auto match = std::find_if(it->second.begin(), it->second.end(), [&](const acquire_waiter& w) {
     return w.identity == identity && w.request_id == request_id;
   });
+  if (match == it->second.end())
+    return false;
+  forget({*match});
+  it->second.erase(match);
   if (it->second.empty())
     acquiring_.erase(it);
-  return n > 0;
+  return true;
 }
 
 std::vector<acquire_waiter> grant_matcher::drop_all() {
@@ -75,31 +92,27 @@ std::vector<acquire_waiter> grant_matcher::drop_all() {
   for (auto& [k, w] : acquiring_)
     out.insert(out.end(), w.begin(), w.end());
   acquiring_.clear();
+  per_connection_.clear();
+  waiting_ = 0;
   return out;
 }
 
 size_t grant_matcher::drop_connection(const std::string& identity) {
-  size_t n = 0;
+  auto n = waiting_on(identity);
+  if (n == 0)
+    return 0;
   for (auto it = acquiring_.begin(); it != acquiring_.end();) {
-    n += std::erase_if(it->second, [&](const acquire_waiter& w) { return w.identity == identity; });
+    std::erase_if(it->second, [&](const acquire_waiter& w) { return w.identity == identity; });
     it = it->second.empty() ? acquiring_.erase(it) : std::next(it);
   }
+  per_connection_.erase(identity);
+  waiting_ -= n;
   return n;
 }
 
 size_t grant_matcher::waiting_on(const std::string& identity) const {
-  size_t n = 0;
-  for (auto& [k, w] : acquiring_)
-    n += size_t(std::count_if(w.begin(), w.end(),
-                              [&](const acquire_waiter& a) { return a.identity == identity; }));
-  return n;
-}
-
-size_t grant_matcher::waiting() const {
-  size_t n = 0;
-  for (auto& [k, w] : acquiring_)
-    n += w.size();
-  return n;
+  auto it = per_connection_.find(identity);
+  return it == per_connection_.end() ? 0 : it->second;
 }
 
 } // namespace loom

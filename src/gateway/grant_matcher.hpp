@@ -63,13 +63,18 @@ public:
   /// Requests a connection has waiting.
   size_t waiting_on(const std::string& identity) const;
 
-  size_t waiting() const;
+  size_t waiting() const { return waiting_; }
   size_t kept() const { return granted_.size(); }
 
 private:
   using key = std::pair<std::string, phase_kind>;
+  /// Waiters answered or dropped leave the counts.
+  void forget(const std::vector<acquire_waiter>& answered);
+
   std::map<key, std::vector<acquire_waiter>> acquiring_;
   std::map<key, phase_grant> granted_;
+  std::map<std::string, size_t> per_connection_; // identity -> its waiting requests
+  size_t waiting_ = 0;
 };
 
 } // namespace loom

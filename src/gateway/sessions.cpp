@@ -26,10 +26,25 @@ open_outcome session_table::open(const std::string& worker_id, session s,
   if (auto it = sessions_.find(worker_id); it != sessions_.end())
     worker_of_.erase(it->second.identity);
   if (auto w = worker_of_.find(s.identity); w != worker_of_.end() && w->second != worker_id)
-    sessions_.erase(w->second); // the connection registers as another worker now
+    erase(sessions_.find(w->second)); // the connection registers as another worker now
   worker_of_[s.identity] = worker_id;
-  sessions_[worker_id] = std::move(s);
+  auto [it, fresh] = sessions_.insert_or_assign(worker_id, std::move(s));
+  if (fresh)
+    ++per_key_[it->second.key];
   return outcome;
+}
+
+size_t session_table::sessions_of_key(const std::string& key) const {
+  auto it = per_key_.find(key);
+  return it == per_key_.end() ? 0 : it->second;
+}
+
+std::map<std::string, session>::iterator
+session_table::erase(std::map<std::string, session>::iterator it) {
+  auto count = per_key_.find(it->second.key);
+  if (--count->second == 0)
+    per_key_.erase(count);
+  return sessions_.erase(it);
 }
 
 session* session_table::touch(const std::string& identity, time_point now) {
@@ -62,7 +77,7 @@ void session_table::close(const std::string& identity) {
   auto w = worker_of_.find(identity);
   if (w == worker_of_.end())
     return;
-  sessions_.erase(w->second);
+  erase(sessions_.find(w->second));
   worker_of_.erase(w);
 }
 
@@ -75,8 +90,8 @@ session_table::expire(time_point now, std::chrono::milliseconds limit) {
       continue;
     }
     worker_of_.erase(it->second.identity);
-    dead.emplace_back(it->first, std::move(it->second));
-    it = sessions_.erase(it);
+    dead.emplace_back(it->first, it->second);
+    it = erase(it);
   }
   return dead;
 }

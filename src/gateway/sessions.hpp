@@ -76,6 +76,8 @@ public:
   session* touch(const std::string& identity, time_point now);
   /// A worker's session, or nullptr.
   const session* find(const std::string& worker_id) const;
+  /// Live sessions opened with CURVE key `key` ("" in insecure mode).
+  size_t sessions_of_key(const std::string& key) const;
   /// The worker id a connection is registered as, or nullptr.
   const std::string* worker_of(const std::string& identity) const;
   /// The connection says goodbye.
@@ -97,8 +99,11 @@ public:
   std::vector<std::string> workers_of(const std::string& job) const;
 
 private:
+  std::map<std::string, session>::iterator erase(std::map<std::string, session>::iterator it);
+
   std::map<std::string, session> sessions_;        // by worker id
   std::map<std::string, std::string> worker_of_;   // identity -> worker id
+  std::map<std::string, size_t> per_key_;          // key -> live sessions
 };
 
 } // namespace loom

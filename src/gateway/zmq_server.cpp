@@ -22,6 +22,13 @@ struct zmq_server::impl {
   std::mutex mutex;
   std::deque<std::pair<std::string, std::string>> outbox;
   std::atomic<bool> stop{false};
+  std::atomic<size_t> frames_in_flight{0};
+  std::atomic<size_t> bytes_in_flight{0};
+
+  bool saturated() const {
+    return frames_in_flight.load() >= max_frames_in_flight
+           || bytes_in_flight.load() >= max_bytes_in_flight;
+  }
 
   ~impl() {
     if (wake >= 0)
@@ -100,7 +107,7 @@ struct zmq_server::impl {
   }
 
   void receive() {
-    while (true) {
+    while (!saturated()) {
       zmq::message_t id;
       if (!router.recv(id, zmq::recv_flags::dontwait))
         return;
@@ -129,6 +136,8 @@ struct zmq_server::impl {
       frame.single_part = rest.size() == 1;
       if (frame.single_part)
         frame.payload = rest[0].to_string();
+      ++frames_in_flight;
+      bytes_in_flight += frame.payload.size();
       on_frame(std::move(frame));
     }
   }
@@ -175,12 +184,14 @@ void zmq_server::serve() {
       i.router.set(zmq::sockopt::linger, 500);
       return;
     }
-    zmq::pollitem_t items[] = {{i.router.handle(), 0, ZMQ_POLLIN, 0},
+    // Saturated: the gateway catches up before the router is read again.
+    const bool saturated = i.saturated();
+    zmq::pollitem_t items[] = {{i.router.handle(), 0, short(saturated ? 0 : ZMQ_POLLIN), 0},
                                {nullptr, i.wake, ZMQ_POLLIN, 0},
                                {i.zap.handle(), 0, ZMQ_POLLIN, 0}};
     int n = i.config.insecure ? 2 : 3;
     try {
-      zmq::poll(items, size_t(n), std::chrono::milliseconds{200});
+      zmq::poll(items, size_t(n), std::chrono::milliseconds{saturated ? 1 : 200});
       if (items[1].revents & ZMQ_POLLIN)
         i.flush_outbox();
       if (n == 3 && (items[2].revents & ZMQ_POLLIN))
@@ -201,6 +212,11 @@ void zmq_server::send(std::string identity, std::string payload) {
   }
   uint64_t one = 1;
   [[maybe_unused]] auto r = ::write(impl_->wake, &one, sizeof one);
+}
+
+void zmq_server::handled(size_t bytes) {
+  --impl_->frames_in_flight;
+  impl_->bytes_in_flight -= bytes;
 }
 
 void zmq_server::stop() {

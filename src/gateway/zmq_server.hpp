@@ -26,6 +26,10 @@ namespace loom {
 /// The largest frame the ROUTER takes (ZMQ_MAXMSGSIZE); a bigger one drops its connection
 /// before it is buffered. A step of 100,000 requests is under 4 MiB.
 constexpr int64_t max_frame_bytes = int64_t{16} << 20;
+/// Frames handed to the gateway and not yet handled: past either bound the I/O thread stops
+/// reading, so a flood waits in the peers' queues and TCP, not in the gateway's mailbox.
+constexpr size_t max_frames_in_flight = 4096;
+constexpr size_t max_bytes_in_flight = size_t{64} << 20;
 
 struct zmq_server_config {
   std::string endpoint;
@@ -50,6 +54,8 @@ public:
   zmq_server& operator=(const zmq_server&) = delete;
 
   void send(std::string identity, std::string payload);
+  /// The gateway handled a frame of `bytes` payload (any thread).
+  void handled(size_t bytes);
   /// The endpoint actually bound (a tcp port 0 resolved).
   const std::string& endpoint() const { return bound_; }
 

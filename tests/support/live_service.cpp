@@ -106,11 +106,12 @@ host_memory_gb = 1024
 {}[security]
 heartbeat_ms = 200
 heartbeat_misses = 15  # 3 s: a loaded 2-core machine must not fail a live worker
-{}{}
+{}{}{}
 )",
                           port, dir / "db", options_.rollout_nodes - 1,
                           options_.training_nodes - 1,
-                          options_.fabric ? fabric_text() : "", clients_text(), options_.extra);
+                          options_.fabric ? fabric_text() : "", options_.security,
+                          clients_text(), options_.extra);
   write_file(config, text);
 }
 

@@ -23,6 +23,7 @@ struct live_options {
   double worst_s = 1;    // worst-case rollout and training of every job
   bool fabric = true;
   std::string extra{};   // more config text (e.g. a [policy.weave] table)
+  std::string security{}; // more [security] settings, one per line
 };
 
 class live_service {
