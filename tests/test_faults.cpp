@@ -8,10 +8,13 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <random>
 #include <thread>
 
 #include <boost/asio.hpp>
@@ -457,4 +460,62 @@ BOOST_AUTO_TEST_CASE(a_key_over_its_limits_is_refused_and_other_keys_keep_their_
   BOOST_CHECK(line.find("line one\\x0aline two") != std::string::npos);
   BOOST_CHECK(line.find("truncated_bytes=") != std::string::npos);
   BOOST_CHECK_LT(line.size(), 2200u);
+}
+
+namespace {
+
+/// Every job the service lists, with its state.
+std::map<std::string, std::string> listed_states(const lt::live_service& s) {
+  loom::client admin{s.keys("admin")};
+  loom::v1::Envelope list;
+  list.mutable_list_jobs();
+  auto reply = admin.call(list, std::chrono::milliseconds{10'000});
+  BOOST_REQUIRE(reply && reply->has_job_list());
+  std::map<std::string, std::string> out;
+  for (auto& j : reply->job_list().jobs())
+    out[j.job()] = j.state();
+  return out;
+}
+
+} // namespace
+
+// 100 SIGKILLs at seeded random moments while an admin client submits: every submission the
+// service answered (placed or rejected) is there after each restart, in the state it was given.
+BOOST_AUTO_TEST_CASE(a_hundred_sigkills_lose_no_answered_decision) {
+  lt::live_service s{{.rollout_nodes = 4, .training_nodes = 4, .fabric = false}};
+  std::map<std::string, std::string> answered; // job -> state its answer gave
+  std::mt19937 rng{22};
+  int next = 0;
+  size_t checked = 0;
+  for (int kill = 0; kill < 100; ++kill) {
+    auto serve = s.serve();
+    auto listed = listed_states(s);
+    for (auto& [job, state] : answered) {
+      BOOST_REQUIRE_MESSAGE(listed.count(job), job << " was answered, then lost at kill " << kill);
+      BOOST_CHECK_EQUAL(listed[job], state);
+    }
+    checked += answered.size();
+    std::atomic<bool> stop = false;
+    std::thread submitter([&] {
+      loom::client admin{s.keys("admin")};
+      while (!stop) {
+        auto job = "kill-" + std::to_string(next++);
+        loom::v1::Envelope submit;
+        submit.mutable_submit_job()->set_spec_toml(lt::read_file(s.job_file(job, 1)));
+        auto reply = admin.call(submit, std::chrono::milliseconds{500});
+        if (reply && reply->has_submit_reply())
+          answered[job] = reply->submit_reply().placement() == loom::v1::PLACEMENT_KIND_REJECTED
+                            ? "rejected"
+                            : "placed";
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds{rng() % 150});
+    serve->send_signal(SIGKILL);
+    serve->wait(lt::live_limit);
+    stop = true;
+    submitter.join();
+  }
+  BOOST_TEST_MESSAGE(answered.size() << " answered submissions, " << checked
+                                     << " checks after restarts");
+  BOOST_CHECK_GT(answered.size(), 100u);
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <google/protobuf/stubs/logging.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -42,6 +43,15 @@ protected:
   void flush_() override { std::fflush(stderr); }
 };
 
+/// libprotobuf writes its own lines to stderr, one per string field of invalid UTF-8 a peer
+/// sends (the frame is refused as malformed anyway): at debug level, through the line sink.
+void protobuf_log(google::protobuf::LogLevel level, const char* file, int line,
+                  const std::string& message) {
+  auto spd = level >= google::protobuf::LOGLEVEL_FATAL ? spdlog::level::critical
+                                                        : spdlog::level::debug;
+  spdlog::log(spd, "event=protobuf_log file={}:{} message=\"{}\"", file, line, message);
+}
+
 } // namespace
 
 void setup_logging(log_level level) {
@@ -58,6 +68,7 @@ void setup_logging(log_level level) {
   }
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
+  google::protobuf::SetLogHandler(protobuf_log);
 }
 
 } // namespace loom

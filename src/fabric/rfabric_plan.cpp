@@ -323,9 +323,9 @@ private:
           plan_.circuits.push_back(*pc);
           continue;
         }
-        auto it = std::find_if(to_lift.begin(), to_lift.end(), [&](const ocs_port& lp) {
-          return pool[pair.first].on(lp.device) > 0;
-        });
+        auto& from = pool[pair.first];
+        auto it = std::find_if(to_lift.begin(), to_lift.end(),
+                               [&](const ocs_port& lp) { return from.on(lp.device) > 0; });
         if (it == to_lift.end()) {
           n = 0;
           break;

@@ -1,6 +1,24 @@
 #include "generation/gen_proto.hpp"
 
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
 namespace loom {
+
+namespace {
+
+// A peer's numbers are taken only where they mean something: the service computes with them
+// (a KV fraction of 1e199 once overflowed the token count, found by fuzz_envelope).
+int count_of(uint32_t n) {
+  return int(std::min<uint32_t>(n, INT_MAX));
+}
+
+double non_negative(double x) {
+  return std::isfinite(x) && x > 0 ? x : 0;
+}
+
+} // namespace
 
 v1::ParallelConfig to_proto(const parallel_config& c) {
   v1::ParallelConfig out;
@@ -11,9 +29,9 @@ v1::ParallelConfig to_proto(const parallel_config& c) {
 }
 
 parallel_config from_proto(const v1::ParallelConfig& c) {
-  parallel_config out{int(std::max<uint32_t>(1, c.tp()))};
-  out.ep = int(c.ep());
-  out.ffn_gpus = int(c.ffn_gpus());
+  parallel_config out{std::max(1, count_of(c.tp()))};
+  out.ep = count_of(c.ep());
+  out.ffn_gpus = count_of(c.ffn_gpus());
   return out;
 }
 
@@ -55,11 +73,12 @@ instance_stats stats_of(const v1::GenStats& m, const std::string& engine) {
   s.epoch = m.epoch();
   for (auto& r : m.requests())
     s.requests.push_back(state_of(r));
-  s.kv_capacity_tokens = m.kv_capacity_tokens();
-  s.kv_free_tokens = int64_t(m.kv_free() * double(m.kv_capacity_tokens()));
-  s.max_batch = int(m.max_batch());
-  s.decode_rate_tps = m.decode_tokens_per_s();
-  s.preemptions = int64_t(m.preemptions());
+  s.kv_capacity_tokens = std::max<int64_t>(0, m.kv_capacity_tokens());
+  auto free = std::clamp(non_negative(m.kv_free()), 0.0, 1.0) * double(s.kv_capacity_tokens);
+  s.kv_free_tokens = free >= double(s.kv_capacity_tokens) ? s.kv_capacity_tokens : int64_t(free);
+  s.max_batch = count_of(m.max_batch());
+  s.decode_rate_tps = non_negative(m.decode_tokens_per_s());
+  s.preemptions = int64_t(std::min<uint64_t>(m.preemptions(), INT64_MAX));
   return s;
 }
 
@@ -151,9 +170,9 @@ std::optional<gen_command> command_of(const v1::Envelope& e, const std::string& 
                                                       : gen_command_kind::reshard;
     c.id = r.command();
     c.epoch = r.epoch();
-    c.config = parallel_config{int(std::max<uint32_t>(1, r.tp()))};
-    c.config.ep = int(r.ep());
-    c.config.ffn_gpus = int(r.ffn_gpus());
+    c.config = parallel_config{std::max(1, count_of(r.tp()))};
+    c.config.ep = count_of(r.ep());
+    c.config.ffn_gpus = count_of(r.ffn_gpus());
     for (auto& s : r.slots())
       c.slots.push_back(slot_of(s));
     return c;
@@ -214,7 +233,7 @@ command_ack ack_of(const v1::CommandAck& a, const std::string& engine) {
   out.engine = engine;
   out.ok = a.ok();
   out.detail = a.detail();
-  out.elapsed_s = a.elapsed_s();
+  out.elapsed_s = non_negative(a.elapsed_s());
   for (auto& r : a.released())
     out.released.push_back(state_of(r));
   return out;

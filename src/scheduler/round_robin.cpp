@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ranges>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -49,11 +48,13 @@ bool round_robin::waiting(const std::string& job, phase_kind phase) const {
                                       : phase == phase_kind::training && training_running_ != job;
 }
 
-template <class Jobs, class Turn>
-const std::string* round_robin::first_in_turn(const Jobs& jobs, Turn turn_of) const {
+template <class Jobs, class Name, class Turn>
+const std::string* round_robin::first_in_turn(const Jobs& jobs, Name name_of,
+                                              Turn turn_of) const {
   const std::string* best = nullptr;
   turn best_turn{};
-  for (auto& job : jobs) {
+  for (auto& entry : jobs) {
+    const std::string& job = name_of(entry);
     auto& m = members_.at(job);
     turn t{turn_of(m), m.position};
     if (!best || t < best_turn) {
@@ -68,12 +69,17 @@ const std::string* round_robin::next_on_node(int n) const {
   auto it = nodes_.find(n);
   if (it == nodes_.end())
     return nullptr;
-  return first_in_turn(it->second.pinned, [](const member_state& m) { return m.rollout_turn; });
+  return first_in_turn(
+    it->second.pinned, [](const std::string& job) -> const std::string& { return job; },
+    [](const member_state& m) { return m.rollout_turn; });
 }
 
 const std::string* round_robin::next_in_training() const {
-  return first_in_turn(members_ | std::views::keys,
-                       [](const member_state& m) { return m.training_turn; });
+  // A key projection, not std::views::keys: clang 14 (the fuzz build) cannot use libstdc++ 12's
+  // ranges.
+  return first_in_turn(
+    members_, [](const auto& member) -> const std::string& { return member.first; },
+    [](const member_state& m) { return m.training_turn; });
 }
 
 executor_actions round_robin::add(const group_member& m, phase_switches switches, bool staged,

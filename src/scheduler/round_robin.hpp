@@ -124,9 +124,9 @@ private:
   const std::string* next_on_node(int node) const;
   /// The member whose training is next on the pool.
   const std::string* next_in_training() const;
-  /// Of `jobs`, the one whose (turn, position) comes first.
-  template <class Jobs, class Turn>
-  const std::string* first_in_turn(const Jobs& jobs, Turn turn_of) const;
+  /// Of `jobs` (each named by `name_of`), the one whose (turn, position) comes first.
+  template <class Jobs, class Name, class Turn>
+  const std::string* first_in_turn(const Jobs& jobs, Name name_of, Turn turn_of) const;
   static std::vector<std::string> in_turn_order(std::vector<std::pair<turn, std::string>> jobs);
 
   int gpus_per_node_;
