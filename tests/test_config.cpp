@@ -2,6 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <regex>
+#include <sstream>
 #include <set>
 #include <string>
 
@@ -197,7 +199,7 @@ BOOST_AUTO_TEST_CASE(zero_gpus) {
 BOOST_AUTO_TEST_CASE(negative_cost) {
   auto text = mutate("cost_per_gpu_hour = 1.85", "cost_per_gpu_hour = -1.85");
   expect_one_error(text, line_of(text, "cost_per_gpu_hour = -1.85"),
-                   "cluster.gpus.H20.cost_per_gpu_hour", "must not be negative, got -1.85");
+                   "cluster.gpus.H20.cost_per_gpu_hour", "must be in [0, 1e+09], got -1.85");
 }
 
 BOOST_AUTO_TEST_CASE(duplicate_node_ids) {
@@ -462,3 +464,58 @@ BOOST_AUTO_TEST_CASE(check_config_rejects_with_exit_2) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+/// The conf/ file's lines, with line `at` (0-based) holding `value` for its setting.
+std::string with_value(const std::vector<std::string>& lines, size_t at, const std::string& value,
+                       const std::smatch& m) {
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i)
+    out += (i == at ? std::string{m[1]} + std::string{m[2]} + std::string{m[3]} + value
+                        + std::string{m[5]}
+                    : lines[i])
+           + "\n";
+  return out;
+}
+
+} // namespace
+
+// Every numeric setting of every bundled config, given a wrong type, a non-finite number (real
+// settings) or one past 32 bits (integer settings): an error at that line naming that key.
+BOOST_AUTO_TEST_CASE(every_numeric_setting_refuses_wrong_types_non_finite_and_wrapping_values) {
+  const std::regex setting{R"(^(\s*)([a-z_0-9]+)(\s*=\s*)(-?[0-9][0-9_.eE+-]*)(\s*(#.*)?)$)"};
+  size_t cases = 0;
+  for (auto name : {"loom.toml", "weave-testbed.toml", "rfabric-tl1.toml", "mfabric-region.toml",
+                    "opus-rails.toml"}) {
+    auto path = test::source_path(std::string{"conf/"} + name);
+    std::vector<std::string> lines;
+    std::istringstream in{test::read_file(path)};
+    for (std::string l; std::getline(in, l);)
+      lines.push_back(l);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      std::smatch m;
+      if (!std::regex_match(lines[i], m, setting))
+        continue;
+      std::string key = m[2], number = m[4];
+      bool integer = number.find_first_of(".eE") == std::string::npos;
+      std::vector<std::string> bad{"\"text\""};
+      for (auto v : integer ? std::vector<std::string>{"4294967296", "9223372036854775807"}
+                            : std::vector<std::string>{"inf", "-inf", "nan"})
+        bad.push_back(v);
+      for (auto& v : bad) {
+        auto r = parse_config(with_value(lines, i, v, m), path);
+        bool located = std::any_of(r.errors.begin(), r.errors.end(), [&](const config_error& e) {
+          return e.line == int(i + 1) && e.column > 0 && e.key.size() >= key.size()
+                 && e.key.compare(e.key.size() - key.size(), key.size(), key) == 0;
+        });
+        BOOST_CHECK_MESSAGE(!r.value && located,
+                            name << ":" << i + 1 << ": " << key << " = " << v << " gave "
+                                 << (r.errors.empty() ? "no error" : r.errors[0].to_string()));
+        ++cases;
+      }
+    }
+  }
+  BOOST_TEST_MESSAGE(cases << " broken settings");
+  BOOST_CHECK_GT(cases, 250u);
+}

@@ -303,8 +303,8 @@ std::optional<std::string> read_text_file(const std::string& path,
 }
 
 std::optional<double> positive(table_reader& r, std::string_view key, std::optional<double> v) {
-  if (v && !(*v > 0)) {
-    r.error(key, fmt::format("must be greater than 0, got {}", *v));
+  if (v && !(*v > 0 && *v <= max_real_setting)) {
+    r.error(key, fmt::format("must be in (0, {:g}], got {}", max_real_setting, *v));
     return std::nullopt;
   }
   return v;
@@ -317,8 +317,8 @@ void positive_into(table_reader& r, std::string_view key, double& field) {
 
 std::optional<double> non_negative(table_reader& r, std::string_view key,
                                    std::optional<double> v) {
-  if (v && *v < 0) {
-    r.error(key, fmt::format("must not be negative, got {}", *v));
+  if (v && !(*v >= 0 && *v <= max_real_setting)) {
+    r.error(key, fmt::format("must be in [0, {:g}], got {}", max_real_setting, *v));
     return std::nullopt;
   }
   return v;

@@ -129,6 +129,10 @@ std::optional<T> within(table_reader& r, std::string_view key, std::optional<T> 
 /// No integer setting is meant to be above this; every one fits an int or a uint32_t below it.
 constexpr int64_t max_integer_setting = 2'147'483'647;
 
+/// No real setting is meant to be above this either: durations in ms or s and sizes in GB stay
+/// far inside int64 nanoseconds and bytes, whatever they are converted to.
+constexpr double max_real_setting = 1e9;
+
 /// At least `min`; an integer also at most max_integer_setting, so that no narrowing wraps.
 template <class T>
 std::optional<T> at_least(table_reader& r, std::string_view key, std::optional<T> v, T min) {

@@ -170,7 +170,8 @@ void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope
       && st.sessions.sessions_of_key(frame.key) >= st.config.sessions_per_key) {
     st.metrics->gateway_limited("sessions").Increment();
     send_error(self, frame.identity, rid, v1::ERROR_RATE_LIMITED,
-               fmt::format("this key holds {} live sessions, its limit", st.config.sessions_per_key));
+               fmt::format("this key holds {} live sessions, its limit",
+                           st.config.sessions_per_key));
     return;
   }
   if (runs_job(*role))
