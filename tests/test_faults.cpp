@@ -46,6 +46,12 @@ public:
     }
   }
   void free_space() { std::filesystem::remove(path_ + "/filler"); }
+  /// Remounts it read-only or read-write again.
+  void remount(bool read_only) {
+    BOOST_REQUIRE(::mount(nullptr, path_.c_str(), nullptr,
+                          MS_REMOUNT | (read_only ? MS_RDONLY : 0), nullptr)
+                  == 0);
+  }
 
 private:
   std::string path_;
@@ -127,6 +133,29 @@ BOOST_AUTO_TEST_CASE(a_full_disk_makes_the_store_read_only_until_space_returns) 
   second->send_signal(SIGTERM);
   BOOST_CHECK_EQUAL(second->wait(lt::live_limit).value_or(-1), 0);
   BOOST_CHECK(!logged(*second, "Assertion"));
+}
+
+BOOST_AUTO_TEST_CASE(a_read_only_mount_starts_the_store_read_only_until_it_is_writable) {
+  lt::live_service s{{.rollout_nodes = 8, .training_nodes = 8, .fabric = false}};
+  small_disk disk{s.dir / "db", 64 << 20};
+  {
+    auto serve = s.serve();
+    BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("before", 1)}).exit_code, 0);
+    serve->send_signal(SIGTERM);
+    BOOST_REQUIRE_EQUAL(serve->wait(lt::live_limit).value_or(-1), 0);
+  }
+  disk.remount(true);
+  auto serve = s.serve();
+  BOOST_CHECK(logged(*serve, "event=store_read_only"));
+  BOOST_CHECK(!logged(*serve, "in use by another process")); // once misread as a held lock
+  BOOST_CHECK(s.admin({"jobs"}).out.find("before") != std::string::npos);
+  BOOST_CHECK_EQUAL(s.admin({"submit", s.job_file("while-read-only", 1)}).exit_code, 3);
+  disk.remount(false);
+  auto placed = submit_until(s, "after", 300, [](auto& r) { return r.exit_code == 0; });
+  BOOST_CHECK_EQUAL(placed.exit_code, 0);
+  BOOST_CHECK(logged(*serve, "event=store_writable"));
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK_EQUAL(serve->wait(lt::live_limit).value_or(-1), 0);
 }
 
 namespace {

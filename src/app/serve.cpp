@@ -369,12 +369,14 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, const serve_op
 
 namespace {
 
-/// The database read-write; on a full disk, an existing one read-only (the store takes writes
-/// again once space returns, without a restart).
+/// The database read-write; on a full disk or a read-only mount, an existing one read-only (the
+/// store takes writes again once it can, without a restart).
 caf::expected<std::unique_ptr<database>> open_storage(const std::string& path,
                                                        wal_recovery recovery) {
   auto db = database::open(path, recovery);
-  if (db || code_of(db.error()) != errc::storage_full)
+  if (db
+      || (code_of(db.error()) != errc::storage_full
+          && code_of(db.error()) != errc::storage_read_only))
     return db;
   auto ro = database::open_read_only(path, message_of(db.error()));
   if (!ro)

@@ -23,8 +23,10 @@ std::string mark_path(const std::string& dir) {
 }
 
 caf::error io_error(const std::string& what, const std::string& path, int err) {
-  return make_error(err == ENOSPC || err == EDQUOT ? errc::storage_full : errc::storage_failure,
-                    fmt::format("cannot {} {}: {}", what, path, std::strerror(err)));
+  auto code = err == ENOSPC || err == EDQUOT ? errc::storage_full
+              : err == EROFS || err == EACCES ? errc::storage_read_only
+                                              : errc::storage_failure;
+  return make_error(code, fmt::format("cannot {} {}: {}", what, path, std::strerror(err)));
 }
 
 } // namespace

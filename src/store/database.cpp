@@ -19,6 +19,12 @@ namespace {
 
 caf::error to_error(const rocksdb::Status& st, const std::string& path, std::string_view what) {
   auto text = st.ToString();
+  // A read-only mount or directory fails the LOCK file first: not another process.
+  if (st.IsIOError()
+      && (text.find("Read-only file system") != std::string::npos
+          || text.find("Permission denied") != std::string::npos))
+    return make_error(errc::storage_read_only,
+                      fmt::format("database {} cannot be written ({})", path, text));
   if (st.IsIOError() && text.find("lock") != std::string::npos)
     return make_error(errc::storage_locked,
                       fmt::format("database {} is in use by another process ({})", path, text));
