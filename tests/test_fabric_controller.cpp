@@ -249,9 +249,10 @@ BOOST_AUTO_TEST_CASE(a_polled_alarm_masks_the_port_and_its_owner_replans_at_its_
                                            std::string{"job-a"}, stage_boundary);
   BOOST_CHECK_EQUAL(moved.value->outcome, fabric_outcome::committed);
   BOOST_CHECK_EQUAL(moved.value->circuits, 3u);
-  for (auto& x : *ask_polled<std::vector<cross_connect>>(f.drv, now, f.ocs.at("agg0"),
-                                                         get_atom::value)
-                    .value)
+  // Held by name: a range-for over a member of a temporary outlives it (ASan found it).
+  auto table = ask_polled<std::vector<cross_connect>>(f.drv, now, f.ocs.at("agg0"),
+                                                      get_atom::value);
+  for (auto& x : *table.value)
     BOOST_CHECK(x.in != failed && x.out != failed + f.model.devices[0].ports);
 }
 

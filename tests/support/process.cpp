@@ -22,6 +22,15 @@
 
 namespace loom::test {
 
+std::chrono::milliseconds scaled(std::chrono::milliseconds limit) {
+  static const double scale = [] {
+    auto* s = std::getenv("LOOM_TEST_TIME_SCALE");
+    double v = s ? std::atof(s) : 1.0;
+    return v >= 1 ? v : 1.0;
+  }();
+  return std::chrono::milliseconds{int64_t(double(limit.count()) * scale)};
+}
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -123,7 +132,7 @@ child_process::read_until(bool from_stderr, const std::function<bool(const std::
                           std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lock{mutex_};
   auto& s = from_stderr ? err_ : out_;
-  auto deadline = clock_type::now() + limit;
+  auto deadline = clock_type::now() + scaled(limit);
   for (;;) {
     while (s.consumed < s.lines.size()) {
       auto line = s.lines[s.consumed++];
@@ -138,7 +147,7 @@ child_process::read_until(bool from_stderr, const std::function<bool(const std::
 
 void child_process::drain(std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lock{mutex_};
-  changed_.wait_for(lock, limit, [&] { return !out_.open && !err_.open; });
+  changed_.wait_for(lock, scaled(limit), [&] { return !out_.open && !err_.open; });
 }
 
 void child_process::send_signal(int sig) {
@@ -146,7 +155,7 @@ void child_process::send_signal(int sig) {
 }
 
 std::optional<int> child_process::wait(std::chrono::milliseconds limit) {
-  auto deadline = clock_type::now() + limit;
+  auto deadline = clock_type::now() + scaled(limit);
   while (!reaped_) {
     auto r = waitpid(pid_, &status_, WNOHANG);
     if (r == pid_) {

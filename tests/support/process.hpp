@@ -16,6 +16,10 @@
 
 namespace loom::test {
 
+/// `limit` times LOOM_TEST_TIME_SCALE (default 1): a sanitized, unoptimized build runs the
+/// same processes several times slower (scripts/test --sanitize sets 4).
+std::chrono::milliseconds scaled(std::chrono::milliseconds limit);
+
 class child_process {
 public:
   /// Starts argv[0] with the given arguments; stdout and stderr are captured by a thread of
