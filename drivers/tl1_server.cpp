@@ -213,8 +213,10 @@ void accept(tcp::acceptor& acceptor, asio::steady_timer& backoff, emulator_state
 } // namespace
 
 int run_ocs_emulator(const ocs_emulator_options& options) {
-  asio::io_context io{1};
+  // Declared before the io_context: its destructor destroys pending handlers, whose sessions
+  // still count themselves out of the state.
   emulator_state state{options};
+  asio::io_context io{1};
   tcp::acceptor acceptor{io};
   boost::system::error_code ec;
   tcp::endpoint ep{asio::ip::make_address(options.bind, ec), options.port};
