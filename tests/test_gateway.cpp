@@ -446,6 +446,68 @@ BOOST_AUTO_TEST_CASE(unknown_keys_get_nothing_and_bad_frames_get_typed_errors) {
   BOOST_CHECK(serve->wait(lt::live_limit));
 }
 
+/// A ROUTER socket playing a service that stops under a release: the release's STOPPING answer
+/// (which may cross the ServiceStopping notice) sends the client to the next service with the
+/// release, instead of failing the worker. Deterministic, unlike a SIGTERM race.
+BOOST_AUTO_TEST_CASE(a_release_answered_stopping_goes_again_to_the_next_service) {
+  zmq::context_t ctx;
+  zmq::socket_t service{ctx, zmq::socket_type::router};
+  service.set(zmq::sockopt::rcvtimeo, 10000);
+  service.bind("tcp://127.0.0.1:*");
+  zmq::message_t peer;
+  auto next = [&] { // the next envelope that is not a heartbeat, within 10 s
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    for (;;) {
+      BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
+                            "the client sent nothing but heartbeats for 10 s");
+      zmq::message_t id, body;
+      BOOST_REQUIRE(service.recv(id) && service.recv(body));
+      peer.copy(id);
+      v1::Envelope e;
+      BOOST_REQUIRE(e.ParseFromArray(body.data(), int(body.size())));
+      if (!e.has_heartbeat())
+        return e;
+    }
+  };
+  auto answer = [&](v1::Envelope e, uint64_t request_id) {
+    e.set_version(1);
+    e.set_request_id(request_id);
+    zmq::message_t id;
+    id.copy(peer);
+    service.send(id, zmq::send_flags::sndmore);
+    service.send(zmq::buffer(e.SerializeAsString()), zmq::send_flags::none);
+  };
+  v1::Envelope registered;
+  registered.mutable_registered()->set_heartbeat_ms(1000);
+  client_options o;
+  o.endpoint = service.get(zmq::sockopt::last_endpoint);
+  client c{o};
+  auto reg = std::async(std::launch::async, [&] { return c.register_worker("driver", "w", "j"); });
+  auto first_register = next();
+  BOOST_REQUIRE(first_register.has_register_());
+  answer(registered, first_register.request_id());
+  BOOST_REQUIRE(reg.get().value_or(v1::Envelope{}).has_registered());
+  auto released = std::async(std::launch::async, [&] { return c.release("j", "rollout", 2.5); });
+  auto release = next();
+  BOOST_REQUIRE(release.has_phase_release());
+  v1::Envelope stopping;
+  stopping.mutable_error()->set_code(v1::ERROR_STOPPING);
+  stopping.mutable_error()->set_message("the service is stopping");
+  answer(stopping, release.request_id());
+  auto again = next();
+  BOOST_REQUIRE_MESSAGE(again.has_register_(), again.DebugString());
+  answer(registered, again.request_id());
+  auto resent = next();
+  BOOST_REQUIRE_MESSAGE(resent.has_phase_release(), resent.DebugString());
+  BOOST_CHECK_EQUAL(resent.phase_release().job(), "j");
+  BOOST_CHECK_EQUAL(resent.phase_release().solo_s(), 2.5);
+  v1::Envelope ok;
+  ok.mutable_ok();
+  answer(ok, resent.request_id());
+  auto error = released.get();
+  BOOST_CHECK_MESSAGE(!error, error->message);
+}
+
 BOOST_AUTO_TEST_CASE(a_collective_shim_announces_an_intent_and_the_fabric_commits_it) {
   lt::live_service s;
   auto serve = s.serve();

@@ -343,7 +343,7 @@ class Client:
                     self._outbox.append(entry[0].SerializeToString())
             return
         code = env.error.code if env.WhichOneof("body") == "error" else pb.ERROR_INTERNAL
-        if code in (pb.ERROR_UNAVAILABLE, pb.ERROR_CONFLICT):
+        if code in (pb.ERROR_STOPPING, pb.ERROR_UNAVAILABLE, pb.ERROR_CONFLICT):
             self._register_at = time.monotonic() + _REGISTER_RETRY_S
             return
         self._fatal = (code, env.error.message or "registration refused")
@@ -362,11 +362,12 @@ class Client:
             entry = self._pending.get(rid) if rid else None
             body = env.WhichOneof("body")
             sent_again = entry is not None and entry[0].WhichOneof("body") in _SENT_AGAIN
-            is_acquire = entry is not None and entry[0].WhichOneof("body") == "phase_acquire"
             lost = (self._registration is not None and body == "error"
                     and env.error.code == pb.ERROR_NOT_REGISTERED)
+            # Any request answered STOPPING (it may cross the ServiceStopping notice) is sent
+            # again to the next service if it can be; otherwise that answer is its reply.
             stopping = body == "service_stopping" or (
-                is_acquire and body == "error" and env.error.code == pb.ERROR_UNAVAILABLE)
+                body == "error" and env.error.code == pb.ERROR_STOPPING)
             if lost or stopping:
                 self._lose_session()
                 if entry is not None and not sent_again and entry[1] is None:

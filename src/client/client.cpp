@@ -256,7 +256,8 @@ struct client::impl {
       return;
     }
     auto code = e.has_error() ? e.error().code() : v1::ERROR_INTERNAL;
-    if (code == v1::ERROR_UNAVAILABLE || code == v1::ERROR_CONFLICT) {
+    if (code == v1::ERROR_STOPPING || code == v1::ERROR_UNAVAILABLE
+        || code == v1::ERROR_CONFLICT) {
       register_at = clock_type::now() + register_retry; // the next service, or the old session
       return;
     }
@@ -280,8 +281,9 @@ struct client::impl {
       return std::nullopt;
     }
     auto it = rid ? pending.find(rid) : pending.end();
-    const bool stopping_answer = it != pending.end() && it->second.request.has_phase_acquire()
-                                 && e.has_error() && e.error().code() == v1::ERROR_UNAVAILABLE;
+    // Any request answered STOPPING (it may cross the ServiceStopping notice) is sent again to
+    // the next service if it can be; otherwise that answer is its reply.
+    const bool stopping_answer = e.has_error() && e.error().code() == v1::ERROR_STOPPING;
     if (loses_session(e) || e.has_service_stopping() || stopping_answer) {
       lose_session();
       if (it != pending.end() && !sent_again(it->second.request) && !it->second.reply)

@@ -234,7 +234,7 @@ void handle_frame(self_ptr self, const wire_frame& frame) {
   }
   if (st.stopping) {
     if (env.request_id() != 0)
-      send_error(self, frame.identity, env.request_id(), v1::ERROR_UNAVAILABLE,
+      send_error(self, frame.identity, env.request_id(), v1::ERROR_STOPPING,
                  "the service is stopping: register again with the next one");
     return;
   }
@@ -281,7 +281,7 @@ ok_atom stopping(self_ptr self) {
   auto& st = self->state;
   st.stopping = true;
   for (auto& w : st.grants.drop_all())
-    send_error(self, w.identity, w.request_id, v1::ERROR_UNAVAILABLE,
+    send_error(self, w.identity, w.request_id, v1::ERROR_STOPPING,
                "the service is stopping: register again with the next one");
   auto sessions = st.sessions.identities();
   for (auto& identity : sessions) {
