@@ -311,9 +311,12 @@ CAF_TEST(intent_materialise_apply_persist_answer) {
   expect((intent_atom, fabric_intent, commit_window), from(self).to(ctl).with(intent_atom::value, _, _));
   // Every touched device gets its diff; each confirms after its switching latency.
   std::vector<emulated_ocs_actor> touched;
-  for (auto& [id, dev] : devices)
+  // CAF's allow() expands to a lambda, and clang 14 cannot capture a structured binding.
+  for (auto& device : devices) {
+    auto& dev = device.second;
     if (allow((apply_atom, xc_diff), from(ctl).to(dev).with(apply_atom::value, _)))
       touched.push_back(dev);
+  }
   CAF_REQUIRE_EQUAL(touched.size(), devices.size());
   // 25 ms of switching, well inside the controller's apply timeout.
   CAF_CHECK_EQUAL(advance_time(std::chrono::milliseconds{25}), touched.size());

@@ -149,8 +149,9 @@ void restore_failed_nodes(scheduler_ptr self, const std::map<std::string, std::s
 
 void isolate_failed_nodes(scheduler_ptr self) {
   for (auto& [node, reason] : self->state.failed_nodes)
-    isolate(self, node, reason, [node](const node_outcome& o) {
-      spdlog::warn("event=node_out_of_service node={} failed_jobs={} owners_replanning={}", node,
+    // An init-capture: clang 14 cannot capture a structured binding.
+    isolate(self, node, reason, [name = node](const node_outcome& o) {
+      spdlog::warn("event=node_out_of_service node={} failed_jobs={} owners_replanning={}", name,
                    o.failed_jobs.size(), o.replanning.size());
     });
 }
