@@ -505,7 +505,7 @@ BOOST_AUTO_TEST_CASE(a_release_answered_stopping_goes_again_to_the_next_service)
   ok.mutable_ok();
   answer(ok, resent.request_id());
   auto error = released.get();
-  BOOST_CHECK_MESSAGE(!error, error->message);
+  BOOST_CHECK_MESSAGE(!error, (error ? error->message : ""));
 }
 
 BOOST_AUTO_TEST_CASE(a_collective_shim_announces_an_intent_and_the_fabric_commits_it) {
