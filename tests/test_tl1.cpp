@@ -309,18 +309,22 @@ std::string rfabric_tl1_config(const lt::temp_dir& dir, const std::string& pod0,
   return path;
 }
 
-/// Starts serve on `config`, waits until it has probed both switches, stops it; its log.
+/// Starts serve on `config`, waits until it has probed both switches and is ready (in either
+/// order: a slow build logs ready later), stops it; its log.
 std::string probe_log(const std::string& config) {
   lt::child_process serve{{lt::loom_binary(), "serve", "-c", config}};
   int probed = 0;
+  bool ready = false;
   auto done = serve.read_until(
     true,
     [&](const std::string& l) {
       probed += l.find("event=ocs_probe") != std::string::npos;
-      return probed == 2;
+      ready = ready || l.find("event=serve_ready") != std::string::npos;
+      return probed == 2 && ready;
     },
     30s);
-  BOOST_CHECK_MESSAGE(done, "serve did not probe both switches:\n" << serve.stderr_text());
+  BOOST_CHECK_MESSAGE(done, "serve did not probe both switches and start:\n"
+                              << serve.stderr_text());
   serve.send_signal(SIGTERM);
   auto status = serve.wait(30s);
   BOOST_CHECK(status && *status == 0);
