@@ -2,7 +2,9 @@
 """Every bundled scenario's report.html, opened in headless Chromium: each chart drew (a
 canvas with pixels) and the page logged no error. The page checks itself (report_page.html's
 self-check sets data-charts, data-drawn, data-errors on <body>); this reads the rendered DOM.
+Two scenarios at a time: the replays are most of the suite's longest test.
    report_browser.py LOOM_BINARY SCENARIOS_DIR [--screenshots DIR]"""
+import concurrent.futures
 import os
 import re
 import shutil
@@ -26,26 +28,26 @@ def check(loom, scenario, work, shots):
     r = subprocess.run([loom, "replay", scenario, "--out", out], capture_output=True, text=True,
                        timeout=600)
     if r.returncode != 0:
-        return f"{name}: replay exited {r.returncode}: {r.stderr.strip()}"
+        return None, f"{name}: replay exited {r.returncode}: {r.stderr.strip()}"
     page = "file://" + os.path.join(out, "report.html")
-    profile = os.path.join(work, "profile")
+    profile = os.path.join(work, name + "-profile")  # one Chromium per profile at a time
     dom = chromium(["--dump-dom", page], profile)
     body = re.search(r"<body([^>]*)>", dom.stdout)
     if not body:
-        return f"{name}: no rendered <body> (chromium exit {dom.returncode}): {dom.stderr[-500:]}"
+        return None, (f"{name}: no rendered <body> (chromium exit {dom.returncode}): "
+                      f"{dom.stderr[-500:]}")
     attrs = dict(re.findall(r'data-(\w+)="([^"]*)"', body.group(1)))
     selfcheck = re.search(r'id="loom-selfcheck">([^<]*)<', dom.stdout)
     detail = selfcheck.group(1) if selfcheck else "no self-check"
     charts, drawn = int(attrs.get("charts", -1)), int(attrs.get("drawn", -1))
     if charts <= 0 or drawn != charts or attrs.get("errors") != "0":
-        return f"{name}: charts={charts} drawn={drawn} errors={attrs.get('errors')}: {detail}"
+        return None, f"{name}: charts={charts} drawn={drawn} errors={attrs.get('errors')}: {detail}"
     if "Uncaught" in dom.stderr:
-        return f"{name}: {dom.stderr[-500:]}"
+        return None, f"{name}: {dom.stderr[-500:]}"
     if shots:
         chromium([f"--screenshot={os.path.join(shots, name + '.png')}", "--window-size=1400,2400",
                   page], profile)
-    print(f"{name}: {charts} charts drawn, no errors")
-    return None
+    return f"{name}: {charts} charts drawn, no errors", None
 
 
 def main():
@@ -54,13 +56,16 @@ def main():
     if not os.path.exists(CHROMIUM):
         print("chromium is not installed: scripts/bootstrap installs it", file=sys.stderr)
         return 1
+    files = [os.path.join(scenarios, f) for f in sorted(os.listdir(scenarios))
+             if f.endswith(".toml")]
     failures = []
-    with tempfile.TemporaryDirectory(prefix="loom-report-") as work:
-        for f in sorted(os.listdir(scenarios)):
-            if f.endswith(".toml"):
-                problem = check(loom, os.path.join(scenarios, f), work, shots)
-                if problem:
-                    failures.append(problem)
+    with tempfile.TemporaryDirectory(prefix="loom-report-") as work, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        for passed, problem in pool.map(lambda f: check(loom, f, work, shots), files):
+            if passed:
+                print(passed, flush=True)
+            else:
+                failures.append(problem)
     for p in failures:
         print("FAIL " + p, file=sys.stderr)
     return 1 if failures else 0
