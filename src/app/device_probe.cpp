@@ -10,7 +10,9 @@ namespace loom {
 
 namespace {
 
-void report(const ocs_device& dev, const driver_health& h) {
+/// `found`: the cross-connects the read-back returned, before the fabric controller repairs
+/// the device (it may have by the time the geometry comes back).
+void report(const ocs_device& dev, const driver_health& h, size_t found) {
   const auto expected = uint32_t(dev.ports);
   if (h.inputs != expected || h.outputs != expected) {
     spdlog::warn("event=ocs_probe_mismatch device={} address={} size={}x{} expected={}x{} "
@@ -20,7 +22,7 @@ void report(const ocs_device& dev, const driver_health& h) {
     return;
   }
   spdlog::info("event=ocs_probe device={} address={} size={}x{} cross_connects={}", dev.id,
-               dev.address, h.inputs, h.outputs, h.cross_connects);
+               dev.address, h.inputs, h.outputs, found);
 }
 
 } // namespace
@@ -40,9 +42,10 @@ void probe_devices(caf::actor_system& sys, const std::vector<ocs_device>& device
       };
       self->request(d, patience, get_atom::value)
         .then(
-          [self, dev, patience, d, failed](const std::vector<cross_connect>&) {
+          [self, dev, patience, d, failed](const std::vector<cross_connect>& found) {
             self->request(d, patience, health_atom::value)
-              .then([dev](const driver_health& h) { report(dev, h); }, failed);
+              .then([dev, n = found.size()](const driver_health& h) { report(dev, h, n); },
+                    failed);
           },
           failed);
     });
