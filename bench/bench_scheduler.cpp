@@ -18,15 +18,18 @@ loom::rl_job random_job(std::mt19937_64& rng, int i) {
                       train(rng), 0};
 }
 
+/// range(1): the admission bound (0 worst_case_schedule, 1 any_realization).
 void BM_place_job(benchmark::State& state) {
   const int jobs = static_cast<int>(state.range(0));
+  const auto bound = state.range(1) ? loom::slo_bound::any_realization
+                                    : loom::slo_bound::worst_case_schedule;
   std::vector<loom::pool_node> roll;
   std::vector<loom::pool_node> train;
   for (int i = 0; i < 4096; ++i) {
     roll.push_back({"r" + std::to_string(i), 8, 2048, 8 * 1.85});
     train.push_back({"t" + std::to_string(i), 8, 2048, 8 * 5.28});
   }
-  loom::placement_engine engine{roll, train, 4};
+  loom::placement_engine engine{roll, train, 4, 0.0, bound};
   std::mt19937_64 rng{42};
   for (int i = 0; i < jobs; ++i) {
     auto j = random_job(rng, i);
@@ -37,7 +40,9 @@ void BM_place_job(benchmark::State& state) {
     benchmark::DoNotOptimize(engine.place(arriving));
   state.counters["groups"] = static_cast<double>(engine.groups().size());
 }
-BENCHMARK(BM_place_job)->Arg(5)->Arg(100)->Arg(500)->Arg(1000)->Arg(2000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_place_job)
+  ->ArgsProduct({{5, 100, 500, 1000, 2000}, {0, 1}})
+  ->Unit(benchmark::kMicrosecond);
 
 } // namespace
 

@@ -42,11 +42,11 @@ std::string toml_weave_policy(const weave_policy& p) {
                      "default_slo = {}\nwarm_start_gbps_per_gpu = {}\ncold_start_init_s = {}\n"
                      "cold_start_gbps = {}\ntail_migration_cost_s = {}\n"
                      "topology_aware_sync = {}\nintra_cluster_gbps = {}\noverrun_factor = {}\n"
-                     "stuck_factor = {}\n",
+                     "stuck_factor = {}\nadmission_bound = \"{}\"\n",
                      p.tail_migration_threshold, p.max_group_size, p.default_slo,
                      p.warm_start_gbps_per_gpu, p.cold_start_init_s, p.cold_start_gbps,
                      p.tail_migration_cost_s, p.topology_aware_sync, p.intra_cluster_gbps,
-                     p.overrun_factor, p.stuck_factor);
+                     p.overrun_factor, p.stuck_factor, p.admission_bound);
 }
 
 /// Every job's last state ended it, and no arrival, crash or resubmission is still due.
@@ -87,7 +87,7 @@ caf::error drive_workload(const weave_scenario& sc, const drive_options& o,
   caf::actor_system sys{cfg};
   ctx->origin = sys.clock().now().time_since_epoch();
   auto ledger = std::make_shared<sim_ledger>();
-  auto frameworks = sys.spawn(sim_frameworks, sc.config, sc.jobs, sc.lengths, sc.seed, ledger,
+  auto frameworks = sys.spawn(sim_frameworks, sc.config, sc.jobs, length_draws_of(sc), ledger,
                               o.time_scale);
   auto scheduler = sys.spawn(wire_scheduler, ctx, frameworks);
   caf::anon_send(frameworks, connect_atom::value,

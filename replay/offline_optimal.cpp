@@ -27,11 +27,13 @@ bool next_partition(std::vector<int>& a) {
 } // namespace
 
 offline_optimum::offline_optimum(pool_node rollout_node, pool_node training_node,
-                                 int max_group_size, double tail_migration_cost_s)
+                                 int max_group_size, double tail_migration_cost_s,
+                                 slo_bound bound)
   : rollout_node_(std::move(rollout_node)),
     training_node_(std::move(training_node)),
     max_group_size_(max_group_size),
-    tail_migration_cost_s_(tail_migration_cost_s) {}
+    tail_migration_cost_s_(tail_migration_cost_s),
+    bound_(bound) {}
 
 bool offline_optimum::partition_meets_slos(const std::vector<const rl_job*>& jobs,
                                            const std::vector<int>& bin,
@@ -49,7 +51,14 @@ bool offline_optimum::partition_meets_slos(const std::vector<const rl_job*>& job
     members.push_back(plan_member(*jobs[i], std::move(nodes), group_training_gpus, n > 1,
                                   tail_migration_cost_s_));
   }
+  // Regrouped from scratch, nobody joins a running group: the steady state, and under
+  // any_realization every single iteration.
   auto times = meta_iteration_times(members);
+  if (bound_ == slo_bound::any_realization) {
+    auto bounds = iteration_bounds(members);
+    for (size_t i = 0; i < n; ++i)
+      times[i] = std::max(times[i], bounds[i]);
+  }
   for (size_t i = 0; i < n; ++i)
     if (times[i] > jobs[i]->slo * jobs[i]->solo_s() * (1 + 1e-12))
       return false;

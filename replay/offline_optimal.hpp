@@ -20,7 +20,7 @@ public:
   /// Homogeneous pools: one rollout and one training node type. `tail_migration_cost_s` as
   /// for placement_engine.
   offline_optimum(pool_node rollout_node, pool_node training_node, int max_group_size,
-                  double tail_migration_cost_s);
+                  double tail_migration_cost_s, slo_bound bound = slo_bound::worst_case_schedule);
 
   static constexpr size_t max_jobs = 14;
 
@@ -44,6 +44,7 @@ private:
   pool_node training_node_;
   int max_group_size_;
   double tail_migration_cost_s_;
+  slo_bound bound_;
   std::map<std::string, std::optional<double>> memo_; // by the members' ids
 };
 

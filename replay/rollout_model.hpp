@@ -7,6 +7,7 @@
 // the draw depends only on (seed, job, iteration), so every policy replays the same work.
 
 #include <cstdint>
+#include <vector>
 
 namespace loom::replay {
 
@@ -31,9 +32,38 @@ struct realized_iteration {
 /// Fraction of worst-case training time spent regardless of generated tokens.
 constexpr double fixed_training_fraction = 0.3;
 
-realized_iteration sample_iteration(double worst_rollout_s, double worst_training_s,
-                                    const response_lengths& lengths, double tail_threshold,
-                                    drift_template drift, double progress, uint64_t seed,
-                                    uint64_t job, uint64_t iteration);
+/// One iteration's batch of response lengths, as fractions of the maximum: the longest, the
+/// one at the tail threshold, and the mean.
+struct length_draw {
+  double longest = 0;
+  double tail = 0;
+  double mean = 0;
+};
+
+/// The batch of iteration `iteration` of job `job` under `seed`: one independent stream per
+/// (seed, job, iteration), whichever order policies ask in.
+length_draw draw_lengths(const response_lengths& lengths, double tail_threshold, uint64_t seed,
+                         uint64_t job, uint64_t iteration);
+
+/// What the drawn batch costs a job whose worst case is (rollout, training), drifted to
+/// `progress` of its lifetime.
+realized_iteration realize(double worst_rollout_s, double worst_training_s, const length_draw& d,
+                           drift_template drift, double progress);
+
+/// draw_lengths() remembered for one replay: every policy of a scenario runs the same
+/// iterations, so each batch is drawn once and served to the others.
+class length_draws {
+public:
+  length_draws(response_lengths lengths, double tail_threshold, uint64_t seed)
+      : lengths_{lengths}, tail_threshold_{tail_threshold}, seed_{seed} {}
+
+  const length_draw& get(uint64_t job, uint64_t iteration);
+
+private:
+  response_lengths lengths_;
+  double tail_threshold_;
+  uint64_t seed_;
+  std::vector<std::vector<length_draw>> by_job_; // [job][iteration]; longest < 0: not drawn
+};
 
 } // namespace loom::replay

@@ -150,9 +150,8 @@ void start_rollout(sim_ptr self, const phase_grant& g, job_run& r) {
   auto& st = self->state;
   const auto& a = spec_of(self, r);
   const double progress = a.job.iterations > 0 ? double(r.done) / double(a.job.iterations) : 0.0;
-  r.draw = sample_iteration(a.job.rollout_s, a.job.training_s, st.lengths,
-                            st.config.policy.weave.tail_migration_threshold, a.drift, progress,
-                            st.seed, r.index, uint64_t(r.done));
+  r.draw = realize(a.job.rollout_s, a.job.training_s, st.draws->get(r.index, uint64_t(r.done)),
+                   a.drift, progress);
   r.progress = 0;
   r.pause_s = g.switch_s;
   r.need = a.job.rollout_gpus;
@@ -261,14 +260,14 @@ void woken(sim_ptr self, const std::string& job, uint64_t version) {
 
 simulated_frameworks_actor::behavior_type
 sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state> self,
-               loom::config config, std::vector<job_arrival> jobs, response_lengths lengths,
-               uint64_t seed, std::shared_ptr<sim_ledger> ledger, double time_scale) {
+               loom::config config, std::vector<job_arrival> jobs,
+               std::shared_ptr<length_draws> draws, std::shared_ptr<sim_ledger> ledger,
+               double time_scale) {
   auto& st = self->state;
   st.time_scale = time_scale;
   st.config = std::move(config);
   st.jobs = std::move(jobs);
-  st.lengths = lengths;
-  st.seed = seed;
+  st.draws = std::move(draws);
   st.ledger = std::move(ledger);
   for (size_t i = 0; i < st.jobs.size(); ++i) {
     auto& a = st.jobs[i];

@@ -83,8 +83,7 @@ struct sim_frameworks_state {
   loom::config config;
   bool topology_aware_sync = true;
   std::vector<job_arrival> jobs;
-  response_lengths lengths;
-  uint64_t seed = 0;
+  std::shared_ptr<length_draws> draws; // each iteration's response lengths
   double time_scale = 1; // simulated seconds per actor-clock second
   std::map<std::string, job_run> runs;
   cluster_scheduler_actor scheduler; // from connect_atom: it needs this actor as its worker
@@ -96,7 +95,8 @@ struct sim_frameworks_state {
 /// virtual clock: 1; a live drive compresses real time).
 simulated_frameworks_actor::behavior_type
 sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state> self,
-               loom::config config, std::vector<job_arrival> jobs, response_lengths lengths,
-               uint64_t seed, std::shared_ptr<sim_ledger> ledger, double time_scale);
+               loom::config config, std::vector<job_arrival> jobs,
+               std::shared_ptr<length_draws> draws, std::shared_ptr<sim_ledger> ledger,
+               double time_scale);
 
 } // namespace loom::replay

@@ -18,8 +18,8 @@ namespace {
 
 /// One job co-located on `gpus` training-pool GPUs from its arrival: its iterations (appended)
 /// and the GPU seconds they keep busy; returns when it ends.
-double colocate_job(const weave_scenario& sc, size_t i, int gpus, double slow,
-                    std::vector<iteration_record>& iterations, double& busy) {
+double colocate_job(const weave_scenario& sc, length_draws& draws, size_t i, int gpus,
+                    double slow, std::vector<iteration_record>& iterations, double& busy) {
   const auto& a = sc.jobs[i];
   const auto& j = a.job;
   const auto& policy = sc.config.policy.weave;
@@ -31,9 +31,8 @@ double colocate_job(const weave_scenario& sc, size_t i, int gpus, double slow,
   derive_phase_costs(planned, sc.config.cluster, policy);
   double t = a.arrival_s;
   for (int64_t k = 0; k < j.iterations; ++k) {
-    auto draw = sample_iteration(j.rollout_s, j.training_s, sc.lengths,
-                                 policy.tail_migration_threshold, a.drift,
-                                 double(k) / double(j.iterations), sc.seed, i, uint64_t(k));
+    auto draw = realize(j.rollout_s, j.training_s, draws.get(i, uint64_t(k)), a.drift,
+                        double(k) / double(j.iterations));
     const double work = draw.rollout_s * slow + draw.training_s * j.training_gpus / gpus;
     const double d = work + swap + reshard;
     busy += work * gpus;
@@ -46,7 +45,7 @@ double colocate_job(const weave_scenario& sc, size_t i, int gpus, double slow,
 
 } // namespace
 
-ordered_json run_colocated(const weave_scenario& sc, double start) {
+ordered_json run_colocated(const weave_scenario& sc, length_draws& draws, double start) {
   const auto& c = sc.config.cluster;
   const auto& tnode = c.training.front();
   const gpu_spec* tgpu = c.find_gpu(tnode.gpu);
@@ -60,7 +59,7 @@ ordered_json run_colocated(const weave_scenario& sc, double start) {
     const auto& j = sc.jobs[i].job;
     const int gpus = ((std::max(j.rollout_gpus, j.training_gpus) + tnode.gpus - 1) / tnode.gpus)
                      * tnode.gpus;
-    double end = colocate_job(sc, i, gpus, slow, iterations, busy);
+    double end = colocate_job(sc, draws, i, gpus, slow, iterations, busy);
     deltas.emplace_back(sc.jobs[i].arrival_s, gpus);
     deltas.emplace_back(end, -gpus);
   }
@@ -107,7 +106,8 @@ ordered_json run_optimal(const weave_scenario& sc, const std::vector<cluster_rec
   };
   offline_optimum opt{node_of(c.rollout.front()), node_of(c.training.front()),
                       sc.config.policy.weave.max_group_size,
-                      sc.migrate_tails ? sc.config.policy.weave.tail_migration_cost_s : 0.0};
+                      sc.migrate_tails ? sc.config.policy.weave.tail_migration_cost_s : 0.0,
+                      sc.config.policy.weave.admission_bound};
   auto specs = planned_jobs(sc);
   std::map<std::string, rl_job> active;
   std::vector<std::pair<double, double>> cost;

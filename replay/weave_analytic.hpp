@@ -12,7 +12,7 @@ namespace loom::replay {
 /// Every phase of a job on its own training-pool nodes, rollout slowed by the HBM bandwidth
 /// ratio (decode is memory-bound), a warm engine swap on both phase switches, weights
 /// resharded locally instead of synced across the link.
-ordered_json run_colocated(const weave_scenario& sc, double start);
+ordered_json run_colocated(const weave_scenario& sc, length_draws& draws, double start);
 
 /// The offline optimum over the same active job sets as weave's run (its cluster records).
 ordered_json run_optimal(const weave_scenario& sc, const std::vector<cluster_record>& weave_run,

@@ -1,6 +1,7 @@
 #include "replay/weave_replay.hpp"
 
 #include <caf/all.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "replay/baselines.hpp"
 #include "replay/driver.hpp"
 #include "replay/report.hpp"
+#include "replay/seed_spread.hpp"
 #include "replay/sim_frameworks.hpp"
 #include "replay/weave_analytic.hpp"
 #include "replay/weave_figures.hpp"
@@ -61,6 +63,7 @@ placement_chooser chooser_for(const std::string& policy, uint64_t seed) {
 /// wires them: the scheduler works through the worker edge (here the simulated frameworks),
 /// which is connected to the scheduler before anything arrives.
 caf::expected<policy_log> run_policy(const weave_scenario& sc, const std::string& policy,
+                                     std::shared_ptr<length_draws> draws,
                                      const std::string& store_dir) {
   auto db = open_scratch_store(store_dir);
   if (!db)
@@ -73,8 +76,7 @@ caf::expected<policy_log> run_policy(const weave_scenario& sc, const std::string
     auto metrics = std::make_shared<service_metrics>();
     auto store_handle = sys.spawn(store, std::shared_ptr<database>{std::move(*db)}, metrics);
     auto observer = sys.spawn(recorder, log);
-    auto frameworks = sys.spawn(sim_frameworks, sc.config, sc.jobs, sc.lengths, sc.seed, ledger,
-                                1.0);
+    auto frameworks = sys.spawn(sim_frameworks, sc.config, sc.jobs, std::move(draws), ledger, 1.0);
     cluster_scheduler_config cfg{sc.config.cluster, sc.config.policy.weave, sc.migrate_tails,
                                  false, chooser_for(policy, sc.seed), {}};
     auto scheduler = sys.spawn(cluster_scheduler, std::move(cfg), store_handle,
@@ -122,6 +124,12 @@ ordered_json policy_json(const weave_scenario& sc, policy_log& log, double start
   out["rejections"] = log.ledger.rejected; // "job: reason", in decision order
   out["crashes"] = log.ledger.crashes;
   out["submissions"] = log.ledger.submissions;
+  // Drift re-placements are decisions without a submission: churn shows as a ratio above 1.
+  int64_t decided = 0;
+  for (auto& [kind, n] : out["decisions"].items())
+    decided += n.get<int64_t>();
+  out["decisions_per_submission"] =
+    log.ledger.submissions > 0 ? round4(double(decided) / double(log.ledger.submissions)) : 0.0;
   out["phase_overruns"] = log.overruns;
   out["figures"] = weave_series(log.cluster, log.iterations, start);
   out["figures"]["group_gantt"] = group_gantt(log.ledger.activities);
@@ -148,10 +156,15 @@ ordered_json cost_ratios(const ordered_json& policies) {
 
 } // namespace
 
-caf::expected<weave_replay_output> run_weave_replay(const weave_scenario& sc,
-                                                    const std::string& out_dir) {
-  if (auto err = make_output_dir(out_dir))
-    return err;
+namespace {
+
+struct seed_report {
+  ordered_json report;
+  ordered_json timings; // policy -> wall-clock figures
+};
+
+/// Every policy of the scenario under its one seed.
+caf::expected<seed_report> run_one_seed(const weave_scenario& sc, const std::string& out_dir) {
   ordered_json report;
   report["scenario"] = sc.name;
   report["seed"] = sc.seed;
@@ -161,16 +174,18 @@ caf::expected<weave_replay_output> run_weave_replay(const weave_scenario& sc,
   const double start = sc.jobs.empty() ? 0 : sc.jobs.front().arrival_s;
   std::optional<policy_log> weave_log;
   double weave_end = start;
+  auto draws = length_draws_of(sc); // every policy runs the same iterations
   for (auto& policy : sc.policies) {
     auto t0 = std::chrono::steady_clock::now();
     if (policy == "colocated") {
-      policies[policy] = run_colocated(sc, start);
+      policies[policy] = run_colocated(sc, *draws, start);
     } else if (policy == "optimal") {
       policies[policy] = weave_log ? run_optimal(sc, weave_log->cluster, start, weave_end)
                                    : ordered_json{{"error", "needs the weave policy in the same "
                                                             "scenario"}};
     } else {
-      auto log = run_policy(sc, policy, (std::filesystem::path{out_dir} / "store" / policy).string());
+      auto log = run_policy(sc, policy, draws,
+                            (std::filesystem::path{out_dir} / "store" / policy).string());
       if (!log)
         return log.error();
       double end = start;
@@ -186,13 +201,99 @@ caf::expected<weave_replay_output> run_weave_replay(const weave_scenario& sc,
   }
   report["policies"] = policies;
   report["cost_ratios"] = cost_ratios(policies);
+  return seed_report{std::move(report), std::move(timings)};
+}
+
+caf::expected<weave_replay_output> write_output(const std::string& out_dir,
+                                                const std::string& name,
+                                                const ordered_json& report,
+                                                const ordered_json& policy_timings,
+                                                const ordered_json& table_policies) {
   weave_replay_output out;
   out.report_json = report.dump(2) + "\n";
-  out.timings_json = ordered_json{{"scenario", sc.name}, {"policies", timings}}.dump(2) + "\n";
-  out.summary = summary_table(policies, timings);
+  out.timings_json = ordered_json{{"scenario", name}, {"policies", policy_timings}}.dump(2) + "\n";
+  out.summary = summary_table(table_policies, policy_timings);
   if (auto err = write_report_files(out_dir, out.report_json, out.timings_json))
     return err;
   return out;
+}
+
+/// The figures whose worst seed matters: SLO attainment and the cost ratios, mean (min-max).
+std::string spread_lines(const ordered_json& across) {
+  auto line = [](const std::string& what, const ordered_json& s) {
+    return fmt::format("  {:<18} {:.4f} ({:.4f}-{:.4f})\n", what, s["mean"].get<double>(),
+                       s["min"].get<double>(), s["max"].get<double>());
+  };
+  std::string text = "SLO attainment, mean (min-max) over the seeds:\n";
+  for (auto& [name, p] : across["policies"].items())
+    if (p.contains("slo_attainment"))
+      text += line(name, p["slo_attainment"]);
+  text += "cost ratios, mean (min-max):\n";
+  for (auto& [name, r] : across["cost_ratios"].items())
+    text += line(name, r);
+  return text;
+}
+
+/// One full report per seed under DIR/seed-N; DIR's report gives each metric's mean, min and
+/// max over the seeds, and per seed the figures a reader compares first.
+caf::expected<weave_replay_output> run_seeds(const weave_scenario& sc, const std::string& out_dir) {
+  std::vector<ordered_json> reports, timings;
+  ordered_json per_seed = ordered_json::array();
+  for (auto seed : sc.seeds) {
+    const auto dir = (std::filesystem::path{out_dir} / fmt::format("seed-{}", seed)).string();
+    if (auto err = make_output_dir(dir))
+      return err;
+    auto run = run_one_seed(with_seed(sc, seed), dir);
+    if (!run)
+      return run.error();
+    if (auto out = write_output(dir, sc.name, run->report, run->timings, run->report["policies"]);
+        !out)
+      return out.error();
+    ordered_json slo = ordered_json::object();
+    for (auto& [name, p] : run->report["policies"].items())
+      if (p.contains("slo_attainment"))
+        slo[name] = p["slo_attainment"];
+    per_seed.push_back({{"seed", seed},
+                        {"report", fmt::format("seed-{}/report.json", seed)},
+                        {"slo_attainment", slo},
+                        {"cost_ratios", run->report["cost_ratios"]}});
+    reports.push_back(std::move(run->report));
+    timings.push_back(std::move(run->timings));
+  }
+  // Figures and job lists stay in the per-seed reports; what is averaged is every number.
+  const std::vector<std::string> skip{"figures", "workload"};
+  ordered_json report;
+  report["scenario"] = sc.name;
+  report["seed"] = sc.seed;
+  report["seeds"] = sc.seeds;
+  report["workload"] = workload_json(sc);
+  auto spread = spread_across(reports, "/policies", skip);
+  report["policies"] = means_of(spread); // what a one-seed report says, averaged
+  report["cost_ratios"] = means_of(spread_across(reports, "/cost_ratios"));
+  report["across_seeds"] = {{"policies", spread},
+                            {"cost_ratios", spread_across(reports, "/cost_ratios")}};
+  report["per_seed"] = per_seed;
+  // timings.json: each policy's wall-clock figures, averaged over the seeds.
+  auto out = write_output(out_dir, sc.name, report, means_of(spread_across(timings, "")),
+                          report["policies"]);
+  if (out)
+    out->summary = fmt::format("means over {} seeds\n{}{}", sc.seeds.size(), out->summary,
+                               spread_lines(report["across_seeds"]));
+  return out;
+}
+
+} // namespace
+
+caf::expected<weave_replay_output> run_weave_replay(const weave_scenario& sc,
+                                                    const std::string& out_dir) {
+  if (auto err = make_output_dir(out_dir))
+    return err;
+  if (sc.seeds.size() > 1)
+    return run_seeds(sc, out_dir);
+  auto run = run_one_seed(sc, out_dir);
+  if (!run)
+    return run.error();
+  return write_output(out_dir, sc.name, run->report, run->timings, run->report["policies"]);
 }
 
 } // namespace loom::replay

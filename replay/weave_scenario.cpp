@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -82,7 +84,31 @@ void read_workload(table_reader& w, weave_scenario& sc, const std::string& dir,
   auto g = read_generator(w);
   w.reject_unknown();
   sc.jobs = generate_workload(g, sc.seed);
+  sc.generator = g;
   sc.workload_source = fmt::format("WEAVE Table 6 generator: {} jobs over {} h", g.jobs, g.span_h);
+}
+
+/// `seed = N` or `seeds = [N, ...]`: one replay per seed, the first one also `seed`.
+void read_seeds(table_reader& head, weave_scenario& sc) {
+  constexpr int64_t absent = std::numeric_limits<int64_t>::min();
+  auto seeds = head.optional<std::vector<int64_t>>("seeds", {});
+  auto seed = head.optional<int64_t>("seed", absent);
+  if (seed && *seed != absent)
+    if (auto v = at_least<int64_t>(head, "seed", seed, 0))
+      sc.seed = uint64_t(*v);
+  if (!seeds || seeds->empty()) {
+    sc.seeds = {sc.seed};
+    return;
+  }
+  if (seed && *seed != absent)
+    head.error("seeds", "give either seed or seeds, not both");
+  std::set<int64_t> seen;
+  for (auto s : *seeds)
+    if (s < 0 || !seen.insert(s).second)
+      head.error("seeds", fmt::format("must be distinct integers >= 0, got {}", s));
+  for (auto s : *seeds)
+    sc.seeds.push_back(uint64_t(std::max<int64_t>(0, s)));
+  sc.seed = sc.seeds.front();
 }
 
 /// Every table of the scenario file; top-level unknown keys are the caller's.
@@ -95,8 +121,7 @@ void read_weave_scenario(table_reader& root, weave_scenario& sc, const std::stri
       sc.name = *v;
     if (auto v = head->required<std::string>("kind"); v && *v != "weave")
       head->error("kind", fmt::format("'{}' is not a scenario kind this build replays (weave)", *v));
-    if (auto v = at_least<int64_t>(*head, "seed", head->optional<int64_t>("seed", 1), 0))
-      sc.seed = uint64_t(*v);
+    read_seeds(*head, sc);
     if (auto v = head->optional<std::string>("cluster", ""); v && !v->empty())
       cluster_path = scenario_input(*head, "cluster", dir, *v).value_or("");
     if (auto v = head->required<std::vector<std::string>>("policies")) {
@@ -129,6 +154,10 @@ void read_weave_scenario(table_reader& root, weave_scenario& sc, const std::stri
     if (auto v = at_least<int64_t>(*p, "max_group_size",
                                    p->optional<int64_t>("max_group_size", weave.max_group_size), 1))
       weave.max_group_size = int(*v);
+    if (auto v = one_of<slo_bound>(*p, "admission_bound",
+                                   p->optional<std::string>(
+                                     "admission_bound", std::string{to_string(weave.admission_bound)})))
+      weave.admission_bound = *v;
     if (auto v = p->optional<bool>("tail_migration", true))
       sc.migrate_tails = *v;
     if (auto v = fraction(*p, "tail_migration_threshold",
@@ -144,6 +173,20 @@ void read_weave_scenario(table_reader& root, weave_scenario& sc, const std::stri
 }
 
 } // namespace
+
+weave_scenario with_seed(const weave_scenario& sc, uint64_t seed) {
+  weave_scenario out = sc;
+  out.seed = seed;
+  out.seeds = {seed};
+  if (sc.generator)
+    out.jobs = generate_workload(*sc.generator, seed);
+  return out;
+}
+
+std::shared_ptr<length_draws> length_draws_of(const weave_scenario& sc) {
+  return std::make_shared<length_draws>(sc.lengths, sc.config.policy.weave.tail_migration_threshold,
+                                        sc.seed);
+}
 
 scenario_result<weave_scenario> load_weave_scenario(const std::string& path) {
   return load_scenario_file<weave_scenario>(path, read_weave_scenario);

@@ -2,9 +2,9 @@
 // A WEAVE replay scenario (TOML): the cluster, the workload (a Table 6 generator with its seed,
 // or a JSONL trace), the policies to compare, and the knobs they share.
 //
-//   [scenario]  name, kind = "weave", seed, cluster (config path, relative to the scenario;
+//   [scenario]  name, kind = "weave", seed or seeds = [..], cluster (config path, relative to the scenario;
 //               absent: the embedded defaults), policies = ["weave", "solo-d", ...]
-//   [policy]    max_group_size, tail_migration (bool), tail_migration_threshold,
+//   [policy]    max_group_size, admission_bound, tail_migration (bool), tail_migration_threshold,
 //               topology_aware_sync (bool)
 //   [workload]  profile (bl|rh|th|mixed), sizes, jobs, span_h, lifetime_mean_h,
 //               lifetime_sigma, lifetime_max_h, slo_min, slo_max, drift
@@ -12,6 +12,7 @@
 //               median_length_fraction, length_sigma, batch; or trace = "FILE.jsonl"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,14 +29,23 @@ const std::vector<std::string>& weave_policy_names();
 struct weave_scenario {
   std::string name;
   std::string source;
-  uint64_t seed = 1;
+  uint64_t seed = 1;            // the seed this scenario's jobs were drawn with
+  std::vector<uint64_t> seeds;  // every seed to replay (seed first); one report each
   loom::config config; // cluster and WEAVE policy in force
   std::vector<std::string> policies;
   bool migrate_tails = true;
   std::string workload_source; // "table6 ..." or the trace path
   response_lengths lengths;
   std::vector<job_arrival> jobs;
+  std::optional<workload_generator> generator; // absent for a trace
 };
+
+/// The same scenario under another seed: the generator draws its jobs again (a trace keeps its
+/// jobs; the seed still drives the realized iterations and the random policy).
+weave_scenario with_seed(const weave_scenario& sc, uint64_t seed);
+
+/// The response-length draws of the scenario's seed, to share between its policies.
+std::shared_ptr<length_draws> length_draws_of(const weave_scenario& sc);
 
 scenario_result<weave_scenario> load_weave_scenario(const std::string& path);
 

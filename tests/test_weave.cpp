@@ -102,8 +102,9 @@ BOOST_AUTO_TEST_CASE(a_group_runs_meta_iterations_survives_a_failure_and_readmit
     auto st = sys.spawn(store, std::shared_ptr<database>{std::move(*db)},
                         std::make_shared<service_metrics>());
     auto obs = sys.spawn(observer, its, cluster);
-    auto sim = sys.spawn(replay::sim_frameworks, *cfg.value, jobs, replay::response_lengths{},
-                         uint64_t{5}, ledger, 1.0);
+    auto draws = std::make_shared<replay::length_draws>(
+      replay::response_lengths{}, cfg.value->policy.weave.tail_migration_threshold, 5);
+    auto sim = sys.spawn(replay::sim_frameworks, *cfg.value, jobs, draws, ledger, 1.0);
     auto scheduler = sys.spawn(cluster_scheduler,
                                cluster_scheduler_config{cfg.value->cluster,
                                                         cfg.value->policy.weave, true, true, {},
@@ -191,6 +192,78 @@ BOOST_AUTO_TEST_CASE(the_same_scenario_and_seed_give_identical_report_bytes) {
   BOOST_CHECK(first == second);
   BOOST_CHECK(test::read_file(dir / "a/report.json") == test::read_file(dir / "b/report.json"));
   BOOST_CHECK(run(12, "c") != first);
+}
+
+BOOST_AUTO_TEST_CASE(a_scenario_with_seeds_reports_each_metric_over_them) {
+  test::temp_dir dir;
+  auto text = scenario_text(0);
+  text.replace(text.find("seed = 0"), 8, "seeds = [11, 12, 13]");
+  test::write_file(dir / "s.toml", text);
+  auto sc = replay::load_weave_scenario(dir / "s.toml");
+  BOOST_REQUIRE(sc.value);
+  BOOST_CHECK(sc.value->seeds == (std::vector<uint64_t>{11, 12, 13}));
+  auto r = replay::run_weave_replay(*sc.value, dir / "out");
+  BOOST_REQUIRE(r);
+  auto report = nlohmann::json::parse(r->report_json);
+  BOOST_CHECK_EQUAL(report["per_seed"].size(), 3u);
+  // Each seed's full report is the one a single-seed scenario writes.
+  std::vector<double> costs;
+  for (uint64_t seed : {11, 12, 13}) {
+    auto one = nlohmann::json::parse(test::read_file(dir / fmt::format("out/seed-{}/report.json", seed)));
+    BOOST_CHECK_EQUAL(one["seed"].get<uint64_t>(), seed);
+    costs.push_back(one["policies"]["weave"]["cost_per_hour_avg"].get<double>());
+  }
+  auto& spread = report["across_seeds"]["policies"]["weave"]["cost_per_hour_avg"];
+  BOOST_CHECK_CLOSE(spread["min"].get<double>(), *std::min_element(costs.begin(), costs.end()), 1e-6);
+  BOOST_CHECK_CLOSE(spread["max"].get<double>(), *std::max_element(costs.begin(), costs.end()), 1e-6);
+  BOOST_CHECK_CLOSE(spread["mean"].get<double>(), (costs[0] + costs[1] + costs[2]) / 3, 1e-3);
+  BOOST_CHECK_EQUAL(report["policies"]["weave"]["cost_per_hour_avg"], spread["mean"]);
+  BOOST_CHECK(report["across_seeds"]["cost_ratios"].contains("solo-d/weave"));
+  BOOST_CHECK(r->summary.find("means over 3 seeds") != std::string::npos);
+  // Seeds draw different workloads; the same seeds give the same bytes.
+  BOOST_CHECK_LT(spread["min"].get<double>(), spread["max"].get<double>());
+  auto again = replay::run_weave_replay(*sc.value, dir / "again");
+  BOOST_REQUIRE(again);
+  BOOST_CHECK(again->report_json == r->report_json);
+}
+
+BOOST_AUTO_TEST_CASE(seed_and_seeds_together_are_refused) {
+  test::temp_dir dir;
+  auto text = scenario_text(3);
+  text.replace(text.find("seed = 3"), 8, "seed = 3\nseeds = [1, 1]");
+  test::write_file(dir / "s.toml", text);
+  auto sc = replay::load_weave_scenario(dir / "s.toml");
+  BOOST_CHECK(!sc.value);
+  std::string all;
+  for (auto& e : sc.errors)
+    all += e.to_string() + "\n";
+  BOOST_CHECK_MESSAGE(all.find("scenario.seeds: give either seed or seeds") != std::string::npos, all);
+  BOOST_CHECK_MESSAGE(all.find("must be distinct") != std::string::npos, all);
+}
+
+BOOST_AUTO_TEST_CASE(length_draws_are_a_pure_function_of_seed_job_and_iteration) {
+  replay::response_lengths lengths;
+  replay::length_draws memo{lengths, 0.8, 7};
+  // Asked out of order, remembered or not: the same batch as drawn directly.
+  for (uint64_t job : {3u, 0u, 3u, 9u})
+    for (uint64_t it : {5u, 0u, 5u}) {
+      auto direct = replay::draw_lengths(lengths, 0.8, 7, job, it);
+      auto& kept = memo.get(job, it);
+      BOOST_CHECK_EQUAL(kept.longest, direct.longest);
+      BOOST_CHECK_EQUAL(kept.tail, direct.tail);
+      BOOST_CHECK_EQUAL(kept.mean, direct.mean);
+      BOOST_CHECK(direct.tail <= direct.longest && direct.longest <= 1.0 && direct.mean > 0);
+    }
+  // Streams differ by seed, job and iteration, and follow the log-normal: over many batches the
+  // mean response is the truncated log-normal's (median 0.25, sigma 0.8: 0.3254).
+  BOOST_CHECK_NE(replay::draw_lengths(lengths, 0.8, 7, 1, 2).mean,
+                 replay::draw_lengths(lengths, 0.8, 8, 1, 2).mean);
+  BOOST_CHECK_NE(replay::draw_lengths(lengths, 0.8, 7, 1, 2).mean,
+                 replay::draw_lengths(lengths, 0.8, 7, 2, 1).mean);
+  double sum = 0;
+  for (uint64_t it = 0; it < 200; ++it)
+    sum += replay::draw_lengths(lengths, 0.8, 7, 1, it).mean;
+  BOOST_CHECK_CLOSE(sum / 200, 0.3254, 2.0);
 }
 
 BOOST_AUTO_TEST_CASE(weave_keeps_slos_cheaper_than_solo_and_the_baselines_do_not) {

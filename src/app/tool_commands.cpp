@@ -1,6 +1,7 @@
 // `loom replay`, `loom ocs-emu` and the admin requests to a running serve.
 
 #include <CLI/CLI.hpp>
+#include <fmt/ranges.h>
 
 #include <charconv>
 #include <cstdio>
@@ -25,8 +26,12 @@ namespace {
 template <class Scenario, class Runner>
 int run_scenario(const Scenario& sc, size_t items, const char* item_name, Runner run,
                  const std::string& out_dir) {
-  std::printf("scenario %s (seed %llu): %zu %s, policies:", sc.name.c_str(),
-              static_cast<unsigned long long>(sc.seed), items, item_name);
+  std::string seeds = fmt::format("seed {}", sc.seed);
+  if constexpr (requires { sc.seeds; })
+    if (sc.seeds.size() > 1)
+      seeds = fmt::format("seeds {}", fmt::join(sc.seeds, ", "));
+  std::printf("scenario %s (%s): %zu %s, policies:", sc.name.c_str(), seeds.c_str(), items,
+              item_name);
   for (auto& p : sc.policies)
     std::printf(" %s", p.c_str());
   std::printf("\n");

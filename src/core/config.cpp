@@ -271,6 +271,10 @@ void read_weave_policy(table_reader& w, weave_policy& out) {
   if (auto v = at_least<int64_t>(w, "max_group_size",
                                  w.optional<int64_t>("max_group_size", out.max_group_size), 1))
     out.max_group_size = static_cast<int>(*v);
+  if (auto v = one_of<slo_bound>(w, "admission_bound",
+                                 w.optional<std::string>("admission_bound",
+                                                         std::string{to_string(out.admission_bound)})))
+    out.admission_bound = *v;
   if (auto v = at_least<double>(w, "default_slo", w.optional<double>("default_slo", out.default_slo),
                                 1.0))
     out.default_slo = *v;

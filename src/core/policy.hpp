@@ -1,11 +1,33 @@
 #pragma once
 // The thresholds the papers name, in one place, so operators tune them in config.
 
+#include <cstdint>
+
+#include "core/names.hpp"
+
 namespace loom {
+
+/// What WEAVE's admission check (§4.2, Alg. 1 line 10) holds each member's iterations to.
+enum class slo_bound : uint8_t {
+  worst_case_schedule, // the round robin at every phase's worst case, the join included (§4.2)
+  any_realization,     // also any single iteration whatever the phases realize below it
+};
+
+template <>
+struct enum_names<slo_bound> {
+  static constexpr std::array<std::pair<slo_bound, std::string_view>, 2> table{{
+    {slo_bound::worst_case_schedule, "worst_case_schedule"},
+    {slo_bound::any_realization, "any_realization"},
+  }};
+};
 
 struct weave_policy {
   double tail_migration_threshold = 0.8; // WEAVE §4.3: fraction of responses done
   int max_group_size = 4;                // jobs per co-execution group
+  // The worst-case schedule bounds every iteration's end, not every iteration's length: one
+  // that follows an iteration whose phases ran short can exceed it. any_realization bounds
+  // that too, at the cost of fewer packings.
+  slo_bound admission_bound = slo_bound::worst_case_schedule;
   double default_slo = 1.5;              // tolerated slowdown vs. solo when a job names none
   // Phase switching (WEAVE §3 C3, Fig. 4): a warm start loads the per-node working set from
   // host DRAM at PCIe speed; a cold start re-initialises the control plane and fetches the state

@@ -350,7 +350,8 @@ placement_engine make_placement_engine(const cluster& c, const weave_policy& pol
     return out;
   };
   return placement_engine{pool(c.rollout), pool(c.training), policy.max_group_size,
-                          migrate_tails ? policy.tail_migration_cost_s : 0.0};
+                          migrate_tails ? policy.tail_migration_cost_s : 0.0,
+                          policy.admission_bound};
 }
 
 cluster_scheduler_actor::behavior_type

@@ -96,6 +96,46 @@ std::vector<double> meta_iteration_times(const std::vector<planned_phases>& memb
   return out;
 }
 
+namespace {
+
+/// iteration_bounds() for member j: one list-scheduled round from j's iteration end, in the
+/// turn order rotated to end at j.
+double iteration_bound(const std::vector<planned_phases>& members, size_t j) {
+  const size_t n = members.size();
+  std::vector<std::pair<int, double>> node_free; // node -> free at
+  auto free_at = [&](int node) -> double& {
+    for (auto& [id, t] : node_free)
+      if (id == node)
+        return t;
+    return node_free.emplace_back(node, 0.0).second;
+  };
+  double training_free = 0;
+  double end = 0;
+  for (size_t step = 1; step <= n; ++step) {
+    const size_t i = (j + step) % n;
+    const auto& m = members[i];
+    // Every other member may still be syncing; j has just ended its iteration.
+    double start = i == j ? 0.0 : m.sync_s;
+    for (int node : m.rollout_nodes)
+      start = std::max(start, free_at(node));
+    const double rolled = start + m.rollout_s;
+    for (int node : m.rollout_nodes)
+      free_at(node) = rolled;
+    training_free = std::max(rolled, training_free) + m.training_s;
+    end = training_free + m.sync_s;
+  }
+  return end;
+}
+
+} // namespace
+
+std::vector<double> iteration_bounds(const std::vector<planned_phases>& members) {
+  std::vector<double> out(members.size(), 0.0);
+  for (size_t j = 0; j < members.size(); ++j)
+    out[j] = iteration_bound(members, j);
+  return out;
+}
+
 std::vector<double> longest_iterations_after_join(const std::vector<planned_phases>& members) {
   const size_t n = members.size();
   std::vector<double> out(n, 0.0);

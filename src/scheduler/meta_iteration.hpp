@@ -37,4 +37,13 @@ std::vector<double> meta_iteration_times(const std::vector<planned_phases>& memb
 /// counts them. For the joiner its first iteration (the start-up) is left out.
 std::vector<double> longest_iterations_after_join(const std::vector<planned_phases>& members);
 
+/// An upper bound on any single iteration of each member whatever its phases realize at or
+/// below their worst case. The worst-case schedule alone does not bound one iteration: the
+/// previous one may end early (its phases ran short) while the phases ahead of the next one
+/// run long. With a fixed turn order on every resource, when member j's iteration ends only
+/// these can still stand before its next one, each taking at most its worst case from then:
+/// the others' syncs, the rollout, training and sync of the members after j (their previous
+/// round), and the rollout and training of the members before j (this round).
+std::vector<double> iteration_bounds(const std::vector<planned_phases>& members);
+
 } // namespace loom

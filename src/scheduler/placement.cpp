@@ -24,7 +24,7 @@ double rollout_load(const co_execution_group& g, int node) {
 
 placement_engine::placement_engine(std::vector<pool_node> rollout_pool,
                                    std::vector<pool_node> training_pool, int max_group_size,
-                                   double tail_migration_cost_s)
+                                   double tail_migration_cost_s, slo_bound bound)
   : rollout_pool_(std::move(rollout_pool)),
     training_pool_(std::move(training_pool)),
     rollout_used_(rollout_pool_.size(), false),
@@ -32,7 +32,8 @@ placement_engine::placement_engine(std::vector<pool_node> rollout_pool,
     rollout_failed_(rollout_pool_.size(), false),
     training_failed_(training_pool_.size(), false),
     max_group_size_(max_group_size),
-    tail_migration_cost_s_(tail_migration_cost_s) {
+    tail_migration_cost_s_(tail_migration_cost_s),
+    bound_(bound) {
   for (int i = 0; i < int(rollout_pool_.size()); ++i)
     rollout_free_.insert(rollout_free_.end(), i);
   for (int i = 0; i < int(training_pool_.size()); ++i)
@@ -175,6 +176,14 @@ bool placement_engine::meets_slos(const co_execution_group& g, const rl_job& job
   for (size_t k = 0; k < plan.size(); ++k)
     if (!within_slo(k, floor_s))
       return false;
+  // Any single iteration under any realization: the cheaper check, so it goes first.
+  if (bound_ == slo_bound::any_realization) {
+    auto bounds = iteration_bounds(plan);
+    for (size_t k = 0; k < plan.size(); ++k)
+      if (!within_slo(k, bounds[k]))
+        return false;
+  }
+  // The join and the new regime at the worst case, iteration by iteration.
   auto times = longest_iterations_after_join(plan);
   for (size_t k = 0; k < plan.size(); ++k)
     if (!within_slo(k, times[k]))

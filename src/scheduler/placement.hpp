@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/policy.hpp"
 #include "scheduler/meta_iteration.hpp"
 #include "scheduler/types.hpp"
 
@@ -67,7 +68,8 @@ public:
   /// `tail_migration_cost_s`: the pause a migrated tail costs its rollout (0 when the
   /// executors do not migrate tails).
   placement_engine(std::vector<pool_node> rollout_pool, std::vector<pool_node> training_pool,
-                   int max_group_size, double tail_migration_cost_s = 0);
+                   int max_group_size, double tail_migration_cost_s = 0,
+                   slo_bound bound = slo_bound::worst_case_schedule);
 
   /// Algorithm 1 for one arriving job; changes nothing.
   placement_decision place(const rl_job& job) const;
@@ -153,6 +155,7 @@ private:
   std::set<int> training_free_;
   int max_group_size_;
   double tail_migration_cost_s_;
+  slo_bound bound_;
   uint64_t next_group_ = 1;
   double cost_per_hour_ = 0;
   int rollout_gpus_used_ = 0;

@@ -5,7 +5,8 @@
 // runs each phase once per meta-iteration and nobody repeats a phase before the others have had
 // their turn. This is the schedule Algorithm 1 simulated at admission; with a fixed order on
 // every resource, start times only shrink when phases run shorter than their worst case, so
-// the SLO the planner checked holds at runtime (conservative planning, §4.2). A phase that
+// iterations end no later than planned (conservative planning, §4.2); a single iteration's
+// length is bounded only by iteration_bounds() (meta_iteration.hpp). A phase that
 // follows another job's phase on the same GPUs pays a switch: warm from host DRAM once its
 // state is resident there, cold the first time. Long-tail migration: when a rollout reports
 // that the tail threshold of its responses is done and the next rollout on its nodes is
