@@ -267,6 +267,7 @@ caf::expected<weave_replay_output> run_seeds(const weave_scenario& sc, const std
   report["seed"] = sc.seed;
   report["seeds"] = sc.seeds;
   report["workload"] = workload_json(sc);
+  report["workload"].erase("profiles"); // each seed draws its own: see its report
   auto spread = spread_across(reports, "/policies", skip);
   report["policies"] = means_of(spread); // what a one-seed report says, averaged
   report["cost_ratios"] = means_of(spread_across(reports, "/cost_ratios"));
