@@ -1,10 +1,12 @@
 // Inter-group scheduling decision latency vs. jobs already in the cluster (WEAVE Table 5:
-// 5.6 ms at 5 jobs ... 591 ms at 2,000; Loom's goal: under 1 ms at 2,000 on one core).
+// 5.6 ms at 5 jobs ... 591 ms at 2,000; Loom's goal: under 1 ms at 2,000 on one core), and the
+// consolidation check a departure adds.
 
 #include <benchmark/benchmark.h>
 
 #include <random>
 
+#include "scheduler/consolidation.hpp"
 #include "scheduler/placement.hpp"
 
 namespace {
@@ -18,11 +20,8 @@ loom::rl_job random_job(std::mt19937_64& rng, int i) {
                       train(rng), 0};
 }
 
-/// range(1): the admission bound (0 worst_case_schedule, 1 any_realization).
-void BM_place_job(benchmark::State& state) {
-  const int jobs = static_cast<int>(state.range(0));
-  const auto bound = state.range(1) ? loom::slo_bound::any_realization
-                                    : loom::slo_bound::worst_case_schedule;
+/// A cluster of 4,096 + 4,096 nodes holding `jobs` placed by Algorithm 1.
+loom::placement_engine loaded_engine(int jobs, loom::slo_bound bound, std::mt19937_64& rng) {
   std::vector<loom::pool_node> roll;
   std::vector<loom::pool_node> train;
   for (int i = 0; i < 4096; ++i) {
@@ -30,11 +29,20 @@ void BM_place_job(benchmark::State& state) {
     train.push_back({"t" + std::to_string(i), 8, 2048, 8 * 5.28});
   }
   loom::placement_engine engine{roll, train, 4, 0.0, bound};
-  std::mt19937_64 rng{42};
   for (int i = 0; i < jobs; ++i) {
     auto j = random_job(rng, i);
     engine.commit(j, engine.place(j));
   }
+  return engine;
+}
+
+/// range(1): the admission bound (0 worst_case_schedule, 1 any_realization).
+void BM_place_job(benchmark::State& state) {
+  const int jobs = static_cast<int>(state.range(0));
+  const auto bound = state.range(1) ? loom::slo_bound::any_realization
+                                    : loom::slo_bound::worst_case_schedule;
+  std::mt19937_64 rng{42};
+  auto engine = loaded_engine(jobs, bound, rng);
   auto arriving = random_job(rng, jobs);
   for (auto _ : state)
     benchmark::DoNotOptimize(engine.place(arriving));
@@ -43,6 +51,29 @@ void BM_place_job(benchmark::State& state) {
 BENCHMARK(BM_place_job)
   ->ArgsProduct({{5, 100, 500, 1000, 2000}, {0, 1}})
   ->Unit(benchmark::kMicrosecond);
+
+/// The consolidation check a departure makes: the group it left, its members placed again on
+/// a copy of the engine (the fullest group, so that the most members are tried).
+void BM_consolidation_check(benchmark::State& state) {
+  const int jobs = static_cast<int>(state.range(0));
+  std::mt19937_64 rng{42};
+  auto engine = loaded_engine(jobs, loom::slo_bound::worst_case_schedule, rng);
+  uint64_t fullest = 0;
+  size_t most = 0;
+  for (auto& [id, g] : engine.groups())
+    if (g.members.size() > most) {
+      most = g.members.size();
+      fullest = id;
+    }
+  engine.remove(engine.groups().at(fullest).members.front().job.id); // the departure
+  std::map<std::string, loom::member_outlook> outlook;
+  for (auto& m : engine.groups().at(fullest).members)
+    outlook[m.job.id] = {36000, 300};
+  for (auto _ : state)
+    benchmark::DoNotOptimize(loom::plan_regrouping(engine, fullest, outlook));
+  state.counters["members"] = static_cast<double>(outlook.size());
+}
+BENCHMARK(BM_consolidation_check)->Arg(100)->Arg(1000)->Arg(2000)->Unit(benchmark::kMicrosecond);
 
 } // namespace
 

@@ -42,11 +42,13 @@ std::string toml_weave_policy(const weave_policy& p) {
                      "default_slo = {}\nwarm_start_gbps_per_gpu = {}\ncold_start_init_s = {}\n"
                      "cold_start_gbps = {}\ntail_migration_cost_s = {}\n"
                      "topology_aware_sync = {}\nintra_cluster_gbps = {}\noverrun_factor = {}\n"
-                     "stuck_factor = {}\nadmission_bound = \"{}\"\n",
+                     "stuck_factor = {}\nadmission_bound = \"{}\"\ndrift_margin = {}\n"
+                     "consolidate = {}\n",
                      p.tail_migration_threshold, p.max_group_size, p.default_slo,
                      p.warm_start_gbps_per_gpu, p.cold_start_init_s, p.cold_start_gbps,
                      p.tail_migration_cost_s, p.topology_aware_sync, p.intra_cluster_gbps,
-                     p.overrun_factor, p.stuck_factor, p.admission_bound);
+                     p.overrun_factor, p.stuck_factor, p.admission_bound, p.drift_margin,
+                     p.consolidate);
 }
 
 /// Every job's last state ended it, and no arrival, crash or resubmission is still due.
@@ -62,7 +64,7 @@ bool finished(drive_context& ctx, const weave_scenario& sc, double sim_s) {
   for (auto& a : sc.jobs) {
     auto it = ctx.last_state.find(a.job.id);
     if (it == ctx.last_state.end() || it->second == job_state::placed
-        || it->second == job_state::drifted)
+        || placed_again(it->second))
       return false;
   }
   return true;

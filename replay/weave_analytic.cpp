@@ -113,7 +113,8 @@ ordered_json run_optimal(const weave_scenario& sc, const std::vector<cluster_rec
   std::vector<std::pair<double, double>> cost;
   size_t most = 0;
   for (auto& r : weave_run) {
-    if (r.event == cluster_event::left || r.event == cluster_event::drifted)
+    if (r.event == cluster_event::left || r.event == cluster_event::drifted
+        || r.event == cluster_event::moved)
       active.erase(r.job);
     else if (r.event != cluster_event::rejected)
       active[r.job] = specs.at(r.job);

@@ -38,7 +38,8 @@ observer_actor::behavior_type recorder(observer_actor::stateful_pointer<recorder
   self->state.log = std::move(log);
   return {
     [self](cluster_atom, cluster_record& r) {
-      if (r.event != cluster_event::left && r.event != cluster_event::drifted)
+      if (r.event != cluster_event::left && r.event != cluster_event::drifted
+          && r.event != cluster_event::moved)
         self->state.log->decision_us.push_back(r.decision_us);
       self->state.log->cluster.push_back(std::move(r));
     },

@@ -166,6 +166,11 @@ void read_weave_scenario(table_reader& root, weave_scenario& sc, const std::stri
       weave.tail_migration_threshold = *v;
     if (auto v = p->optional<bool>("topology_aware_sync", weave.topology_aware_sync))
       weave.topology_aware_sync = *v;
+    if (auto v = non_negative(*p, "drift_margin", p->optional<double>("drift_margin",
+                                                                      weave.drift_margin)))
+      weave.drift_margin = *v;
+    if (auto v = p->optional<bool>("consolidate", weave.consolidate))
+      weave.consolidate = *v;
     p->reject_unknown();
   }
   if (auto w = root.required_table("workload"))

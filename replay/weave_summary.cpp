@@ -111,6 +111,13 @@ ordered_json summarize(const std::vector<cluster_record>& cluster,
   out["util_train"] = tg.integral > 0 ? round4(training_busy_gpu_s / tg.integral) : 0.0;
   out["gpus_peak"] = {{"rollout", int64_t(rg.peak)}, {"train", int64_t(tg.peak)}};
   out["decisions"] = decisions;
+  // Jobs placed again without a new submission: drifted (§5.3) and moved (consolidation).
+  out["drift_replacements"] = std::count_if(cluster.begin(), cluster.end(), [](auto& r) {
+    return r.event == cluster_event::drifted;
+  });
+  out["moves"] = std::count_if(cluster.begin(), cluster.end(), [](auto& r) {
+    return r.event == cluster_event::moved;
+  });
   out["slo_missed_jobs"] = slo.missed;
   out["jobs_with_iterations"] = int64_t(slo.seen.size());
   out["iterations"] = int64_t(iterations.size());

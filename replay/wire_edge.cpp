@@ -147,9 +147,8 @@ void departed(scheduler_ptr self, const std::string& job, job_state why) {
     std::lock_guard<std::mutex> lock{st.ctx->mutex};
     st.ctx->last_state[job] = why;
   }
-  record_cluster(self, why == job_state::drifted ? cluster_event::drifted : cluster_event::left,
-                 job);
-  if (why != job_state::drifted)
+  record_cluster(self, departure_of(why), job);
+  if (!placed_again(why))
     st.jobs.erase(job);
 }
 
@@ -167,7 +166,7 @@ void ended(job_ptr self, job_state why) {
   auto& st = self->state;
   if (st.ended)
     return;
-  st.ended = why != job_state::drifted;
+  st.ended = !placed_again(why);
   self->send(st.frameworks, leave_atom::value, st.job.id, why);
   self->send(st.scheduler, leave_atom::value, st.job.id, why);
 }

@@ -313,6 +313,54 @@ worst_training_s = 10
   BOOST_CHECK(serve->wait(lt::live_limit));
 }
 
+BOOST_AUTO_TEST_CASE(a_job_left_on_an_oversized_training_pool_is_moved_and_its_worker_goes_on) {
+  lt::live_service s;
+  auto serve = s.serve();
+  // X trains on both training nodes and Y packs into its group. Once X has run its two
+  // iterations, Y alone holds 16 training GPUs for eight more iterations of 160 s worst case:
+  // consolidation moves it to a group of its own size, and its worker, told it is placed
+  // again, runs the interrupted iteration again there.
+  auto spec = [&](const std::string& name, int training_gpus, int iterations) {
+    auto path = s.dir / (name + ".toml");
+    lt::write_file(path, fmt::format(R"(name = "{}"
+rollout_gpus = 8
+training_gpus = {}
+rollout_host_memory_gb = 1
+training_host_memory_gb = 1
+worst_rollout_s = 100
+worst_training_s = 60
+model_gb = 0.1
+slo = 2.0
+iterations = {}
+)",
+                                     name, training_gpus, iterations));
+    return std::string{path};
+  };
+  BOOST_REQUIRE(s.admin({"submit", spec("X", 16, 2)}).out.find("new_group in group g1")
+                != std::string::npos);
+  BOOST_REQUIRE(s.admin({"submit", spec("Y", 8, 10)}).out.find("direct_packing in group g1")
+                != std::string::npos);
+  auto wy = s.cpp_worker("driver-a", "Y", "driver", 10, 200);
+  auto wx = s.cpp_worker("driver-b", "X", "driver", 2, 200);
+  BOOST_REQUIRE_MESSAGE(lt::finished(*wx), "X's worker:\n" << wx->stderr_text());
+  BOOST_REQUIRE_MESSAGE(lt::finished(*wy), "Y's worker:\n" << wy->stderr_text());
+  BOOST_CHECK(logged(*serve, "event=job_moved job=Y group=g1"));
+  BOOST_CHECK(logged(*serve, "event=job_placed job=Y decision=new_group group=g2"));
+  BOOST_CHECK_EQUAL(lt::count_lines(*wy, "left Y: job 'Y' is being placed again (moved)"), 1);
+  BOOST_CHECK(wy->read_until(
+    false, [](const std::string& l) { return l == "finished Y status 0"; }, lt::live_limit));
+  // Its new group holds one training node; the decision is durable across a restart.
+  serve->send_signal(SIGTERM);
+  BOOST_REQUIRE(serve->wait(lt::live_limit));
+  serve = s.serve();
+  auto y = s.admin({"job", "Y", "--json"});
+  BOOST_CHECK(y.out.find("\"state\": \"finished\"") != std::string::npos);
+  auto groups = s.admin({"groups"});
+  BOOST_CHECK(groups.out.find("g1") == std::string::npos);
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
 BOOST_AUTO_TEST_CASE(a_failed_node_fails_its_jobs_and_stays_out_until_it_is_back) {
   using nlohmann::json;
   lt::live_service s;

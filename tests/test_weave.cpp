@@ -79,44 +79,58 @@ lifetime_max_h = 8
                      seed, test::source_path("replay/clusters/weave-sim-cluster.toml"));
 }
 
+/// What the real scheduler and executors made of `jobs` on the embedded cluster, the
+/// frameworks simulated, on the virtual clock, with a RocksDB store in `store_dir`.
+struct scheduled_run {
+  std::shared_ptr<std::vector<iteration_record>> iterations =
+    std::make_shared<std::vector<iteration_record>>();
+  std::shared_ptr<std::vector<cluster_record>> cluster =
+    std::make_shared<std::vector<cluster_record>>();
+  std::shared_ptr<replay::sim_ledger> ledger = std::make_shared<replay::sim_ledger>();
+};
+
+scheduled_run schedule(const std::vector<replay::job_arrival>& jobs,
+                       const std::filesystem::path& store_dir) {
+  auto cfg = parse_config(embedded_config_text(), "embedded");
+  BOOST_REQUIRE(cfg.value);
+  scheduled_run out;
+  replay::driver d;
+  auto& sys = d.system();
+  auto db = database::open(store_dir);
+  BOOST_REQUIRE(db);
+  auto st = sys.spawn(store, std::shared_ptr<database>{std::move(*db)},
+                      std::make_shared<service_metrics>());
+  auto obs = sys.spawn(observer, out.iterations, out.cluster);
+  auto draws = std::make_shared<replay::length_draws>(
+    replay::response_lengths{}, cfg.value->policy.weave.tail_migration_threshold, 5);
+  auto sim = sys.spawn(replay::sim_frameworks, *cfg.value, jobs, draws, out.ledger, 1.0);
+  auto scheduler = sys.spawn(cluster_scheduler,
+                             cluster_scheduler_config{cfg.value->cluster, cfg.value->policy.weave,
+                                                      true, true, {}, {}},
+                             st, caf::actor_cast<worker_actor>(sim), obs);
+  caf::anon_send(sim, connect_atom::value, scheduler);
+  d.run_to_quiescence();
+  for (auto a : {caf::actor_cast<caf::actor>(sim), caf::actor_cast<caf::actor>(scheduler),
+                 caf::actor_cast<caf::actor>(obs), caf::actor_cast<caf::actor>(st)})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  d.run_to_quiescence();
+  return out;
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(a_group_runs_meta_iterations_survives_a_failure_and_readmits_the_job) {
   test::temp_dir dir;
-  auto cfg = parse_config(embedded_config_text(), "embedded");
-  BOOST_REQUIRE(cfg.value);
   // A (rollout 200, training 100) and B (100, 60) share the local cluster's nodes; B crashes
   // after 1,500 s and comes back 600 s later as a new arrival.
   std::vector<replay::job_arrival> jobs{arrival("A", 0, 200, 100, 12, 2.0),
                                         arrival("B", 10, 100, 60, 10, 2.0)};
   jobs[1].fail_after_s = 1500;
   jobs[1].recovery_s = 600;
-  auto its = std::make_shared<std::vector<iteration_record>>();
-  auto cluster = std::make_shared<std::vector<cluster_record>>();
-  auto ledger = std::make_shared<replay::sim_ledger>();
-  {
-    replay::driver d;
-    auto& sys = d.system();
-    auto db = database::open(dir / "store");
-    BOOST_REQUIRE(db);
-    auto st = sys.spawn(store, std::shared_ptr<database>{std::move(*db)},
-                        std::make_shared<service_metrics>());
-    auto obs = sys.spawn(observer, its, cluster);
-    auto draws = std::make_shared<replay::length_draws>(
-      replay::response_lengths{}, cfg.value->policy.weave.tail_migration_threshold, 5);
-    auto sim = sys.spawn(replay::sim_frameworks, *cfg.value, jobs, draws, ledger, 1.0);
-    auto scheduler = sys.spawn(cluster_scheduler,
-                               cluster_scheduler_config{cfg.value->cluster,
-                                                        cfg.value->policy.weave, true, true, {},
-                                                        {}},
-                               st, caf::actor_cast<worker_actor>(sim), obs);
-    caf::anon_send(sim, connect_atom::value, scheduler);
-    d.run_to_quiescence();
-    for (auto a : {caf::actor_cast<caf::actor>(sim), caf::actor_cast<caf::actor>(scheduler),
-                   caf::actor_cast<caf::actor>(obs), caf::actor_cast<caf::actor>(st)})
-      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    d.run_to_quiescence();
-  }
+  auto run = schedule(jobs, dir / "store");
+  auto& its = run.iterations;
+  auto& cluster = run.cluster;
+  auto& ledger = run.ledger;
   // B was packed into A's group (direct packing), crashed once, and was placed again.
   BOOST_REQUIRE_GE(cluster->size(), 3u);
   BOOST_CHECK_EQUAL((*cluster)[0].event, cluster_event::new_group);
@@ -158,6 +172,47 @@ BOOST_AUTO_TEST_CASE(a_group_runs_meta_iterations_survives_a_failure_and_readmit
   BOOST_CHECK_EQUAL((*db)->count(record_kind::groups), 0u);
   BOOST_CHECK_EQUAL((*db)->count(record_kind::placements), 0u);
   BOOST_CHECK_GE((*db)->last_event_seq(), 6u);
+}
+
+BOOST_AUTO_TEST_CASE(a_departure_that_leaves_a_pool_oversized_moves_the_rest_durably) {
+  test::temp_dir dir;
+  // X trains on both training nodes (16 GPUs) and Y packs into its group; once X has run its
+  // 3 iterations, Y alone holds two training nodes for its 40 iterations: consolidation moves
+  // it to a group of its own size, through the same leave and join every placement uses.
+  auto x = arrival("X", 0, 200, 100, 3, 2.0);
+  x.job.training_gpus = 16;
+  std::vector<replay::job_arrival> jobs{x, arrival("Y", 10, 100, 60, 40, 2.0)};
+  auto run = schedule(jobs, dir / "store");
+  std::vector<std::pair<cluster_event, std::string>> seen;
+  for (auto& r : *run.cluster)
+    seen.push_back({r.event, r.job});
+  std::vector<std::pair<cluster_event, std::string>> expected{
+    {cluster_event::new_group, "X"},  {cluster_event::direct_packing, "Y"},
+    {cluster_event::left, "X"},       {cluster_event::moved, "Y"},
+    {cluster_event::new_group, "Y"},  {cluster_event::left, "Y"}};
+  BOOST_CHECK(seen == expected);
+  BOOST_REQUIRE_EQUAL(run.cluster->size(), expected.size());
+  // Its group after the move holds one training node, not two: the cluster costs less.
+  BOOST_CHECK_LT((*run.cluster)[4].cost_per_hour, (*run.cluster)[1].cost_per_hour);
+  int64_t y_done = 0;
+  for (auto& r : *run.iterations)
+    y_done += r.job == "Y";
+  BOOST_CHECK_EQUAL(y_done, 40); // no iteration lost or run twice across the move
+  // The move is in the event log, between X's finish and Y's new placement.
+  auto db = database::open(dir / "store");
+  BOOST_REQUIRE(db);
+  auto events = (*db)->read_events(0, 1000);
+  BOOST_REQUIRE(events);
+  std::vector<int> kinds;
+  for (auto& r : *events) {
+    v1::Event e;
+    BOOST_REQUIRE(e.ParseFromString(r.value));
+    if (e.subject() == "Y")
+      kinds.push_back(int(e.event_kind()));
+  }
+  std::vector<int> y_expected{v1::EVENT_KIND_JOB_PLACED, v1::EVENT_KIND_JOB_MOVED,
+                              v1::EVENT_KIND_JOB_PLACED, v1::EVENT_KIND_JOB_FINISHED};
+  BOOST_CHECK(kinds == y_expected);
 }
 
 BOOST_AUTO_TEST_CASE(the_generator_follows_the_profile_mix) {
@@ -289,7 +344,8 @@ BOOST_AUTO_TEST_CASE(weave_keeps_slos_cheaper_than_solo_and_the_baselines_do_not
   auto& d = p["weave"]["decisions"];
   BOOST_CHECK_EQUAL(d["direct_packing"].get<int>() + d["rollout_scaling"].get<int>()
                       + d["new_group"].get<int>() + d["rejected"].get<int>(),
-                    p["weave"]["submissions"].get<int>());
+                    p["weave"]["submissions"].get<int>() + p["weave"]["moves"].get<int>()
+                      + p["weave"]["drift_replacements"].get<int>());
   auto timings = nlohmann::json::parse(r->timings_json);
   BOOST_CHECK(timings["policies"]["weave"]["decision_latency_us"].contains("p99"));
 }
@@ -307,7 +363,7 @@ BOOST_AUTO_TEST_CASE(every_bundled_weave_scenario_loads) {
       BOOST_CHECK_MESSAGE(!sc.value->jobs.empty(), name);
     ++loaded;
   }
-  BOOST_CHECK_GE(loaded, 6u); // mixed, bl, rh, th, small-opt, trace-2w
+  BOOST_CHECK_GE(loaded, 7u); // mixed, bl, rh, th, small-opt, trace-2w, drift
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_scenario_is_refused_with_file_line_and_key) {

@@ -141,7 +141,7 @@ class Job:
 
     def on_job_left(self, fn):
         """fn(state, reason): the job left its group, state "JOB_STATE_FINISHED", ... or
-        "JOB_STATE_DRIFTED" (placed again elsewhere: its phases go on there)."""
+        "JOB_STATE_DRIFTED" or "JOB_STATE_MOVED" (placed again elsewhere: its phases go on there)."""
         self._left.append(fn)
         return fn
 

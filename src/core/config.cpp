@@ -287,6 +287,10 @@ void read_weave_policy(table_reader& w, weave_policy& out) {
                             std::pair{"tail_migration_cost_s", &weave_policy::tail_migration_cost_s}})
     if (auto v = non_negative(w, key, w.optional<double>(key, out.*field)))
       out.*field = *v;
+  if (auto v = non_negative(w, "drift_margin", w.optional<double>("drift_margin", out.drift_margin)))
+    out.drift_margin = *v;
+  if (auto v = w.optional<bool>("consolidate", out.consolidate))
+    out.consolidate = *v;
   if (auto v = w.optional<bool>("topology_aware_sync", out.topology_aware_sync))
     out.topology_aware_sync = *v;
   for (auto [key, field] : {std::pair{"overrun_factor", &weave_policy::overrun_factor},

@@ -55,7 +55,7 @@ service_metrics::service_metrics() : registry_(std::make_shared<prometheus::Regi
                               "PhaseAcquire to PhaseGrant, including waiting for the turn",
                               {1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 1e-2, 0.1, 1, 10, 60, 600});
   jobs_ = &gauges(r, "loom_jobs",
-                  "Jobs by state (placed, rejected, finished, failed, cancelled, drifted)");
+                  "Jobs by state (placed, rejected, finished, failed, cancelled, drifted, moved)");
   groups_ = &gauges(r, "loom_groups", "Co-execution groups").Add({});
   iterations_ = &counters(r, "loom_iterations_total",
                           "RL iterations finished, by whether they met their job's SLO");

@@ -43,6 +43,14 @@ struct weave_policy {
   // its job fails alone and its group goes on.
   double overrun_factor = 2;
   double stuck_factor = 10;
+  // WEAVE §5.3 drift, with hysteresis: a member counts as drifted only once its longest
+  // measured phases exceed the profile it was placed with by this fraction (and then only if
+  // its group saturates or an SLO breaks); it is re-placed with them grown by the same
+  // fraction, so the next re-placement needs as large a change again.
+  double drift_margin = 0.1;
+  // Consolidation (beyond the paper, which never regroups): after a departure, the group's
+  // members are placed again if that saves more over their remaining lives than restarts cost.
+  bool consolidate = true;
 };
 
 struct planner_policy {

@@ -113,7 +113,7 @@ void open_job_session(self_ptr self, const std::string& identity, uint64_t rid,
   self->request(self->state.scheduler, caf::infinite, job_atom::value, job)
     .then(
       [=](const job_status& js) {
-        if (js.state != job_state::placed && js.state != job_state::drifted)
+        if (js.state != job_state::placed && !placed_again(js.state))
           send_error(self, identity, rid, v1::ERROR_JOB_ENDED,
                      fmt::format("job '{}' is {}{}", job, js.state,
                                  js.reason.empty() ? "" : ": " + js.reason));

@@ -30,7 +30,7 @@ void when_placed(self_ptr self, const std::string& job, const std::string& ident
   self->request(self->state.scheduler, caf::infinite, job_atom::value, job)
     .then(
       [=](const job_status& s) {
-        if (s.state == job_state::placed || s.state == job_state::drifted) {
+        if (s.state == job_state::placed || placed_again(s.state)) {
           placed();
           return;
         }
@@ -96,7 +96,7 @@ void permit(self_ptr self, const phase_grant& g) {
   }
 }
 
-/// The job left its group. Placed again elsewhere (drifted), its waiting workers wait for
+/// The job left its group. Placed again elsewhere (drifted, moved), its waiting workers wait for
 /// the new group; otherwise they are answered, and every worker of the job hears so.
 void job_left(self_ptr self, const std::string& job, job_state why) {
   auto& st = self->state;
@@ -104,9 +104,9 @@ void job_left(self_ptr self, const std::string& job, job_state why) {
   if (link != st.jobs.end()
       && caf::actor_cast<caf::actor_addr>(link->second.executor) == self->current_sender())
     st.jobs.erase(link);
-  const bool ended = why != job_state::drifted;
+  const bool ended = !placed_again(why);
   auto reason = ended ? fmt::format("job '{}' is {}", job, why)
-                      : fmt::format("job '{}' is being placed again with its measured phases", job);
+                      : fmt::format("job '{}' is being placed again ({})", job, why);
   if (ended)
     for (auto& w : st.grants.drop(job))
       send_error(self, w.identity, w.request_id, v1::ERROR_JOB_ENDED, reason);

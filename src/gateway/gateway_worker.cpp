@@ -98,7 +98,7 @@ void release_unpermitted(self_ptr self, const std::string& identity, uint64_t ri
       [self, identity, rid, r, phase](const job_status& js) {
         if (counted(js, r, phase))
           reply(self, identity, rid, [](v1::Envelope& e) { e.mutable_ok(); });
-        else if (js.state == job_state::placed || js.state == job_state::drifted)
+        else if (js.state == job_state::placed || placed_again(js.state))
           send_error(self, identity, rid, v1::ERROR_RESTART_ITERATION,
                      fmt::format("no permit of job '{}' stands for its {} phase (the service "
                                  "restarted or placed it again): run its iteration again from "

@@ -28,28 +28,17 @@ std::vector<std::string> node_names(const std::vector<pool_node>& pool,
   return out;
 }
 
-double group_cost_per_hour(const placement_engine& engine, uint64_t id) {
-  auto it = engine.groups().find(id);
-  if (it == engine.groups().end())
-    return 0;
-  double cost = 0;
-  for (int n : it->second.rollout_nodes)
-    cost += engine.rollout_pool()[size_t(n)].cost_per_hour;
-  for (int n : it->second.training_nodes)
-    cost += engine.training_pool()[size_t(n)].cost_per_hour;
-  return cost;
+int gpus_per_node(const std::vector<pool_node>& pool) {
+  return pool.empty() ? 8 : pool.front().gpus;
 }
 
 group_executor_actor executor_for(scheduler_ptr self, uint64_t id) {
   auto& st = self->state;
   if (auto it = st.executors.find(id); it != st.executors.end())
     return it->second;
-  auto per_node = [](const std::vector<pool_node>& pool) {
-    return pool.empty() ? 8 : pool.front().gpus;
-  };
   group_executor_config cfg{group_name(id),
-                            per_node(st.engine->rollout_pool()),
-                            per_node(st.engine->training_pool()),
+                            gpus_per_node(st.engine->rollout_pool()),
+                            gpus_per_node(st.engine->training_pool()),
                             st.engine->groups().at(id).training_gpus,
                             st.config.policy,
                             st.config.migrate_tails,
@@ -155,7 +144,7 @@ placement_reply reply_of(const placement_engine& engine, const rl_job& job,
     reply.rollout_nodes = node_names(engine.rollout_pool(), d.rollout_nodes);
     reply.training_nodes = node_names(engine.training_pool(),
                                       engine.groups().at(d.group).training_nodes);
-    reply.group_cost_per_hour = group_cost_per_hour(engine, d.group);
+    reply.group_cost_per_hour = engine.group_cost_per_hour(d.group);
   }
   reply.cost_per_hour = engine.cost_per_hour();
   return reply;
@@ -204,6 +193,7 @@ event_kind departure_event(job_state state) {
     case job_state::finished: return event_kind::job_finished;
     case job_state::failed: return event_kind::job_failed;
     case job_state::drifted: return event_kind::job_drifted;
+    case job_state::moved: return event_kind::job_moved;
     default: return event_kind::job_cancelled;
   }
 }
@@ -248,15 +238,17 @@ caf::result<ok_atom> depart_and_answer(scheduler_ptr self, const std::string& id
 }
 
 /// WEAVE §5.3: the job's measured phases saturate its group; it is stopped and placed again
-/// with them, for the iterations it has left.
+/// with them, for the iterations it has left. They are grown by the drift margin, the
+/// hysteresis that makes the next re-placement wait for as large a change again.
 void replace_drifted(scheduler_ptr self, const std::string& id, double rollout_s,
                      double training_s, int64_t done_iterations) {
   auto it = self->state.jobs.find(id);
   if (it == self->state.jobs.end() || it->second.state != job_state::placed)
     return;
   rl_job job = it->second.job;
-  job.rollout_s = rollout_s;
-  job.training_s = training_s;
+  const double grown = 1 + self->state.config.policy.drift_margin;
+  job.rollout_s = rollout_s * grown;
+  job.training_s = training_s * grown;
   if (job.iterations > 0)
     job.iterations = std::max<int64_t>(1, job.iterations - done_iterations);
   depart(self, id, job_state::drifted, "measured phases saturate its group",
@@ -325,12 +317,14 @@ void scheduler_steps::depart(scheduler_ptr self, const std::string& id, job_stat
   entry.state = state;
   entry.reason = reason;
   leave_group(self, id, group, state);
-  observe(self, state == job_state::drifted ? cluster_event::drifted : cluster_event::left, id, 0);
+  observe(self, departure_of(state), id, 0);
   persist(self, st.store, departure_batch(self, entry, group),
           {departure_event(state), id,
            fmt::format("group={} reason=\"{}\" cost_per_hour={:.2f}", group_name(group), reason,
                        st.engine->cost_per_hour())},
           [done] { done(caf::error{}); }, [done](caf::error err) { done(std::move(err)); });
+  if (state != job_state::moved)
+    consolidate(self, group);
 }
 
 cluster_scheduler_state::~cluster_scheduler_state() {

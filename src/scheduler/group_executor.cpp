@@ -116,7 +116,7 @@ void complete(executor_ptr self, const std::string& job, executor_actions& actio
 
 void report_drift(executor_ptr self) {
   auto& st = self->state;
-  auto drift = st.ledger->drift_victim();
+  auto drift = st.ledger->drift_victim(st.config.policy.drift_margin);
   if (!drift)
     return;
   spdlog::info("event=job_drifted group={} job={} rollout_s={:.1f} training_s={:.1f}",

@@ -23,11 +23,11 @@ void iteration_ledger::overran(const std::string& job, phase_kind phase, double 
   auto& m = it->second;
   ++m.overruns;
   if (phase == phase_kind::rollout)
-    m.measured_rollout_s = std::max(m.measured_rollout_s, elapsed_s);
+    m.longest_rollout_s = std::max(m.longest_rollout_s, elapsed_s);
   else if (phase == phase_kind::training) // as the job's own DP would take it (footnote 2)
-    m.measured_training_s = std::max(m.measured_training_s,
-                                     elapsed_s * training_gpus_
-                                       / std::max(1, m.member.job.training_gpus));
+    m.longest_training_s = std::max(m.longest_training_s,
+                                    elapsed_s * training_gpus_
+                                      / std::max(1, m.member.job.training_gpus));
 }
 
 bool iteration_ledger::leave(const std::string& job) {
@@ -48,14 +48,16 @@ std::optional<iteration_end> iteration_ledger::phase_done(const std::string& job
   auto& m = it->second;
   m.solo_s += solo_s;
   if (phase == phase_kind::rollout)
-    m.measured_rollout_s = solo_s;
+    m.longest_rollout_s = std::max(m.longest_rollout_s, solo_s);
   else if (phase == phase_kind::training)
-    m.measured_training_s = solo_s;
+    m.longest_training_s = std::max(m.longest_training_s, solo_s);
   if (phase != phase_kind::sync)
     return std::nullopt;
   const auto& spec = m.member.job;
+  // The SLO is a slowdown over the job alone (§4.2): against its profile, or against the work
+  // it measured when that outgrew the profile (drift is the job's own, not its group's).
   iteration_end end{{job, group_, m.iteration, now_ns, double(now_ns - m.since_ns) / 1e9,
-                     m.solo_s, spec.solo_s(), spec.slo},
+                     m.solo_s, std::max(spec.solo_s(), m.solo_s), spec.slo},
                     false};
   m.since_ns = now_ns;
   m.solo_s = 0;
@@ -66,28 +68,68 @@ std::optional<iteration_end> iteration_ledger::phase_done(const std::string& job
   return end;
 }
 
-std::optional<drift_report> iteration_ledger::drift_victim() {
-  std::vector<planned_phases> measured;
+namespace {
+
+/// A member as its measured phases have shown it: never below its profile.
+planned_phases measured_plan(const member_progress& m, int group_training_gpus) {
+  const auto& job = m.member.job;
+  const double scale = double(job.training_gpus) / std::max(1, group_training_gpus);
+  return {m.member.rollout_nodes, std::max(job.rollout_s, m.longest_rollout_s),
+          std::max(job.training_s, m.longest_training_s) * scale, job.sync_s};
+}
+
+/// Rollout plus training as measured, at the job's own DP, never below its profile.
+double measured_work(const member_progress& m) {
+  const auto& job = m.member.job;
+  return std::max(job.rollout_s, m.longest_rollout_s)
+         + std::max(job.training_s, m.longest_training_s);
+}
+
+double growth(const member_progress& m) {
+  const auto& job = m.member.job;
+  return measured_work(m) / std::max(1e-9, job.rollout_s + job.training_s);
+}
+
+/// Some member's steady-state iteration, at the measured phases, is past its SLO over its
+/// measured solo time.
+bool breaks_an_slo(const std::vector<planned_phases>& measured,
+                   const std::vector<const member_progress*>& who) {
+  auto times = meta_iteration_times(measured);
+  for (size_t k = 0; k < who.size(); ++k) {
+    const auto& job = who[k]->member.job;
+    if (times[k] > job.slo * (measured_work(*who[k]) + job.sync_s) * (1 + 1e-9))
+      return true;
+  }
+  return false;
+}
+
+} // namespace
+
+std::optional<drift_report> iteration_ledger::drift_victim(double margin) {
   member_progress* worst = nullptr;
-  double worst_ratio = 1.0;
+  double worst_growth = 1 + margin;
   for (auto& [id, m] : members_) {
-    const auto& job = m.member.job;
-    double roll = std::max(job.rollout_s, m.measured_rollout_s);
-    double train = std::max(job.training_s, m.measured_training_s);
-    double scale = double(job.training_gpus) / std::max(1, training_gpus_);
-    measured.push_back({m.member.rollout_nodes, roll, train * scale, job.sync_s});
-    double ratio = (roll + train) / (job.rollout_s + job.training_s);
-    if (ratio > worst_ratio && !m.drift_reported) {
-      worst_ratio = ratio;
+    if (m.drift_reported)
+      continue;
+    if (double g = growth(m); g > worst_growth) {
+      worst_growth = g;
       worst = &m;
     }
   }
-  if (!worst || !saturated(measured))
+  if (!worst)
+    return std::nullopt; // nothing outgrew its profile by more than the margin
+  std::vector<planned_phases> measured;
+  std::vector<const member_progress*> who;
+  for (auto& [id, m] : members_) {
+    measured.push_back(measured_plan(m, training_gpus_));
+    who.push_back(&m);
+  }
+  if (!saturated(measured) && !breaks_an_slo(measured, who))
     return std::nullopt;
   worst->drift_reported = true;
   const auto& job = worst->member.job;
-  return drift_report{job.id, std::max(job.rollout_s, worst->measured_rollout_s),
-                      std::max(job.training_s, worst->measured_training_s), worst->iteration};
+  return drift_report{job.id, std::max(job.rollout_s, worst->longest_rollout_s),
+                      std::max(job.training_s, worst->longest_training_s), worst->iteration};
 }
 
 } // namespace loom

@@ -19,13 +19,14 @@ struct member_progress {
   int64_t since_ns = 0; // actor-clock time the current iteration started
   int64_t iteration = 0;
   double solo_s = 0;    // solo-equivalent work of the current iteration so far
-  double measured_rollout_s = 0;
-  double measured_training_s = 0;
+  // The longest phases measured since it joined this group: the evidence of drift.
+  double longest_rollout_s = 0;
+  double longest_training_s = 0;
   bool drift_reported = false;
   int overruns = 0;     // phases that ran past the policy's overrun factor
 };
 
-/// WEAVE §5.3: a member to stop and re-place with the phase times it measured.
+/// WEAVE §5.3: a member to stop and re-place with the longest phase times it measured.
 struct drift_report {
   std::string job;
   double rollout_s = 0;
@@ -62,9 +63,11 @@ public:
   /// is a lower bound on what the phase takes now (WEAVE §5.3), counted and measured.
   void overran(const std::string& job, phase_kind phase, double elapsed_s);
 
-  /// The member whose measured phases outgrew its profile most, once the measured phases
-  /// saturate the group (T_load >= T_cycle); each member is reported once.
-  std::optional<drift_report> drift_victim();
+  /// The member whose measured phases outgrew its profile most, by more than `margin`, once
+  /// the measured phases saturate the group (T_load >= T_cycle) or break a member's SLO in
+  /// the steady state; each member is reported once. Members within the margin of their
+  /// profile are never re-placed: noise and small drift stay where they are.
+  std::optional<drift_report> drift_victim(double margin);
 
 private:
   std::string group_;

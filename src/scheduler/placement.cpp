@@ -291,6 +291,18 @@ placement_decision placement_engine::isolated(const rl_job& job) const {
   return d;
 }
 
+double placement_engine::group_cost_per_hour(uint64_t id) const {
+  auto it = groups_.find(id);
+  if (it == groups_.end())
+    return 0;
+  double cost = 0;
+  for (int n : it->second.rollout_nodes)
+    cost += rollout_pool_[size_t(n)].cost_per_hour;
+  for (int n : it->second.training_nodes)
+    cost += training_pool_[size_t(n)].cost_per_hour;
+  return cost;
+}
+
 void placement_engine::set_rollout_used(int n, bool used) {
   if (rollout_used_[size_t(n)] == used)
     return;
@@ -405,6 +417,34 @@ bool placement_engine::remove(const std::string& job_id) {
   g.is_saturated = saturated(g.plan);
   update_open(g.id);
   return true;
+}
+
+std::optional<double> placement_engine::cost_after_regrouping(uint64_t id) {
+  auto it = groups_.find(id);
+  if (it == groups_.end())
+    return std::nullopt;
+  const co_execution_group before = it->second;
+  const uint64_t next_group = next_group_;
+  const double cost = cost_per_hour_;
+  for (auto& m : before.members)
+    remove(m.job.id);
+  std::vector<std::string> placed;
+  for (auto& m : before.members) {
+    auto d = place(m.job);
+    if (d.kind == placement_kind::rejected)
+      break;
+    commit(m.job, d);
+    placed.push_back(m.job.id);
+  }
+  std::optional<double> after;
+  if (placed.size() == before.members.size())
+    after = cost_per_hour_;
+  for (auto j = placed.rbegin(); j != placed.rend(); ++j)
+    remove(*j);
+  restore(id, before.rollout_nodes, before.training_nodes, before.members);
+  next_group_ = next_group;
+  cost_per_hour_ = cost; // the running sum exactly as it was, not re-added
+  return after;
 }
 
 std::string placement_engine::restore(uint64_t id, const std::vector<int>& rollout_nodes,

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -89,6 +90,12 @@ public:
   /// its nodes. False if the job is unknown.
   bool remove(const std::string& job_id);
 
+  /// The cluster's $/h if the group's members all left and were placed again by Algorithm 1
+  /// in turn order (consolidation), or nothing if one would be rejected. Tried in place and
+  /// undone: the engine is left exactly as it was (a copy of thousands of nodes costs more
+  /// than the trial).
+  std::optional<double> cost_after_regrouping(uint64_t id);
+
   /// A node that failed is offered to no placement until it is back; a group keeps the ones
   /// it holds until their jobs leave. False if there is no such node.
   bool set_failed(bool rollout_pool, int node, bool failed);
@@ -98,6 +105,8 @@ public:
   const std::map<uint64_t, co_execution_group>& groups() const { return groups_; }
   /// Kept as nodes are provisioned and released, not summed per call.
   double cost_per_hour() const { return cost_per_hour_; }
+  /// One group's own provisioning cost (its rollout and training nodes); 0 if there is none.
+  double group_cost_per_hour(uint64_t id) const;
   int gpus_in_use(bool rollout) const { return rollout ? rollout_gpus_used_ : training_gpus_used_; }
   size_t jobs() const { return job_group_.size(); }
   uint64_t next_group_id() const { return next_group_; }

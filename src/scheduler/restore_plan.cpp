@@ -111,7 +111,7 @@ restore_plan plan_restore(const stored_schedule& stored,
   for (auto& [key, rec] : jobs) {
     if (rec.state == job_state::placed)
       placed.emplace(rec.job.id, rec);
-    else if (rec.state == job_state::drifted)
+    else if (placed_again(rec.state))
       plan.readmit.push_back(rec.job);
     else
       plan.ended.push_back(rec);

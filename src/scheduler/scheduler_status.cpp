@@ -36,7 +36,7 @@ std::vector<group_status> group_statuses(const cluster_scheduler_state& st) {
   for (auto& [id, g] : engine.groups()) {
     group_status s{group_name(id), {}, node_names(engine.rollout_pool(), g.rollout_nodes),
                    node_names(engine.training_pool(), g.training_nodes), g.is_saturated,
-                   group_cost_per_hour(engine, id)};
+                   engine.group_cost_per_hour(id)};
     for (auto& m : g.members) { // in turn order (WEAVE §4.3: join order)
       s.jobs.push_back(m.job.id);
       auto p = st.progress.find(m.job.id);

@@ -21,8 +21,8 @@ std::string group_name(uint64_t id);
 std::vector<std::string> node_names(const std::vector<pool_node>& pool,
                                     const std::vector<int>& nodes);
 
-/// The group's own provisioning cost (its rollout and training nodes).
-double group_cost_per_hour(const placement_engine& engine, uint64_t id);
+/// GPUs per node of a pool (its nodes are alike).
+int gpus_per_node(const std::vector<pool_node>& pool);
 
 /// The group's executor, spawned with the group.
 group_executor_actor executor_for(scheduler_ptr self, uint64_t id);
@@ -34,6 +34,11 @@ void admit(scheduler_ptr self, rl_job job, placed_callback done);
 /// `done` runs once the departure is durable (or with why it is not).
 void depart(scheduler_ptr self, const std::string& id, job_state state,
             const std::string& reason, std::function<void(caf::error)> done);
+
+/// After a departure from `group`: if placing its members again through Algorithm 1 saves
+/// more over their remaining lives than their restarts cost, they leave it (moved) and are
+/// admitted again (consolidation).
+void consolidate(scheduler_ptr self, uint64_t group);
 
 /// The scheduler's meta record as it stands: group counter and nodes out of service.
 record_write meta_write(const cluster_scheduler_state& st);

@@ -88,17 +88,31 @@ struct enum_names<placement_kind> {
 };
 
 /// Where a job stands with the scheduler.
-enum class job_state : uint8_t { placed, rejected, finished, failed, cancelled, drifted };
+enum class job_state : uint8_t {
+  placed,
+  rejected,
+  finished,
+  failed,
+  cancelled,
+  drifted, // stopped to be placed again with its measured phases (WEAVE §5.3)
+  moved,   // stopped to be placed again where it costs less (consolidation)
+};
+
+/// The job left its group only to be placed again: its workers wait for the new group.
+constexpr bool placed_again(job_state s) {
+  return s == job_state::drifted || s == job_state::moved;
+}
 
 template <>
 struct enum_names<job_state> {
-  static constexpr std::array<std::pair<job_state, std::string_view>, 6> table{{
+  static constexpr std::array<std::pair<job_state, std::string_view>, 7> table{{
     {job_state::placed, "placed"},
     {job_state::rejected, "rejected"},
     {job_state::finished, "finished"},
     {job_state::failed, "failed"},
     {job_state::cancelled, "cancelled"},
     {job_state::drifted, "drifted"},
+    {job_state::moved, "moved"},
   }};
 };
 
@@ -110,19 +124,28 @@ enum class cluster_event : uint8_t {
   rejected,
   left,    // finished, failed or cancelled
   drifted, // stopped to be re-placed with its measured phases (WEAVE §5.3)
+  moved,   // stopped to be re-placed where it costs less (consolidation)
 };
 
 template <>
 struct enum_names<cluster_event> {
-  static constexpr std::array<std::pair<cluster_event, std::string_view>, 6> table{{
+  static constexpr std::array<std::pair<cluster_event, std::string_view>, 7> table{{
     {cluster_event::direct_packing, "direct_packing"},
     {cluster_event::rollout_scaling, "rollout_scaling"},
     {cluster_event::new_group, "new_group"},
     {cluster_event::rejected, "rejected"},
     {cluster_event::left, "left"},
     {cluster_event::drifted, "drifted"},
+    {cluster_event::moved, "moved"},
   }};
 };
+
+/// The cluster record a job's leaving its group makes.
+constexpr cluster_event departure_of(job_state s) {
+  return s == job_state::drifted ? cluster_event::drifted
+         : s == job_state::moved ? cluster_event::moved
+                                 : cluster_event::left;
+}
 
 /// The cluster event a placement decision is.
 constexpr cluster_event event_of(placement_kind k) {

@@ -25,6 +25,7 @@ static_assert(int(v1::WINDOW_KIND_IN_STEP) == int(window_kind::in_step) + 1);
 static_assert(int(v1::FABRIC_OUTCOME_KEPT) == int(fabric_outcome::kept) + 1);
 static_assert(int(v1::EVENT_KIND_GEN_RECONFIGURED) == int(event_kind::gen_reconfigured) + 1);
 static_assert(int(v1::EVENT_KIND_OPUS_PROFILED) == int(event_kind::opus_profiled) + 1);
+static_assert(int(v1::EVENT_KIND_JOB_MOVED) == int(event_kind::job_moved) + 1);
 
 } // namespace
 
@@ -36,6 +37,7 @@ v1::JobState to_proto(job_state x) {
     case job_state::failed: return v1::JOB_STATE_FAILED;
     case job_state::cancelled: return v1::JOB_STATE_CANCELLED;
     case job_state::drifted: return v1::JOB_STATE_DRIFTED;
+    case job_state::moved: return v1::JOB_STATE_MOVED;
   }
   return v1::JOB_STATE_UNSPECIFIED;
 }
@@ -51,6 +53,7 @@ std::optional<job_state> from_proto(v1::JobState x) {
     case v1::JOB_STATE_FAILED: return job_state::failed;
     case v1::JOB_STATE_CANCELLED: return job_state::cancelled;
     case v1::JOB_STATE_DRIFTED: return job_state::drifted;
+    case v1::JOB_STATE_MOVED: return job_state::moved;
     default: return std::nullopt;
   }
 }
