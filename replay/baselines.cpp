@@ -38,13 +38,25 @@ placement_chooser solo_chooser() {
   return [](const placement_engine& e, const rl_job& job) { return e.isolated(job); };
 }
 
-placement_chooser random_chooser(uint64_t seed) {
+placement_chooser random_chooser(uint64_t seed, bool slo_feasible) {
   auto rng = std::make_shared<std::mt19937_64>(seed);
-  return [rng](const placement_engine& e, const rl_job& job) {
+  return [rng, slo_feasible](const placement_engine& e, const rl_job& job) {
     std::vector<std::pair<const co_execution_group*, std::vector<int>>> options;
-    for (auto& [id, g] : e.groups())
-      if (auto nodes = hosting_nodes(e, g, job); !nodes.empty())
-        options.emplace_back(&g, std::move(nodes));
+    auto pick_nodes = [&](std::vector<int>& nodes) {
+      std::shuffle(nodes.begin(), nodes.end(), *rng);
+      nodes.resize(e.rollout_nodes_needed(job));
+    };
+    for (auto& [id, g] : e.groups()) {
+      auto nodes = hosting_nodes(e, g, job);
+      if (nodes.empty())
+        continue;
+      if (slo_feasible) { // only nodes it may take; the SLO-blind one draws after its pick
+        pick_nodes(nodes);
+        if (!e.meets_slos(g, job, nodes))
+          continue;
+      }
+      options.emplace_back(&g, std::move(nodes));
+    }
     auto alone = e.isolated(job);
     const size_t choices = options.size() + (alone.kind == placement_kind::new_group ? 1 : 0);
     if (choices == 0)
@@ -53,14 +65,14 @@ placement_chooser random_chooser(uint64_t seed) {
     if (pick == options.size())
       return alone;
     auto& [g, nodes] = options[pick];
-    std::shuffle(nodes.begin(), nodes.end(), *rng);
-    nodes.resize(e.rollout_nodes_needed(job));
+    if (!slo_feasible)
+      pick_nodes(nodes);
     return join(*g, nodes);
   };
 }
 
-placement_chooser greedy_chooser() {
-  return [](const placement_engine& e, const rl_job& job) {
+placement_chooser greedy_chooser(bool slo_feasible) {
+  return [slo_feasible](const placement_engine& e, const rl_job& job) {
     const co_execution_group* best = nullptr;
     std::vector<int> best_nodes;
     double best_idle = -1;
@@ -70,18 +82,20 @@ placement_chooser greedy_chooser() {
         continue;
       // Idle share of the bottleneck over the group's natural cycle.
       double idle = 1 - load_time(g.plan) / cycle_time(g.plan);
-      if (idle > best_idle) {
-        best_idle = idle;
-        best = &g;
-        best_nodes = std::move(nodes);
-      }
+      if (idle <= best_idle)
+        continue;
+      std::stable_sort(nodes.begin(), nodes.end(), [&](int a, int b) {
+        return rollout_load(g, a) < rollout_load(g, b);
+      });
+      nodes.resize(e.rollout_nodes_needed(job));
+      if (slo_feasible && !e.meets_slos(g, job, nodes))
+        continue;
+      best_idle = idle;
+      best = &g;
+      best_nodes = std::move(nodes);
     }
     if (!best)
       return e.isolated(job);
-    std::stable_sort(best_nodes.begin(), best_nodes.end(), [&](int a, int b) {
-      return rollout_load(*best, a) < rollout_load(*best, b);
-    });
-    best_nodes.resize(e.rollout_nodes_needed(job));
     return join(*best, best_nodes);
   };
 }

@@ -53,10 +53,10 @@ observer_actor::behavior_type recorder(observer_actor::stateful_pointer<recorder
 placement_chooser chooser_for(const std::string& policy, uint64_t seed) {
   if (policy == "solo-d")
     return solo_chooser();
-  if (policy == "random")
-    return random_chooser(seed);
-  if (policy == "greedy")
-    return greedy_chooser();
+  if (policy == "random" || policy == "random-slo")
+    return random_chooser(seed, policy == "random-slo");
+  if (policy == "greedy" || policy == "greedy-slo")
+    return greedy_chooser(policy == "greedy-slo");
   return {};
 }
 
@@ -152,7 +152,9 @@ ordered_json cost_ratios(const ordered_json& policies) {
           {"colocated/weave", ratio("colocated", "weave")},
           {"weave/optimal", ratio("weave", "optimal")},
           {"random/optimal", ratio("random", "optimal")},
-          {"greedy/optimal", ratio("greedy", "optimal")}};
+          {"greedy/optimal", ratio("greedy", "optimal")},
+          {"random-slo/weave", ratio("random-slo", "weave")},
+          {"greedy-slo/weave", ratio("greedy-slo", "weave")}};
 }
 
 } // namespace

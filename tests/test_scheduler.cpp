@@ -688,6 +688,19 @@ loom::group_member ledger_member(const std::string& id, double roll, double trai
 
 constexpr int64_t s = 1'000'000'000; // ns
 
+/// A (10 s + 5 s, SLO 1.2) and B (4 s + 3 s, SLO 2.5) in one group, B rolling out on `b_node`.
+iteration_ledger a_and_b(int b_node) {
+  iteration_ledger l{"g1", 8};
+  auto a = ledger_member("A", 10, 5, 0);
+  auto b = ledger_member("B", 4, 3, 0);
+  a.job.slo = 1.2;
+  b.job.slo = 2.5;
+  b.rollout_nodes = {b_node};
+  l.join(a, 0);
+  l.join(b, 0);
+  return l;
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(a_sync_ends_an_iteration_and_the_last_one_completes_the_job) {
@@ -714,13 +727,7 @@ BOOST_AUTO_TEST_CASE(a_sync_ends_an_iteration_and_the_last_one_completes_the_job
 }
 
 BOOST_AUTO_TEST_CASE(the_member_that_drifted_most_is_replaced_once_the_group_saturates) {
-  iteration_ledger l{"g1", 8};
-  auto a = ledger_member("A", 10, 5, 0);
-  auto b = ledger_member("B", 4, 3, 0);
-  a.job.slo = 1.2;
-  b.job.slo = 2.5;
-  l.join(a, 0);
-  l.join(b, 0);
+  auto l = a_and_b(0);
   // Both roll out on node 0; T_cycle is A's 16 s and every steady iteration takes it. B's
   // rollout measured at 5.5 s (21% over its profile) leaves node 0 at 15.5 s: slack left,
   // every SLO holds (B: 16 s <= 2.5 x 9.5 s). At 6.5 s the load is 16.5 s: saturated, and B
@@ -738,12 +745,7 @@ BOOST_AUTO_TEST_CASE(the_member_that_drifted_most_is_replaced_once_the_group_sat
 }
 
 BOOST_AUTO_TEST_CASE(a_change_within_the_drift_margin_is_never_replaced) {
-  iteration_ledger l{"g1", 8};
-  auto a = ledger_member("A", 10, 5, 0);
-  auto b = ledger_member("B", 4, 3, 0);
-  b.job.slo = 2.5;
-  l.join(a, 0);
-  l.join(b, 0);
+  auto l = a_and_b(0);
   // Saturated at 6.5 s as above, but 9.5 s of work over a 7 s profile is within a 50% margin.
   l.phase_done("B", phase_kind::rollout, 6.5, 1 * s);
   BOOST_CHECK(!l.drift_victim(0.5));
@@ -751,14 +753,7 @@ BOOST_AUTO_TEST_CASE(a_change_within_the_drift_margin_is_never_replaced) {
 }
 
 BOOST_AUTO_TEST_CASE(a_drift_that_breaks_another_members_slo_is_replaced_before_saturation) {
-  iteration_ledger l{"g1", 8};
-  auto a = ledger_member("A", 10, 5, 0);
-  auto b = ledger_member("B", 4, 3, 0);
-  a.job.slo = 1.2;
-  b.job.slo = 2.5;
-  b.rollout_nodes = {1};
-  l.join(a, 0);
-  l.join(b, 0);
+  auto l = a_and_b(1);
   // B on its own rollout node grows to 8 s + 12 s: node 1 carries 8 s and training 17 s, under
   // the new T_cycle of B's 21 s, so the group is not saturated; but A's iterations now take
   // 21 s, past its 1.2 x 16 s.

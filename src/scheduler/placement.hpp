@@ -126,6 +126,9 @@ public:
   bool has_room(const co_execution_group& g, const rl_job& job) const;
   /// One of the group's rollout nodes holds the job's rollout working set (Alg. 1 line 8).
   bool rollout_fits(const co_execution_group& g, const rl_job& job, int node) const;
+  /// The job in `g` on `nodes` meets every member's SLO, its own included (Alg. 1 line 10).
+  bool meets_slos(const co_execution_group& g, const rl_job& job,
+                  const std::vector<int>& nodes) const;
   /// The decision that gives the job an isolated group on fresh nodes (Alg. 1 lines 15-17),
   /// or a rejection saying why that is impossible.
   placement_decision isolated(const rl_job& job) const;
@@ -148,9 +151,6 @@ private:
   /// GENERATEPLACEMENTS for a job needing `nodes` rollout nodes: each member's rollout node
   /// set of that size and the group's least loaded nodes.
   std::set<std::vector<int>> packings(const co_execution_group& g, size_t nodes) const;
-  /// The job in `g` on `nodes` meets every member's SLO, its own included (Alg. 1 line 10).
-  bool meets_slos(const co_execution_group& g, const rl_job& job,
-                  const std::vector<int>& nodes) const;
 
   std::vector<pool_node> rollout_pool_;
   std::vector<pool_node> training_pool_;
