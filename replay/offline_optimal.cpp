@@ -119,12 +119,41 @@ std::optional<double> offline_optimum::group_cost(const std::vector<const rl_job
   return best;
 }
 
+std::optional<double> offline_optimum::group_cost_of(const std::vector<rl_job>& jobs) {
+  std::vector<const rl_job*> members;
+  for (auto& j : jobs)
+    members.push_back(&j);
+  std::sort(members.begin(), members.end(), [](auto* a, auto* b) { return a->id < b->id; });
+  return group_cost(members);
+}
+
 std::optional<double> offline_optimum::cost_per_hour(const std::vector<rl_job>& jobs) {
+  auto c = best_cover(jobs);
+  if (!c)
+    return std::nullopt;
+  return c->cost;
+}
+
+std::optional<std::vector<std::vector<std::string>>>
+offline_optimum::grouping(const std::vector<rl_job>& jobs) {
+  auto c = best_cover(jobs);
+  if (!c)
+    return std::nullopt;
+  std::vector<std::vector<std::string>> out;
+  for (auto& g : c->groups) {
+    out.emplace_back();
+    for (auto* j : g)
+      out.back().push_back(j->id);
+  }
+  return out;
+}
+
+std::optional<offline_optimum::cover> offline_optimum::best_cover(const std::vector<rl_job>& jobs) {
   const size_t n = jobs.size();
   if (n > max_jobs)
     return std::nullopt;
   if (n == 0)
-    return 0.0;
+    return cover{};
   std::vector<const rl_job*> sorted;
   for (auto& j : jobs)
     sorted.push_back(&j);
@@ -143,17 +172,27 @@ std::optional<double> offline_optimum::cost_per_hour(const std::vector<rl_job>& 
       group[mask] = *c;
   }
   std::vector<double> best(full + 1, inf);
+  std::vector<uint32_t> choice(full + 1, 0);
   best[0] = 0;
   for (uint32_t mask = 1; mask <= full; ++mask) {
     const uint32_t low = mask & -mask;
     // Sub-masks holding the lowest job: each cover is counted once.
     for (uint32_t sub = mask; sub; sub = (sub - 1) & mask)
-      if ((sub & low) && group[sub] < inf)
-        best[mask] = std::min(best[mask], group[sub] + best[mask ^ sub]);
+      if ((sub & low) && group[sub] < inf && group[sub] + best[mask ^ sub] < best[mask]) {
+        best[mask] = group[sub] + best[mask ^ sub];
+        choice[mask] = sub;
+      }
   }
   if (best[full] == inf)
     return std::nullopt;
-  return best[full];
+  cover out{best[full], {}};
+  for (uint32_t mask = full; mask; mask ^= choice[mask]) {
+    out.groups.emplace_back();
+    for (size_t i = 0; i < n; ++i)
+      if (choice[mask] & (1u << i))
+        out.groups.back().push_back(sorted[i]);
+  }
+  return out;
 }
 
 } // namespace loom::replay

@@ -28,7 +28,20 @@ public:
   /// some job cannot be hosted even alone.
   std::optional<double> cost_per_hour(const std::vector<rl_job>& jobs);
 
+  /// The optimal grouping itself: each group's job ids.
+  std::optional<std::vector<std::vector<std::string>>> grouping(const std::vector<rl_job>& jobs);
+
+  /// $/hour of the cheapest single group hosting exactly these jobs; nothing if none is
+  /// feasible.
+  std::optional<double> group_cost_of(const std::vector<rl_job>& jobs);
+
 private:
+  struct cover {
+    double cost = 0;
+    std::vector<std::vector<const rl_job*>> groups;
+  };
+  /// The subset DP over every feasible group of `jobs`.
+  std::optional<cover> best_cover(const std::vector<rl_job>& jobs);
   /// The cheapest single group hosting exactly these jobs; nothing if none is feasible.
   std::optional<double> group_cost(const std::vector<const rl_job*>& jobs);
   /// $/hour of the group with its members' rollouts in the bins of `bin`, nothing if a bin's

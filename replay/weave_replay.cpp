@@ -139,6 +139,16 @@ ordered_json policy_json(const weave_scenario& sc, policy_log& log, double start
 
 namespace {
 
+/// weave's $/h over the optimum that regroups only at arrivals.
+ordered_json arrivals_ratio(const ordered_json& policies) {
+  if (!policies.contains("weave") || !policies.contains("optimal")
+      || !policies["optimal"].contains("arrivals_only"))
+    return nullptr;
+  double y = policies["optimal"]["arrivals_only"]["cost_per_hour_avg"].get<double>();
+  return y > 0 ? ordered_json(round4(policies["weave"]["cost_per_hour_avg"].get<double>() / y))
+               : ordered_json(nullptr);
+}
+
 ordered_json cost_ratios(const ordered_json& policies) {
   auto ratio = [&](const char* a, const char* b) -> ordered_json {
     if (!policies.contains(a) || !policies.contains(b) || !policies[a].contains("cost_per_hour_avg")
@@ -151,6 +161,7 @@ ordered_json cost_ratios(const ordered_json& policies) {
   return {{"solo-d/weave", ratio("solo-d", "weave")},
           {"colocated/weave", ratio("colocated", "weave")},
           {"weave/optimal", ratio("weave", "optimal")},
+          {"weave/optimal-arrivals", arrivals_ratio(policies)},
           {"random/optimal", ratio("random", "optimal")},
           {"greedy/optimal", ratio("greedy", "optimal")},
           {"random-slo/weave", ratio("random-slo", "weave")},
