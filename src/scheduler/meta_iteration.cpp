@@ -1,7 +1,6 @@
 #include "scheduler/meta_iteration.hpp"
 
 #include <algorithm>
-#include <unordered_map>
 
 namespace loom {
 
@@ -14,11 +13,20 @@ double cycle_time(const std::vector<planned_phases>& members) {
 
 double load_time(const std::vector<planned_phases>& members) {
   double train = 0;
-  std::unordered_map<int, double> per_node;
+  // A group spans a handful of rollout nodes: a flat list beats a hash map (admission calls
+  // this for every candidate group).
+  std::vector<std::pair<int, double>> per_node;
+  per_node.reserve(8);
   for (auto& m : members) {
     train += m.training_s;
-    for (int n : m.rollout_nodes)
-      per_node[n] += m.rollout_s;
+    for (int n : m.rollout_nodes) {
+      auto it = std::find_if(per_node.begin(), per_node.end(),
+                             [n](const auto& p) { return p.first == n; });
+      if (it == per_node.end())
+        per_node.emplace_back(n, m.rollout_s);
+      else
+        it->second += m.rollout_s;
+    }
   }
   double roll = 0;
   for (auto& [n, t] : per_node)
@@ -103,6 +111,7 @@ namespace {
 double iteration_bound(const std::vector<planned_phases>& members, size_t j) {
   const size_t n = members.size();
   std::vector<std::pair<int, double>> node_free; // node -> free at
+  node_free.reserve(2 * n);
   auto free_at = [&](int node) -> double& {
     for (auto& [id, t] : node_free)
       if (id == node)

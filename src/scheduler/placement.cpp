@@ -164,7 +164,8 @@ std::set<std::vector<int>> placement_engine::packings(const co_execution_group& 
 
 bool placement_engine::meets_slos(const co_execution_group& g, const rl_job& job,
                                   const std::vector<int>& nodes) const {
-  auto plan = g.plan;
+  auto& plan = candidate_plan_;
+  plan.assign(g.plan.begin(), g.plan.end());
   plan.push_back(member_for(job, nodes, g.training_gpus));
   auto within_slo = [&](size_t k, double iteration_s) {
     const auto& who = k < g.members.size() ? g.members[k].job : job;

@@ -179,6 +179,9 @@ private:
   double rollout_memory_max_ = 0;
   double training_memory_max_ = 0;
   std::map<std::string, uint64_t> job_group_;
+  // The group with a candidate added, as meets_slos checks it: kept between calls so that its
+  // members' node lists are copied into storage already there, not allocated per candidate.
+  mutable std::vector<planned_phases> candidate_plan_;
 };
 
 } // namespace loom
