@@ -442,6 +442,7 @@ std::optional<double> placement_engine::cost_after_regrouping(uint64_t id) {
     after = cost_per_hour_;
   for (auto j = placed.rbegin(); j != placed.rend(); ++j)
     remove(*j);
+  // Cannot be refused: the trial released every node it took, and the members are nowhere.
   restore(id, before.rollout_nodes, before.training_nodes, before.members);
   next_group_ = next_group;
   cost_per_hour_ = cost; // the running sum exactly as it was, not re-added
