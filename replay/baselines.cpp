@@ -76,7 +76,8 @@ placement_chooser greedy_chooser(bool slo_feasible) {
     const co_execution_group* best = nullptr;
     std::vector<int> best_nodes;
     double best_idle = -1;
-    for (auto& [id, g] : e.groups()) {
+    for (auto& entry : e.groups()) {
+      const auto& g = entry.second; // a plain reference: the sort below captures it
       auto nodes = hosting_nodes(e, g, job);
       if (nodes.empty())
         continue;
