@@ -1,4 +1,4 @@
-// The cluster scheduler's consolidation step: the pure plan (consolidation.hpp) from what the
+// The cluster scheduler's consolidation step: the plan (consolidation.hpp) from what the
 // scheduler knows of each member, then carried out with the messages every placement uses: the
 // members leave their group (moved) and are admitted again, their executors and workers told
 // as for any departure and join.
