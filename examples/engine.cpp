@@ -48,7 +48,7 @@ class engine_process {
 public:
   engine_process(const settings& s, const loom::replay::gen_scenario& sc,
                  loom::parallel_config loaded)
-    : s_(s), model_(sc.model, sc.gpu), client_(s.client),
+    : s_(s), model_(engine_of(sc)), client_(s.client),
       sim_(model_, s.id, loaded, {sc.planner.engine_restart_s, sc.planner.weight_load_gbps,
                                   sc.planner.kv_path},
            [steps = sc.steps](uint64_t id) {

@@ -13,6 +13,7 @@
 #include "core/metrics.hpp"
 #include "replay/gen_run.hpp"
 #include "replay/report.hpp"
+#include "replay/seed_spread.hpp"
 
 namespace loom::replay {
 
@@ -28,7 +29,7 @@ struct run_spec {
 
 caf::expected<gen_run_log> run_once(const gen_scenario& sc, const run_spec& spec,
                                     const std::string& store_dir) {
-  const engine_model engine{sc.model, sc.gpu};
+  const engine_model engine = engine_of(sc);
   gen_run_spec run{deployment_for(sc, spec.initial.parallel, spec.planner, spec.balancer),
                    framework_for(sc, spec.initial.parallel), store_dir};
   return run_generation(engine, run);
@@ -196,7 +197,10 @@ json gen_report(const gen_scenario& sc, const json& policies, const json& speedu
   json report;
   report["scenario"] = sc.name;
   report["seed"] = sc.seed;
-  report["deployment"] = {{"model", sc.model.name}, {"gpu", sc.gpu.name}, {"gpus", sc.gpus}};
+  report["deployment"] = {{"model", sc.model.name}, {"gpu", sc.gpu.name}, {"gpus", sc.gpus},
+                          {"engine_model", sc.profile ? "profile " + sc.profile_name + " ("
+                                                          + sc.profile->source + ")"
+                                                      : std::string{"roofline"}}};
   report["workload"] = {{"source", sc.workload_source},
                         {"steps", sc.steps.size()},
                         {"batch", batch},
@@ -242,17 +246,16 @@ std::string gen_table(const gen_scenario& sc, json& policies, json& timings,
 
 caf::expected<gen_deployment> best_static_deployment(const gen_scenario& sc,
                                                      const std::string& out_dir) {
-  auto sweep = sweep_statics(sc, engine_model{sc.model, sc.gpu}, true, out_dir);
+  auto sweep = sweep_statics(sc, engine_of(sc), true, out_dir);
   if (!sweep)
     return sweep.error();
   return gen_deployment{sweep->best_tp, sc.gpus / sweep->best_tp};
 }
 
-caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& sc,
-                                                const std::string& out_dir) {
-  if (auto err = make_output_dir(out_dir))
-    return err;
-  const engine_model engine{sc.model, sc.gpu};
+namespace {
+
+caf::expected<gen_replay_output> run_one_seed(const gen_scenario& sc, const std::string& out_dir) {
+  const engine_model engine = engine_of(sc);
   auto want = [&](const char* p) {
     return std::find(sc.policies.begin(), sc.policies.end(), p) != sc.policies.end();
   };
@@ -284,6 +287,62 @@ caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& sc,
   if (auto err = write_report_files(out_dir, out.report_json, out.timings_json))
     return err;
   return out;
+}
+
+/// One full report per seed under DIR/seed-N; DIR's report gives each policy's figures as the
+/// mean over the seeds, and their mean, min and max under across_seeds.
+caf::expected<gen_replay_output> run_seeds(const gen_scenario& sc, const std::string& out_dir) {
+  std::vector<ordered_json> reports, timings;
+  for (auto seed : sc.seeds) {
+    const auto dir = (std::filesystem::path{out_dir} / fmt::format("seed-{}", seed)).string();
+    if (auto err = make_output_dir(dir))
+      return err;
+    auto run = run_one_seed(with_seed(sc, seed), dir);
+    if (!run)
+      return run.error();
+    reports.push_back(ordered_json::parse(run->report_json));
+    timings.push_back(ordered_json::parse(run->timings_json));
+  }
+  const std::vector<std::string> skip{"figures", "initial_deployment", "remaining_curve"};
+  ordered_json report;
+  report["scenario"] = sc.name;
+  report["seed"] = sc.seed;
+  report["seeds"] = sc.seeds;
+  report["deployment"] = reports.front()["deployment"];
+  report["workload"] = reports.front()["workload"];
+  auto policies = spread_across(reports, "/policies", skip);
+  auto speedups = spread_across(reports, "/throughput_vs_static_best");
+  report["policies"] = means_of(policies);
+  report["throughput_vs_static_best"] = means_of(speedups);
+  report["across_seeds"] = {{"policies", policies}, {"throughput_vs_static_best", speedups}};
+  ordered_json per_seed = ordered_json::array();
+  for (size_t i = 0; i < reports.size(); ++i)
+    per_seed.push_back({{"seed", sc.seeds[i]},
+                        {"report", fmt::format("seed-{}/report.json", sc.seeds[i])},
+                        {"throughput_vs_static_best", reports[i]["throughput_vs_static_best"]}});
+  report["per_seed"] = per_seed;
+  gen_replay_output out;
+  out.report_json = report.dump(2) + "\n";
+  out.timings_json = means_of(spread_across(timings, "/policies")).dump(2) + "\n";
+  out.summary = fmt::format("means over {} seeds; throughput vs static-best, mean (min-max):\n",
+                            sc.seeds.size());
+  for (auto& [name, s] : speedups.items())
+    out.summary += fmt::format("  {:<14} {:.3f} ({:.3f}-{:.3f})\n", name, s["mean"].get<double>(),
+                               s["min"].get<double>(), s["max"].get<double>());
+  if (auto err = write_report_files(out_dir, out.report_json, out.timings_json))
+    return err;
+  return out;
+}
+
+} // namespace
+
+caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& sc,
+                                                const std::string& out_dir) {
+  if (auto err = make_output_dir(out_dir))
+    return err;
+  if (sc.seeds.size() > 1)
+    return run_seeds(sc, out_dir);
+  return run_one_seed(sc, out_dir);
 }
 
 } // namespace loom::replay

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/profile_file.hpp"
 #include "core/toml_reader.hpp"
 #include "replay/gen_workload.hpp"
 
@@ -23,8 +24,7 @@ void read_head(table_reader& head, gen_scenario& sc) {
     sc.name = *v;
   if (auto v = head.required<std::string>("kind"); v && *v != "generation")
     head.error("kind", fmt::format("'{}' is not \"generation\"", *v));
-  if (auto v = at_least<int64_t>(head, "seed", head.optional<int64_t>("seed", 1), 0))
-    sc.seed = uint64_t(*v);
+  read_seeds(head, sc.seed, sc.seeds);
   if (auto v = head.required<std::vector<std::string>>("policies")) {
     auto& names = gen_policy_names();
     for (auto& p : *v)
@@ -41,7 +41,28 @@ void read_head(table_reader& head, gen_scenario& sc) {
   head.reject_unknown();
 }
 
-void read_deployment(table_reader& d, gen_scenario& sc) {
+void read_profile(table_reader& d, gen_scenario& sc, const std::string& dir,
+                  std::vector<config_error>& errors) {
+  auto name = d.optional<std::string>("profile", "");
+  if (!name || name->empty())
+    return;
+  auto path = scenario_input(d, "profile", dir, *name);
+  if (!path)
+    return;
+  auto profile = read_engine_profile(*path, errors);
+  if (!profile)
+    return;
+  if (auto why = profile_mismatch(*profile, sc.model.name, sc.gpu.name)) {
+    d.error("profile", fmt::format("'{}' {}", *name, *why));
+    return;
+  }
+  sc.profile = std::make_shared<const engine_profile>(std::move(*profile));
+  sc.profile_name = *name;
+  sc.profile_path = *path;
+}
+
+void read_deployment(table_reader& d, gen_scenario& sc, const std::string& dir,
+                     std::vector<config_error>& errors) {
   if (auto v = d.required<std::string>("model")) {
     if (auto m = find_model(*v))
       sc.model = *m;
@@ -61,6 +82,7 @@ void read_deployment(table_reader& d, gen_scenario& sc) {
                                  d.optional<int64_t>("gpus_per_node", sc.planner.gpus_per_node),
                                  1))
     sc.planner.gpus_per_node = int(*v);
+  read_profile(d, sc, dir, errors);
   d.reject_unknown();
 }
 
@@ -108,6 +130,7 @@ void read_workload(table_reader& w, gen_scenario& sc, const std::string& dir,
     g.drift_per_step = *v;
   w.reject_unknown();
   sc.steps = generate_gen_workload(g, sc.seed);
+  sc.generator = g;
   sc.workload_source = fmt::format("generator: {} steps x {} requests, prompts {}-{} tokens, "
                                    "outputs log-normal (median {} tokens, sigma {}, +{}% per "
                                    "step) capped at {}", g.steps, g.batch, g.prompt_min,
@@ -121,7 +144,7 @@ void read_gen_scenario(table_reader& root, gen_scenario& sc, const std::string& 
   if (auto head = root.required_table("scenario"))
     read_head(*head, sc);
   if (auto d = root.required_table("deployment"))
-    read_deployment(*d, sc);
+    read_deployment(*d, sc, dir, errors);
   if (auto p = root.table("planner")) {
     positive_into(*p, "interval_s", sc.plan_interval_s);
     if (auto v = non_negative(*p, "epsilon_s", p->optional<double>("epsilon_s",
@@ -165,6 +188,19 @@ scenario_result<gen_scenario> load_gen_scenario(const std::string& path) {
   return load_scenario_file<gen_scenario>(path, read_gen_scenario);
 }
 
+gen_scenario with_seed(const gen_scenario& sc, uint64_t seed) {
+  gen_scenario out = sc;
+  out.seed = seed;
+  out.seeds = {seed};
+  if (sc.generator)
+    out.steps = generate_gen_workload(*sc.generator, seed);
+  return out;
+}
+
+engine_model engine_of(const gen_scenario& sc) {
+  return engine_model{sc.model, sc.gpu, {}, sc.profile};
+}
+
 int engine_gpus(const gen_scenario& sc) {
   return std::min(sc.gpus, sc.planner.gpus_per_node);
 }
@@ -176,6 +212,8 @@ deployment_config deployment_for(const gen_scenario& sc, const parallel_config& 
   d.model = sc.model.name;
   d.gpu = sc.gpu.name;
   d.gpus = sc.gpus;
+  d.profile_path = sc.profile_path;
+  d.profile = sc.profile;
   d.initial = initial;
   d.max_tokens = sc.max_tokens;
   d.planner_enabled = planner;

@@ -2,9 +2,10 @@
 // A generation replay scenario (TOML, kind = "generation"): one deployment, the steps'
 // request batches, the policies to compare, and the planner's and balancer's knobs.
 //
-//   [scenario]   name, kind = "generation", seed, policies = ["static-best", "static-tp8",
+//   [scenario]   name, kind = "generation", seed or seeds, policies = ["static-best", "static-tp8",
 //                "planner-only", "balancer-only", "orchestr"]
-//   [deployment] model (OrchestrRL Table 3), gpu, gpus, gpus_per_node
+//   [deployment] model (OrchestrRL Table 3), gpu, gpus, gpus_per_node, profile (an engine
+//                profile file: measured step times replacing the roofline)
 //   [planner]    interval_s, epsilon_s, bin_tokens, forecast_window, kv_balance_delta,
 //                weight_load_gbps, engine_restart_s
 //   [balancer]   tick_s, theta
@@ -14,6 +15,7 @@
 //                with output_scale and prompt_scale
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "generation/deployment_config.hpp"
 #include "generation/load_index.hpp"
 #include "generation/model_catalog.hpp"
+#include "replay/gen_workload.hpp"
 #include "replay/scenario_file.hpp"
 #include "replay/sim_generation.hpp"
 
@@ -36,10 +39,14 @@ struct gen_scenario {
   std::string name;
   std::string source;
   uint64_t seed = 1;
+  std::vector<uint64_t> seeds; // one replay each; the report gives mean, min and max
   std::vector<std::string> policies;
   model_spec model;
   gpu_spec gpu;
   int gpus = 16;
+  std::shared_ptr<const engine_profile> profile; // null: the roofline
+  std::string profile_name; // as the scenario names it
+  std::string profile_path; // resolved
   planner_params planner;
   double plan_interval_s = 10;
   int bin_tokens = 256;
@@ -50,10 +57,18 @@ struct gen_scenario {
   double training_s = 0;
   size_t curve_step = 0;
   std::string workload_source; // what made the batches, with any scaling
+  std::optional<gen_length_generator> generator; // when it made them (a trace does not)
   std::vector<std::vector<gen_sample>> steps;
 };
 
 scenario_result<gen_scenario> load_gen_scenario(const std::string& path);
+
+/// The scenario under another seed: a generated workload is drawn again from it (a trace
+/// replays the same rows).
+gen_scenario with_seed(const gen_scenario& sc, uint64_t seed);
+
+/// The engine model of the scenario's deployment: its profile, else the roofline.
+engine_model engine_of(const gen_scenario& sc);
 
 /// GPUs of one engine (a node's server) in the scenario's deployment.
 int engine_gpus(const gen_scenario& sc);

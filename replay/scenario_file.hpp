@@ -29,6 +29,10 @@ std::string scenario_kind(const std::string& path);
 std::optional<std::string> scenario_input(table_reader& table, const char* key,
                                           const std::string& dir, const std::string& value);
 
+/// `seed = N` or `seeds = [N, ...]` of a [scenario] table: one replay per seed, the first one
+/// also `seed_out`; `seed_out` keeps its default when neither is given.
+void read_seeds(table_reader& head, uint64_t& seed_out, std::vector<uint64_t>& seeds_out);
+
 /// Loads `path` with `read(root, scenario, directory of the file, errors)`; unknown top-level
 /// tables are errors.
 template <class Scenario, class Read>

@@ -89,29 +89,6 @@ void read_workload(table_reader& w, weave_scenario& sc, const std::string& dir,
   sc.workload_source = fmt::format("WEAVE Table 6 generator: {} jobs over {} h", g.jobs, g.span_h);
 }
 
-/// `seed = N` or `seeds = [N, ...]`: one replay per seed, the first one also `seed`.
-void read_seeds(table_reader& head, weave_scenario& sc) {
-  constexpr int64_t absent = std::numeric_limits<int64_t>::min();
-  auto seeds = head.optional<std::vector<int64_t>>("seeds", {});
-  auto seed = head.optional<int64_t>("seed", absent);
-  if (seed && *seed != absent)
-    if (auto v = at_least<int64_t>(head, "seed", seed, 0))
-      sc.seed = uint64_t(*v);
-  if (!seeds || seeds->empty()) {
-    sc.seeds = {sc.seed};
-    return;
-  }
-  if (seed && *seed != absent)
-    head.error("seeds", "give either seed or seeds, not both");
-  std::set<int64_t> seen;
-  for (auto s : *seeds)
-    if (s < 0 || !seen.insert(s).second)
-      head.error("seeds", fmt::format("must be distinct integers >= 0, got {}", s));
-  for (auto s : *seeds)
-    sc.seeds.push_back(uint64_t(std::max<int64_t>(0, s)));
-  sc.seed = sc.seeds.front();
-}
-
 /// Every table of the scenario file; top-level unknown keys are the caller's.
 void read_weave_scenario(table_reader& root, weave_scenario& sc, const std::string& dir,
                          std::vector<config_error>& errors) {
@@ -122,7 +99,7 @@ void read_weave_scenario(table_reader& root, weave_scenario& sc, const std::stri
       sc.name = *v;
     if (auto v = head->required<std::string>("kind"); v && *v != "weave")
       head->error("kind", fmt::format("'{}' is not a scenario kind this build replays (weave)", *v));
-    read_seeds(*head, sc);
+    read_seeds(*head, sc.seed, sc.seeds);
     if (auto v = head->optional<std::string>("cluster", ""); v && !v->empty())
       cluster_path = scenario_input(*head, "cluster", dir, *v).value_or("");
     if (auto v = head->required<std::vector<std::string>>("policies")) {

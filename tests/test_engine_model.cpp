@@ -8,6 +8,8 @@
 #include "core/gpu.hpp"
 #include "generation/batch_sim.hpp"
 #include "generation/engine_model.hpp"
+#include "core/profile_file.hpp"
+#include "support/process.hpp"
 
 using namespace loom;
 
@@ -55,7 +57,122 @@ std::vector<sim_request> tail_phase(const step_workload& w, int64_t progress) {
   return out;
 }
 
+/// The bundled H800 profile of Qwen2.5-14B (conf/profiles).
+engine_model qwen14b_profiled() {
+  std::vector<config_error> errors;
+  auto p = read_engine_profile(loom::test::source_path("conf/profiles/h800-qwen2.5-14b.toml"),
+                               errors);
+  BOOST_REQUIRE_MESSAGE(p, (errors.empty() ? "" : errors.front().to_string()));
+  return engine_model{*find_model("Qwen2.5-14B"), *find_builtin_gpu("H800"), {},
+                      std::make_shared<const engine_profile>(*p)};
+}
+
+/// An RL step as the bundled generation scenarios make them (Fig. 3a's shape): 512 responses,
+/// log-normal around 2,600 tokens with a heavy tail capped at 25,600.
+step_workload make_rl_step(uint64_t seed) {
+  std::mt19937_64 rng{seed};
+  std::lognormal_distribution<double> response{std::log(2600.0), 0.9};
+  std::uniform_int_distribution<int64_t> prompt{150, 600};
+  step_workload w;
+  for (int i = 0; i < 512; ++i) {
+    w.prompt.push_back(prompt(rng));
+    w.response.push_back(std::clamp<int64_t>(static_cast<int64_t>(response(rng)), 16, 25600));
+  }
+  return w;
+}
+
+struct phase_times {
+  std::array<double, 9> early{};
+  std::array<double, 9> tail{};
+};
+
+/// The two §2.1 snapshots of one step on 8 GPUs at TP x DP = 8.
+phase_times section_2_1_times(const engine_model& e, const step_workload& w) {
+  auto early = early_phase(w, 4000);
+  auto tail = tail_phase(w, 6000);
+  phase_times out;
+  for (int tp : {2, 4, 8}) {
+    auto a = simulate_deployment(e, tp, 8 / tp, early);
+    auto b = simulate_deployment(e, tp, 8 / tp, tail);
+    BOOST_REQUIRE(a.feasible && b.feasible);
+    out.early[size_t(tp)] = a.makespan_s;
+    out.tail[size_t(tp)] = b.makespan_s;
+    BOOST_TEST_MESSAGE("profiled TP=" << tp << ": early " << a.makespan_s << " s, tail "
+                                      << b.makespan_s << " s");
+  }
+  return out;
+}
+
 } // namespace
+
+BOOST_AUTO_TEST_CASE(profile_reproduces_section_2_1) {
+  // OrchestrRL §2.1: early TP=2 79.2 s, TP=4 96.3 s, TP=8 138.7 s; tail TP=8 165.1 s,
+  // TP=4 188.3 s, TP=2 208.4 s. The profile was fitted on seed 7's step.
+  auto e = qwen14b_profiled();
+  auto t = section_2_1_times(e, make_rl_step(7));
+  const std::array<std::pair<double, double>, 6> pairs{{{t.early[2], 79.2},
+                                                        {t.early[4], 96.3},
+                                                        {t.early[8], 138.7},
+                                                        {t.tail[8], 165.1},
+                                                        {t.tail[4], 188.3},
+                                                        {t.tail[2], 208.4}}};
+  for (auto [got, paper] : pairs)
+    BOOST_CHECK_LE(std::abs(got - paper) / paper, 0.10);
+  // The orderings hold on a step the profile never saw, and TP=4 is no compromise.
+  for (uint64_t seed : {7u, 2025u, 99u}) {
+    auto s = section_2_1_times(e, make_rl_step(seed));
+    BOOST_CHECK_LT(s.early[2], s.early[4]);
+    BOOST_CHECK_LT(s.early[4], s.early[8]);
+    BOOST_CHECK_LT(s.tail[8], s.tail[4]);
+    BOOST_CHECK_LT(s.tail[4], s.tail[2]);
+    BOOST_CHECK_GT(s.early[4] / s.early[2], 1.1);
+    BOOST_CHECK_GT(s.tail[4] / s.tail[8], 1.07);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(profile_replaces_the_roofline_only_where_it_has_a_config) {
+  auto roofline = qwen14b_on_h800();
+  auto profiled = qwen14b_profiled();
+  const auto* tp4 = profiled.profile()->find(4);
+  BOOST_REQUIRE(tp4);
+  const double ms = tp4->decode.fixed_ms + tp4->decode.per_request_ms * 64
+                    + tp4->decode.per_kilotoken_ms * 200;
+  BOOST_CHECK_CLOSE(profiled.decode_step_s(4, 64, 200000) * 1e3, ms, 1e-9);
+  // 24 steps in closed form equal 24 single steps as the context grows.
+  double sum = 0;
+  for (int i = 0; i < 24; ++i)
+    sum += profiled.decode_step_s(4, 64, 200000 + 64.0 * i);
+  BOOST_CHECK_CLOSE(profiled.decode_steps_s(4, 64, 200000, 24), sum, 1e-9);
+  // No EP config is profiled: the roofline answers, and the KV capacity stays the roofline's.
+  auto ep = parallel_config::expert_parallel(8, 1);
+  BOOST_CHECK_EQUAL(profiled.decode_step_s(ep, 64, 2e5), roofline.decode_step_s(ep, 64, 2e5));
+  BOOST_CHECK_EQUAL(profiled.kv_capacity_tokens(4), roofline.kv_capacity_tokens(4));
+}
+
+BOOST_AUTO_TEST_CASE(step_line_fits_samples) {
+  // Samples from a known line, with noise that cancels: the fit recovers it.
+  const step_line truth{4.0, 0.05, 0.02};
+  std::vector<step_sample> samples;
+  for (double b : {8.0, 32.0, 128.0})
+    for (double c : {1e4, 1e5, 5e5})
+      for (double noise : {-0.1, 0.1})
+        samples.push_back({b, c * (1 + 0.01 * b / 128),
+                           truth.fixed_ms + truth.per_request_ms * b
+                             + truth.per_kilotoken_ms * c * (1 + 0.01 * b / 128) / 1000 + noise});
+  auto fit = fit_step_line(samples);
+  BOOST_REQUIRE(fit);
+  BOOST_CHECK_CLOSE(fit->fixed_ms, truth.fixed_ms, 1.0);
+  BOOST_CHECK_CLOSE(fit->per_request_ms, truth.per_request_ms, 1.0);
+  BOOST_CHECK_CLOSE(fit->per_kilotoken_ms, truth.per_kilotoken_ms, 1.0);
+  // Batch and context moving in lockstep cannot separate their costs.
+  BOOST_CHECK(!fit_step_line({{8, 8000, 5}, {16, 16000, 6}, {32, 32000, 8}}));
+  BOOST_CHECK(!fit_step_line({{8, 8000, 5}, {16, 1000, 6}}));
+  // A negative slope is clamped: a step is never faster with more work.
+  auto clamped = fit_step_line({{8, 1000, 10}, {64, 1000, 9}, {8, 50000, 12}, {64, 50000, 11}});
+  BOOST_REQUIRE(clamped);
+  BOOST_CHECK_GE(clamped->per_request_ms, 0.0);
+  BOOST_CHECK_GT(clamped->per_kilotoken_ms, 0.0);
+}
 
 BOOST_AUTO_TEST_CASE(roofline_terms_behave) {
   auto e = qwen14b_on_h800();

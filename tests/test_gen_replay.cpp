@@ -3,6 +3,7 @@
 
 #include <caf/all.hpp>
 #include <cmath>
+#include <boost/algorithm/string/replace.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -331,6 +332,75 @@ BOOST_AUTO_TEST_CASE(a_bad_scenario_is_refused_with_file_line_and_key) {
   BOOST_CHECK(r.err.find("scenario.policies") != std::string::npos);
   BOOST_CHECK(r.err.find("static-tp16") != std::string::npos);
   BOOST_CHECK(!std::filesystem::exists(dir / "o/report.json"));
+}
+
+BOOST_AUTO_TEST_CASE(seeds_give_one_report_each_and_their_spread) {
+  test::temp_dir dir;
+  auto text = small_scenario(R"("static-best", "static-tp8")");
+  boost::replace_first(text, "seed = 3", "seeds = [3, 4, 5]");
+  boost::replace_first(text, "steps = 4", "steps = 2");
+  test::write_file(dir / "s.toml", text);
+  auto a = test::run({test::loom_binary(), "replay", dir / "s.toml", "--out", dir / "a"});
+  auto b = test::run({test::loom_binary(), "replay", dir / "s.toml", "--out", dir / "b"});
+  BOOST_REQUIRE_EQUAL(a.exit_code, 0);
+  BOOST_REQUIRE_EQUAL(b.exit_code, 0);
+  BOOST_CHECK(test::read_file(dir / "a/report.json") == test::read_file(dir / "b/report.json"));
+  auto report = nlohmann::json::parse(test::read_file(dir / "a/report.json"));
+  BOOST_CHECK_EQUAL(report["seeds"].size(), 3u);
+  auto& spread = report["across_seeds"]["policies"]["static-tp8"]["samples_per_s"];
+  // Each seed draws its own batches: the seeds' own reports give the mean, min and max.
+  std::vector<double> per_seed;
+  for (int seed : {3, 4, 5}) {
+    auto r = nlohmann::json::parse(test::read_file(dir / fmt::format("a/seed-{}/report.json",
+                                                                       seed)));
+    BOOST_CHECK_EQUAL(r["seed"], seed);
+    per_seed.push_back(r["policies"]["static-tp8"]["samples_per_s"].get<double>());
+  }
+  BOOST_CHECK_NE(per_seed[0], per_seed[1]);
+  BOOST_CHECK_CLOSE(spread["min"].get<double>(),
+                    *std::min_element(per_seed.begin(), per_seed.end()), 0.01);
+  BOOST_CHECK_CLOSE(spread["max"].get<double>(),
+                    *std::max_element(per_seed.begin(), per_seed.end()), 0.01);
+  BOOST_CHECK_CLOSE(spread["mean"].get<double>(), (per_seed[0] + per_seed[1] + per_seed[2]) / 3,
+                    0.05);
+  BOOST_CHECK(a.out.find("means over 3 seeds") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_profile_of_another_model_is_refused_at_its_key) {
+  test::temp_dir dir;
+  test::write_file(dir / "p.toml", R"([profile]
+model = "Qwen2.5-72B"
+gpu = "H800"
+
+[[config]]
+parallel = "TP8"
+fixed_ms = 5
+per_request_ms = 0.05
+per_kilotoken_ms = 0.01
+)");
+  auto text = small_scenario(R"("static-best")");
+  boost::replace_first(text, "gpus = 8", "gpus = 8\nprofile = \"p.toml\"");
+  test::write_file(dir / "s.toml", text);
+  auto r = test::run({test::loom_binary(), "replay", dir / "s.toml", "--out", dir / "o"});
+  BOOST_CHECK_EQUAL(r.exit_code, 2);
+  BOOST_CHECK(r.err.find("s.toml:11") != std::string::npos);
+  BOOST_CHECK(r.err.find("deployment.profile") != std::string::npos);
+  BOOST_CHECK(r.err.find("Qwen2.5-72B") != std::string::npos);
+  // Samples that cannot be fitted are refused in the profile file itself.
+  test::write_file(dir / "p.toml", R"([profile]
+model = "Qwen2.5-14B"
+gpu = "H800"
+
+[[config]]
+parallel = "TP8"
+batch = [8, 16]
+context_tokens = [1000, 2000]
+step_ms = [5, 6]
+)");
+  r = test::run({test::loom_binary(), "replay", dir / "s.toml", "--out", dir / "o"});
+  BOOST_CHECK_EQUAL(r.exit_code, 2);
+  BOOST_CHECK(r.err.find("p.toml:9") != std::string::npos);
+  BOOST_CHECK(r.err.find("config[0].step_ms") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(every_bundled_generation_scenario_loads) {

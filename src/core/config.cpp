@@ -373,7 +373,7 @@ config_result parse_config(std::string_view text, std::string source_name) {
   read_security(root, cfg, config_dir);
   check_agent_keys(root, cfg);
   read_policy(root, cfg);
-  read_generation(root, cfg);
+  read_generation(root, cfg, config_dir);
   root.reject_unknown();
   result.errors = diag.take_errors();
   if (result.errors.empty())

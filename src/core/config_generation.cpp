@@ -9,6 +9,7 @@
 
 #include "core/config_parts.hpp"
 #include "generation/engine_model.hpp"
+#include "core/profile_file.hpp"
 #include "generation/model_catalog.hpp"
 
 namespace loom::config_parts {
@@ -56,6 +57,26 @@ void read_identity(table_reader& d, const config& cfg, deployment_config& out) {
                                 out.planner.gpus_per_node, out.gpus));
 }
 
+/// The deployment's engine profile, if it names one: readable, and of its model and GPU.
+void read_profile(table_reader& d, const std::string& config_dir, deployment_config& out) {
+  auto name = d.optional<std::string>("profile", "");
+  if (!name || name->empty())
+    return;
+  const auto path = resolve_path(config_dir, *name);
+  std::vector<config_error> errors;
+  auto profile = read_engine_profile(path, errors);
+  for (auto& e : errors)
+    d.error("profile", e.to_string());
+  if (!profile)
+    return;
+  if (auto why = profile_mismatch(*profile, out.model, out.gpu)) {
+    d.error("profile", fmt::format("'{}' {}", *name, *why));
+    return;
+  }
+  out.profile_path = path;
+  out.profile = std::make_shared<const engine_profile>(std::move(*profile));
+}
+
 /// The initial parallel config: a name, laid out in whole engines or within one, that fits.
 void read_initial(table_reader& d, const config& cfg, deployment_config& out) {
   auto text = d.required<std::string>("initial");
@@ -78,7 +99,7 @@ void read_initial(table_reader& d, const config& cfg, deployment_config& out) {
   }
   auto model = find_model(out.model);
   auto* gpu = cfg.cluster.find_gpu(out.gpu);
-  if (model && gpu && engine_model{*model, *gpu}.kv_capacity_tokens(*c) <= 0) {
+  if (model && gpu && engine_model{*model, *gpu, {}, out.profile}.kv_capacity_tokens(*c) <= 0) {
     d.error("initial", fmt::format("{}'s weights do not fit {} on {} GPUs", out.model, *text,
                                    out.gpu));
     return;
@@ -120,7 +141,7 @@ void read_command_knobs(table_reader& d, deployment_config& out) {
 
 } // namespace
 
-void read_generation(table_reader& root, config& cfg) {
+void read_generation(table_reader& root, config& cfg, const std::string& config_dir) {
   auto gen = root.table("generation");
   if (!gen)
     return;
@@ -140,6 +161,7 @@ void read_generation(table_reader& root, config& cfg) {
       name.reset();
     }
     read_identity(d, cfg, out);
+    read_profile(d, config_dir, out);
     read_initial(d, cfg, out);
     read_planner_knobs(d, out);
     read_command_knobs(d, out);

@@ -53,6 +53,7 @@ void read_fabric(table_reader& root, config& cfg, const id_registry& node_ids,
 
 /// The [generation] section: its deployments, defaulted from [policy.planner] and
 /// [policy.balancer] (read first).
-void read_generation(table_reader& root, config& cfg);
+/// `config_dir` resolves each deployment's `profile`.
+void read_generation(table_reader& root, config& cfg, const std::string& config_dir);
 
 } // namespace loom::config_parts

@@ -5,9 +5,11 @@
 // planner, a balancer and a controller per deployment.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "generation/config_search.hpp"
+#include "generation/engine_profile.hpp"
 #include "generation/load_index.hpp"
 #include "generation/types.hpp"
 
@@ -18,6 +20,8 @@ struct deployment_config {
   std::string model;          // OrchestrRL Table 3 (model_catalog)
   std::string gpu;            // a GPU type of the cluster's catalog
   int gpus = 8;               // the budget: at most this many GPUs of engines serve it
+  std::string profile_path;   // measured step times (engine_profile); empty: the roofline
+  std::shared_ptr<const engine_profile> profile;
   parallel_config initial{1}; // laid out over the engines as they register
   int64_t max_tokens = 16384; // the steps' maximum response length
   bool planner_enabled = true;  // false: the layout stays as configured

@@ -5,8 +5,9 @@
 
 namespace loom {
 
-engine_model::engine_model(model_spec model, gpu_spec gpu, engine_params params)
-  : model_(std::move(model)), gpu_(std::move(gpu)), params_(params) {}
+engine_model::engine_model(model_spec model, gpu_spec gpu, engine_params params,
+                           std::shared_ptr<const engine_profile> profile)
+  : model_(std::move(model)), gpu_(std::move(gpu)), params_(params), profile_(std::move(profile)) {}
 
 double engine_model::usable_hbm_bytes() const {
   return (gpu_.hbm_gb * params_.memory_utilization - params_.activation_reserve_gb) * 1e9;
@@ -34,6 +35,8 @@ int64_t engine_model::kv_capacity_tokens(const parallel_config& c) const {
   const double usable = usable_hbm_bytes();
   if (usable <= 0 || weight_bytes_per_gpu(c) >= usable)
     return 0;
+  if (auto* p = profiled(c); p && p->kv_tokens > 0)
+    return p->kv_tokens;
   // The KV cache lives with attention: on its GPUs only under AFD; beside every GPU's weights
   // otherwise. KV heads split across TP ranks; beyond kv_heads ranks they are replicated.
   const double attention_gpus = c.is_afd() ? c.tp : c.gpus();
@@ -76,6 +79,13 @@ double engine_model::step_terms::at(double c) const {
 }
 
 engine_model::step_terms engine_model::decode_terms(const parallel_config& c, int batch) const {
+  step_terms t;
+  auto add = [&](double base, double per_token) { t.lines[size_t(t.count++)] = {base, per_token}; };
+  if (auto* p = profiled(c)) {
+    add((p->decode.fixed_ms + p->decode.per_request_ms * batch) * 1e-3,
+        p->decode.per_kilotoken_ms * 1e-6);
+    return t;
+  }
   const auto& m = model_;
   const double bandwidth = gpu_.hbm_tbps * 1e12 * params_.hbm_efficiency;
   const double flops = gpu_.bf16_tflops * 1e12 * params_.compute_efficiency;
@@ -86,8 +96,6 @@ engine_model::step_terms engine_model::decode_terms(const parallel_config& c, in
   // Attention FLOPs per context token (QK^T and AV), and the KV bytes one token occupies.
   const double attention_flops = 4.0 * m.layers * m.q_heads * m.head_dim;
   const double kv = m.kv_bytes_per_token();
-  step_terms t;
-  auto add = [&](double base, double per_token) { t.lines[size_t(t.count++)] = {base, per_token}; };
   if (c.is_afd()) {
     const int a = c.tp;
     const int f = c.ffn_gpus;
@@ -182,6 +190,8 @@ double engine_model::decode_steps_s(const step_terms& t, int batch, double conte
 double engine_model::prefill_s(const parallel_config& c, double tokens) const {
   if (tokens <= 0)
     return 0;
+  if (auto* p = profiled(c); p && p->prefill_tokens_per_s > 0)
+    return tokens / p->prefill_tokens_per_s;
   const auto& m = model_;
   const double flops = gpu_.bf16_tflops * 1e12 * params_.compute_efficiency;
   const double hidden = tokens * m.d_model * m.dtype_bytes;

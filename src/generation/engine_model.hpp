@@ -13,11 +13,16 @@
 //   ping-ponging between them (MegaScale-Infer style): the step is paced by the slowest of
 //   attention, FFN and the M2N transfer, which overlap, plus the per-layer network latency
 //   that cannot be hidden. Large batches hide the communication; the tail does not.
+//
+// A measured profile (engine_profile) replaces the roofline for the configs it lists: their
+// decode step, prefill and KV capacity come from it.
 
 #include <array>
 #include <cstdint>
+#include <memory>
 
 #include "core/gpu.hpp"
+#include "generation/engine_profile.hpp"
 #include "generation/model_catalog.hpp"
 #include "generation/types.hpp"
 
@@ -39,7 +44,8 @@ struct engine_params {
 
 class engine_model {
 public:
-  engine_model(model_spec model, gpu_spec gpu, engine_params params = {});
+  engine_model(model_spec model, gpu_spec gpu, engine_params params = {},
+               std::shared_ptr<const engine_profile> profile = nullptr);
 
   /// Weight bytes the fullest GPU of an instance holds.
   double weight_bytes_per_gpu(const parallel_config& c) const;
@@ -92,14 +98,21 @@ public:
   const model_spec& model() const { return model_; }
   const gpu_spec& gpu() const { return gpu_; }
   const engine_params& params() const { return params_; }
+  /// The measured profile, or null: the roofline throughout.
+  const engine_profile* profile() const { return profile_.get(); }
 
 private:
+  const profiled_config* profiled(const parallel_config& c) const {
+    return profile_ ? profile_->find(c) : nullptr;
+  }
+
   double usable_hbm_bytes() const;
   double host_s(int batch) const;
 
   model_spec model_;
   gpu_spec gpu_;
   engine_params params_;
+  std::shared_ptr<const engine_profile> profile_;
 };
 
 } // namespace loom
