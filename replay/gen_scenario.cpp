@@ -82,6 +82,9 @@ void read_deployment(table_reader& d, gen_scenario& sc, const std::string& dir,
                                  d.optional<int64_t>("gpus_per_node", sc.planner.gpus_per_node),
                                  1))
     sc.planner.gpus_per_node = int(*v);
+  if (auto v = fraction(d, "memory_utilization",
+                        d.optional<double>("memory_utilization", sc.memory_utilization)))
+    sc.memory_utilization = *v;
   read_profile(d, sc, dir, errors);
   d.reject_unknown();
 }
@@ -198,7 +201,8 @@ gen_scenario with_seed(const gen_scenario& sc, uint64_t seed) {
 }
 
 engine_model engine_of(const gen_scenario& sc) {
-  return engine_model{sc.model, sc.gpu, {}, sc.profile};
+  return engine_model{sc.model, sc.gpu, engine_params_of(deployment_for(sc, 1, true, true)),
+                      sc.profile};
 }
 
 int engine_gpus(const gen_scenario& sc) {
@@ -214,6 +218,7 @@ deployment_config deployment_for(const gen_scenario& sc, const parallel_config& 
   d.gpus = sc.gpus;
   d.profile_path = sc.profile_path;
   d.profile = sc.profile;
+  d.memory_utilization = sc.memory_utilization;
   d.initial = initial;
   d.max_tokens = sc.max_tokens;
   d.planner_enabled = planner;

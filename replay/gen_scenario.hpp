@@ -5,7 +5,8 @@
 //   [scenario]   name, kind = "generation", seed or seeds, policies = ["static-best", "static-tp8",
 //                "planner-only", "balancer-only", "orchestr"]
 //   [deployment] model (OrchestrRL Table 3), gpu, gpus, gpus_per_node, profile (an engine
-//                profile file: measured step times replacing the roofline)
+//                profile file: measured step times replacing the roofline),
+//                memory_utilization (vLLM's gpu_memory_utilization; lower: KV pressure)
 //   [planner]    interval_s, epsilon_s, bin_tokens, forecast_window, kv_balance_delta,
 //                weight_load_gbps, engine_restart_s
 //   [balancer]   tick_s, theta
@@ -47,6 +48,7 @@ struct gen_scenario {
   std::shared_ptr<const engine_profile> profile; // null: the roofline
   std::string profile_name; // as the scenario names it
   std::string profile_path; // resolved
+  double memory_utilization = 0.9; // lower it for KV pressure
   planner_params planner;
   double plan_interval_s = 10;
   int bin_tokens = 256;

@@ -330,6 +330,25 @@ BOOST_AUTO_TEST_CASE(generation_deployment_errors_name_their_key) {
   BOOST_CHECK(result.errors[0].message.find("local-gen") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(a_deployment_takes_an_engine_profile_of_its_model_and_gpu) {
+  const auto bundled = loom::test::source_path("conf/profiles/h800-qwen2.5-14b.toml");
+  auto on_h800 = mutate("gpu = \"H20\"  ", "gpu = \"H800\"\nprofile = \"" + bundled + "\" ");
+  on_h800.replace(on_h800.find("memory_utilization = 0.9"), 24, "memory_utilization = 0.5");
+  auto good = parse_config(on_h800, "test.toml");
+  BOOST_REQUIRE_MESSAGE(good.value, (good.errors.empty() ? "" : good.errors[0].to_string()));
+  auto& d = good.value->generation[0];
+  BOOST_REQUIRE(d.profile);
+  BOOST_CHECK(d.profile->find(parallel_config{4}));
+  BOOST_CHECK_EQUAL(d.memory_utilization, 0.5);
+  // The bundled profile is the H800's: on the embedded H20 deployment it is refused.
+  auto h20 = mutate("gpus = 16 ", "gpus = 16\nprofile = \"" + bundled + "\" ");
+  expect_one_error(h20, line_of(h20, "profile ="), "generation.deployments[0].profile",
+                   "profiles Qwen2.5-14B on H800, not Qwen2.5-14B on H20");
+  auto missing = mutate("gpus = 16 ", "gpus = 16\nprofile = \"/nonexistent/p.toml\" ");
+  expect_one_error(missing, line_of(missing, "profile ="), "generation.deployments[0].profile",
+                   "/nonexistent/p.toml");
+}
+
 /// The embedded defaults with the OCS-Agg driven over TL1 by `settings`.
 std::string tl1_device(const std::string& settings) {
   return mutate("driver = \"emulated\"", "driver = \"tl1\"\n" + settings + "\n#");

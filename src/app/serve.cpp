@@ -269,7 +269,8 @@ caf::error start_deployment(caf::actor_system& sys, const config& cfg,
   auto restored = restore_deployment(sys, store, dep.name);
   if (!restored)
     return restored.error();
-  engine_model engine{*find_model(dep.model), *cfg.cluster.find_gpu(dep.gpu), {}, dep.profile};
+  engine_model engine{*find_model(dep.model), *cfg.cluster.find_gpu(dep.gpu),
+                      engine_params_of(dep), dep.profile};
   gen_controller_links links;
   links.store = store;
   links.edge = caf::actor_cast<engine_edge_actor>(gw);

@@ -50,6 +50,9 @@ void read_identity(table_reader& d, const config& cfg, deployment_config& out) {
       d.error("gpu", fmt::format("unknown GPU type '{}' (add [cluster.gpus.{}])", *v, *v));
   }
   bounded_into(d, "gpus", out.gpus, 1, 65536);
+  if (auto v = fraction(d, "memory_utilization",
+                        d.optional<double>("memory_utilization", out.memory_utilization)))
+    out.memory_utilization = *v;
   bounded_into(d, "gpus_per_node", out.planner.gpus_per_node, 1, 64);
   if (out.gpus % out.planner.gpus_per_node != 0)
     d.error("gpus", fmt::format("must be a whole number of engines of gpus_per_node = {} GPUs, "
@@ -99,7 +102,7 @@ void read_initial(table_reader& d, const config& cfg, deployment_config& out) {
   }
   auto model = find_model(out.model);
   auto* gpu = cfg.cluster.find_gpu(out.gpu);
-  if (model && gpu && engine_model{*model, *gpu, {}, out.profile}.kv_capacity_tokens(*c) <= 0) {
+  if (model && gpu && engine_model{*model, *gpu, engine_params_of(out), out.profile}.kv_capacity_tokens(*c) <= 0) {
     d.error("initial", fmt::format("{}'s weights do not fit {} on {} GPUs", out.model, *text,
                                    out.gpu));
     return;

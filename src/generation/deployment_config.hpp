@@ -9,6 +9,7 @@
 #include <string>
 
 #include "generation/config_search.hpp"
+#include "generation/engine_model.hpp"
 #include "generation/engine_profile.hpp"
 #include "generation/load_index.hpp"
 #include "generation/types.hpp"
@@ -22,6 +23,7 @@ struct deployment_config {
   int gpus = 8;               // the budget: at most this many GPUs of engines serve it
   std::string profile_path;   // measured step times (engine_profile); empty: the roofline
   std::shared_ptr<const engine_profile> profile;
+  double memory_utilization = 0.9; // share of HBM the engines give weights and KV (vLLM's)
   parallel_config initial{1}; // laid out over the engines as they register
   int64_t max_tokens = 16384; // the steps' maximum response length
   bool planner_enabled = true;  // false: the layout stays as configured
@@ -42,5 +44,13 @@ struct deployment_config {
   /// GPUs of one engine (a node's server).
   int gpus_per_engine() const { return planner.gpus_per_node; }
 };
+
+/// The engine model's knobs a deployment sets.
+inline engine_params engine_params_of(const deployment_config& d) {
+  engine_params p;
+  p.memory_utilization = d.memory_utilization;
+  p.gpus_per_node = d.planner.gpus_per_node;
+  return p;
+}
 
 } // namespace loom

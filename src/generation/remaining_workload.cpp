@@ -21,7 +21,10 @@ void remaining_workload::observe(const gen_snapshot& snap) {
     histogram_.assign(counts);
     step_ = snap.step;
     in_step_ = true;
+    batch_ = size_t(batch);
+    finished_in_step_ = 0;
   }
+  finished_in_step_ += snap.finished_outputs.size();
   for (auto out : snap.finished_outputs)
     histogram_.on_finished(out);
   if (snap.pending.empty())

@@ -37,6 +37,12 @@ public:
   };
   std::optional<forecast_error> end_step(uint64_t step, const std::vector<int64_t>& outputs);
 
+  /// Whether the estimate rests on something: a learned step, or half of this step's batch
+  /// finished. The first finishes are the shortest requests and say little of the rest.
+  bool informed() const {
+    return forecaster_.steps_observed() > 0 || 2 * finished_in_step_ >= batch_;
+  }
+
   const remaining_histogram& histogram() const { return histogram_; }
   histogram_forecaster& forecaster() { return forecaster_; }
   const histogram_forecaster& forecaster() const { return forecaster_; }
@@ -45,6 +51,8 @@ private:
   remaining_histogram histogram_;
   histogram_forecaster forecaster_;
   bool in_step_ = false;
+  size_t batch_ = 0;            // of the current step
+  size_t finished_in_step_ = 0;
   uint64_t step_ = 0;
   std::map<uint64_t, std::vector<double>> forecasts_; // per step, until it ends
 };
