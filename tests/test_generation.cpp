@@ -107,6 +107,33 @@ BOOST_AUTO_TEST_CASE(balanced_workers_are_left_alone) {
   BOOST_CHECK(plan_migrations(ws, {}).empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_running_request_moves_only_if_the_time_it_saves_pays_its_move) {
+  // A congested source (8 running at 20 tok/s each) and a light destination (1 at 40): each
+  // request has generated 400 tokens, so it saves about 400 x (1/20 - 1/40) = 10 s by moving.
+  auto congested = [](double move_s) {
+    std::vector<gen_worker> w{worker(0, 8, 0, 100000, 20, 0), worker(1, 1, 0, 100000, 40, 50)};
+    for (auto& r : w[0].running) {
+      r.generated = 400;
+      r.move_s = move_s;
+    }
+    return w;
+  };
+  auto cheap = congested(2.0);
+  auto moves = plan_migrations(cheap, {});
+  BOOST_CHECK(!moves.empty());
+  for (auto& m : moves)
+    BOOST_CHECK(!m.was_waiting && m.from == 0 && m.to == 1);
+  // The same imbalance, but moving the KV would take longer than the request has left.
+  auto dear = congested(30.0);
+  BOOST_CHECK(plan_migrations(dear, {}).empty());
+  // Waiting requests carry no KV and move regardless.
+  auto queued = congested(30.0);
+  queued[0].waiting.push_back({999, 500});
+  auto queue_moves = plan_migrations(queued, {});
+  BOOST_REQUIRE_EQUAL(queue_moves.size(), 1u);
+  BOOST_CHECK(queue_moves[0].was_waiting);
+}
+
 BOOST_AUTO_TEST_CASE(a_moved_request_stays_put_for_the_cooldown) {
   balancer_params p;
   p.theta = 0.25;

@@ -28,13 +28,27 @@ double load_index(const gen_worker& w, double mean_rate) {
 
 namespace {
 
+/// Whether moving running request `r` pays (OrchestrRL App. A): the time it saves, its
+/// expected remaining tokens (as many as it generated: lengths are heavy-tailed) at the
+/// destination's pace instead of the source's, at least its KV move.
+bool move_pays(const gen_request& r, double src_rate, double dst_rate) {
+  if (src_rate <= 0 || dst_rate <= 0)
+    return false;
+  const double saved = double(std::max<int64_t>(r.generated, 1)) * (1 / src_rate - 1 / dst_rate);
+  return saved >= r.move_s;
+}
+
 /// Index into `queue` of the shortest-context request the destination can take, or -1.
-long pick(const std::vector<gen_request>& queue, const gen_worker& dst,
-          const balancer_params& p) {
+/// `running`: the queue is the running batch, whose requests move only if the move pays;
+/// `dst_rate` is the pace the destination offers (an idle one: the fastest seen).
+long pick(const std::vector<gen_request>& queue, bool running, const gen_worker& src,
+          const gen_worker& dst, double dst_rate, const balancer_params& p) {
   long best = -1;
   auto reserve = int64_t(dst.running.size()) * p.growth_reserve_tokens;
   for (size_t i = 0; i < queue.size(); ++i) {
     if (queue[i].pinned || dst.kv_free_tokens - queue[i].context_tokens < reserve)
+      continue;
+    if (running && !move_pays(queue[i], src.decode_rate_tps, dst_rate))
       continue;
     if (best < 0 || queue[i].context_tokens < queue[size_t(best)].context_tokens)
       best = long(i);
@@ -50,8 +64,11 @@ std::vector<migration> plan_migrations(std::vector<gen_worker>& workers,
   if (workers.size() < 2)
     return out;
   double mean_rate = 0;
-  for (auto& w : workers)
+  double fastest = 0;
+  for (auto& w : workers) {
     mean_rate += w.decode_rate_tps / double(workers.size());
+    fastest = std::max(fastest, w.decode_rate_tps);
+  }
   std::vector<double> index(workers.size());
   for (size_t i = 0; i < workers.size(); ++i)
     index[i] = load_index(workers[i], mean_rate);
@@ -63,10 +80,11 @@ std::vector<migration> plan_migrations(std::vector<gen_worker>& workers,
     auto& dst = workers[size_t(lo - index.begin())];
     // Waiting requests first (no KV to move), shortest context first.
     bool from_waiting = true;
-    long i = pick(src.waiting, dst, p);
+    const double dst_rate = dst.running.empty() ? fastest : dst.decode_rate_tps;
+    long i = pick(src.waiting, false, src, dst, dst_rate, p);
     if (i < 0) {
       from_waiting = false;
-      i = pick(src.running, dst, p);
+      i = pick(src.running, true, src, dst, dst_rate, p);
     }
     if (i < 0)
       break; // nothing the least congested worker can take without hurting its batch

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "generation/deployment_runtime.hpp"
+#include "generation/kv_migration.hpp"
 #include "generation/layout.hpp"
 
 namespace loom {
@@ -47,7 +48,12 @@ deployment_runtime::tick_work deployment_runtime::tick(double now) {
       auto* r = find(q.id);
       if (!r || r->where != place::on_instance || r->instance != k)
         continue; // moving, finished, or not this step's
-      (q.running ? w.running : w.waiting).push_back({q.id, q.prompt_tokens + q.generated});
+      const int64_t context = q.prompt_tokens + q.generated;
+      const double move_s =
+        q.running ? kv_move_cost_of(*engine_, layout_config_, 1, context, config_.planner.kv_path)
+                      .best_s()
+                  : 0.0;
+      (q.running ? w.running : w.waiting).push_back({q.id, context, false, q.generated, move_s});
     }
     w.kv_free_tokens = inst.stats->kv_free_tokens;
     w.max_batch = inst.stats->max_batch;

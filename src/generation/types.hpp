@@ -88,6 +88,8 @@ struct gen_request {
   uint64_t id = 0;
   int64_t context_tokens = 0; // KV footprint if moved
   bool pinned = false;        // moved lately: not again yet, so requests do not ping-pong
+  int64_t generated = 0;      // output tokens so far: the estimate of what it has left
+  double move_s = 0;          // seconds its KV takes to move (transfer or recompute, App. A)
 };
 
 /// A generation instance's load on one monitoring tick (OrchestrRL §4.2).
