@@ -65,27 +65,26 @@ void BM_simulate_instance(benchmark::State& state) {
 }
 BENCHMARK(BM_simulate_instance)->Arg(128)->Arg(512)->Unit(benchmark::kMicrosecond);
 
-void BM_plan_generation(benchmark::State& state) {
-  // OrchestrRL App. F setting: 16 pending requests per GPU, here mid-step on 4-way TP.
-  const int gpus = static_cast<int>(state.range(0));
-  loom::engine_model e{*loom::find_model("Qwen2.5-14B"), *loom::find_builtin_gpu("H800")};
+/// 16 pending requests per GPU mid-step (OrchestrRL App. F's setting) on `current`, planned
+/// with every candidate the model has.
+void plan_bench(benchmark::State& state, const loom::engine_model& e, int gpus,
+                const loom::gen_deployment& current) {
   std::mt19937_64 rng{5};
   std::lognormal_distribution<double> len{std::log(2500.0), 0.8};
   std::uniform_int_distribution<int64_t> done{0, 1500};
   std::vector<loom::gen_request_state> pending;
-  const int instances = gpus / 4;
   for (int i = 0; i < 16 * gpus; ++i) {
     auto total = std::min<int64_t>(15000, static_cast<int64_t>(len(rng)));
     auto generated = std::min(total - 1, done(rng));
     pending.push_back({static_cast<uint64_t>(i), 400 + generated, total - generated,
-                       i % instances});
+                       i % current.instances});
   }
   loom::planner_params params;
   params.afd_configs = loom::profile_afd_configs(e, params.gpus_per_node); // as gen_planner does
   size_t evaluated = 0;
   size_t pruned = 0;
   for (auto _ : state) {
-    auto plan = loom::plan_generation(e, gpus, {4, instances}, pending, params);
+    auto plan = loom::plan_generation(e, gpus, current, pending, params);
     evaluated = plan.evaluated.size();
     pruned = size_t(std::count_if(plan.evaluated.begin(), plan.evaluated.end(),
                                   [](auto& c) { return c.pruned; }));
@@ -95,7 +94,23 @@ void BM_plan_generation(benchmark::State& state) {
   state.counters["candidates"] = static_cast<double>(evaluated);
   state.counters["pruned"] = static_cast<double>(pruned);
 }
+
+/// Qwen2.5-14B mid-step on 4-way TP.
+void BM_plan_generation(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  plan_bench(state, {*loom::find_model("Qwen2.5-14B"), *loom::find_builtin_gpu("H800")}, gpus,
+             {4, gpus / 4});
+}
 BENCHMARK(BM_plan_generation)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
+
+/// The target case: Qwen2-57B-A14B (MoE) mid-step on EP8 instances; its candidates add
+/// EP over one or two nodes and the profiled AFD splits.
+void BM_plan_generation_moe(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  plan_bench(state, {*loom::find_model("Qwen2-57B-A14B"), *loom::find_builtin_gpu("H800")}, gpus,
+             {loom::parallel_config::expert_parallel(8, 1), gpus / 8});
+}
+BENCHMARK(BM_plan_generation_moe)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 } // namespace
 
