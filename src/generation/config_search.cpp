@@ -49,10 +49,10 @@ double makespan_lower_bound(const engine_model& engine, const gen_deployment& d,
                             const std::vector<gen_request_state>& reqs) {
   double total = 0;
   double longest = 0;
+  const auto alone = engine.decode_terms(d.parallel, 1); // once: a MoE step's terms cost a pow
   for (auto& r : reqs) {
     total += double(r.remaining);
-    longest = std::max(longest, double(r.remaining)
-                                  * engine.decode_step_s(d.parallel, 1, double(r.context)));
+    longest = std::max(longest, double(r.remaining) * alone.at(double(r.context)));
   }
   double best_rate = 0;
   const int most = engine.max_batch(d.parallel);
