@@ -102,7 +102,9 @@ void read_initial(table_reader& d, const config& cfg, deployment_config& out) {
   }
   auto model = find_model(out.model);
   auto* gpu = cfg.cluster.find_gpu(out.gpu);
-  if (model && gpu && engine_model{*model, *gpu, engine_params_of(out), out.profile}.kv_capacity_tokens(*c) <= 0) {
+  if (model && gpu
+      && engine_model{*model, *gpu, engine_params_of(out), out.profile}.kv_capacity_tokens(*c)
+           <= 0) {
     d.error("initial", fmt::format("{}'s weights do not fit {} on {} GPUs", out.model, *text,
                                    out.gpu));
     return;
