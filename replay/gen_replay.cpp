@@ -326,9 +326,13 @@ caf::expected<gen_replay_output> run_seeds(const gen_scenario& sc, const std::st
   out.timings_json = means_of(spread_across(timings, "/policies")).dump(2) + "\n";
   out.summary = fmt::format("means over {} seeds; throughput vs static-best, mean (min-max):\n",
                             sc.seeds.size());
-  for (auto& [name, s] : speedups.items())
-    out.summary += fmt::format("  {:<14} {:.3f} ({:.3f}-{:.3f})\n", name, s["mean"].get<double>(),
-                               s["min"].get<double>(), s["max"].get<double>());
+  for (auto& name : sc.policies) // report order
+    if (speedups.contains(name)) {
+      auto& s = speedups[name];
+      out.summary += fmt::format("  {:<14} {:.3f} ({:.3f}-{:.3f})\n", name,
+                                 s["mean"].get<double>(), s["min"].get<double>(),
+                                 s["max"].get<double>());
+    }
   if (auto err = write_report_files(out_dir, out.report_json, out.timings_json))
     return err;
   return out;
