@@ -25,8 +25,10 @@ def chromium(args, profile):
 def check(loom, scenario, work, shots):
     name = os.path.splitext(os.path.basename(scenario))[0]
     out = os.path.join(work, name)
+    # Sanitized builds run several times slower (scripts/test --sanitize sets the scale).
+    scale = float(os.environ.get("LOOM_TEST_TIME_SCALE", "1"))
     r = subprocess.run([loom, "replay", scenario, "--out", out], capture_output=True, text=True,
-                       timeout=600)
+                       timeout=600 * scale)
     if r.returncode != 0:
         return None, f"{name}: replay exited {r.returncode}: {r.stderr.strip()}"
     page = "file://" + os.path.join(out, "report.html")
