@@ -294,9 +294,10 @@ caf::expected<gen_replay_output> run_one_seed(const gen_scenario& sc, const std:
 caf::expected<gen_replay_output> run_seeds(const gen_scenario& sc, const std::string& out_dir) {
   std::vector<ordered_json> reports, timings;
   for (auto seed : sc.seeds) {
-    const auto dir = (std::filesystem::path{out_dir} / fmt::format("seed-{}", seed)).string();
-    if (auto err = make_output_dir(dir))
-      return err;
+    auto made = make_seed_dir(out_dir, seed);
+    if (!made)
+      return made.error();
+    const auto& dir = *made;
     auto run = run_one_seed(with_seed(sc, seed), dir);
     if (!run)
       return run.error();
@@ -318,7 +319,7 @@ caf::expected<gen_replay_output> run_seeds(const gen_scenario& sc, const std::st
   ordered_json per_seed = ordered_json::array();
   for (size_t i = 0; i < reports.size(); ++i)
     per_seed.push_back({{"seed", sc.seeds[i]},
-                        {"report", fmt::format("seed-{}/report.json", sc.seeds[i])},
+                        {"report", seed_report_dir(sc.seeds[i]) + "/report.json"},
                         {"throughput_vs_static_best", reports[i]["throughput_vs_static_best"]}});
   report["per_seed"] = per_seed;
   gen_replay_output out;

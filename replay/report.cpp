@@ -31,6 +31,17 @@ caf::error make_output_dir(const std::string& dir) {
   return {};
 }
 
+std::string seed_report_dir(uint64_t seed) {
+  return fmt::format("seed-{}", seed);
+}
+
+caf::expected<std::string> make_seed_dir(const std::string& out_dir, uint64_t seed) {
+  auto dir = (std::filesystem::path{out_dir} / seed_report_dir(seed)).string();
+  if (auto err = make_output_dir(dir))
+    return err;
+  return dir;
+}
+
 caf::expected<std::unique_ptr<database>> open_scratch_store(const std::string& dir) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);

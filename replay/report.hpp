@@ -23,6 +23,12 @@ double percentile(std::vector<double> values, double q);
 /// Creates `dir`; an error names it.
 caf::error make_output_dir(const std::string& dir);
 
+/// Where a multi-seed replay writes seed `seed`'s full report, relative to its DIR.
+std::string seed_report_dir(uint64_t seed);
+
+/// DIR/seed-N, created; an error names it.
+caf::expected<std::string> make_seed_dir(const std::string& out_dir, uint64_t seed);
+
 /// A policy's RocksDB store (DIR/store/POLICY), emptied of any earlier run first.
 caf::expected<std::unique_ptr<database>> open_scratch_store(const std::string& dir);
 

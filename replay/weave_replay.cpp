@@ -254,9 +254,10 @@ caf::expected<weave_replay_output> run_seeds(const weave_scenario& sc, const std
   std::vector<ordered_json> reports, timings;
   ordered_json per_seed = ordered_json::array();
   for (auto seed : sc.seeds) {
-    const auto dir = (std::filesystem::path{out_dir} / fmt::format("seed-{}", seed)).string();
-    if (auto err = make_output_dir(dir))
-      return err;
+    auto made = make_seed_dir(out_dir, seed);
+    if (!made)
+      return made.error();
+    const auto& dir = *made;
     auto run = run_one_seed(with_seed(sc, seed), dir);
     if (!run)
       return run.error();
@@ -268,7 +269,7 @@ caf::expected<weave_replay_output> run_seeds(const weave_scenario& sc, const std
       if (p.contains("slo_attainment"))
         slo[name] = p["slo_attainment"];
     per_seed.push_back({{"seed", seed},
-                        {"report", fmt::format("seed-{}/report.json", seed)},
+                        {"report", seed_report_dir(seed) + "/report.json"},
                         {"slo_attainment", slo},
                         {"cost_ratios", run->report["cost_ratios"]}});
     reports.push_back(std::move(run->report));

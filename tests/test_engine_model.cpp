@@ -26,14 +26,16 @@ struct step_workload {
   std::vector<int64_t> response;
 };
 
-step_workload make_step(uint64_t seed) {
+/// Log-normal responses around `median` tokens, capped at `cap`; the defaults are §2.1's.
+step_workload make_step(uint64_t seed, double median = 2500, double sigma = 0.8,
+                        int64_t cap = 15000) {
   std::mt19937_64 rng{seed};
-  std::lognormal_distribution<double> response{std::log(2500.0), 0.8};
+  std::lognormal_distribution<double> response{std::log(median), sigma};
   std::uniform_int_distribution<int64_t> prompt{150, 600};
   step_workload w;
   for (int i = 0; i < 512; ++i) {
     w.prompt.push_back(prompt(rng));
-    w.response.push_back(std::clamp<int64_t>(static_cast<int64_t>(response(rng)), 16, 15000));
+    w.response.push_back(std::clamp<int64_t>(static_cast<int64_t>(response(rng)), 16, cap));
   }
   return w;
 }
@@ -70,15 +72,7 @@ engine_model qwen14b_profiled() {
 /// An RL step as the bundled generation scenarios make them (Fig. 3a's shape): 512 responses,
 /// log-normal around 2,600 tokens with a heavy tail capped at 25,600.
 step_workload make_rl_step(uint64_t seed) {
-  std::mt19937_64 rng{seed};
-  std::lognormal_distribution<double> response{std::log(2600.0), 0.9};
-  std::uniform_int_distribution<int64_t> prompt{150, 600};
-  step_workload w;
-  for (int i = 0; i < 512; ++i) {
-    w.prompt.push_back(prompt(rng));
-    w.response.push_back(std::clamp<int64_t>(static_cast<int64_t>(response(rng)), 16, 25600));
-  }
-  return w;
+  return make_step(seed, 2600, 0.9, 25600);
 }
 
 struct phase_times {

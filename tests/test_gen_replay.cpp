@@ -165,6 +165,24 @@ BOOST_AUTO_TEST_CASE(first_step_is_planned_at_the_maximum_then_forecast_from_his
   BOOST_CHECK_GT(moved->mean_length, 0.1);
 }
 
+BOOST_AUTO_TEST_CASE(the_estimate_is_informed_by_a_learned_step_or_half_the_batch) {
+  remaining_workload w{256, 2048, 8};
+  auto start = batch_snapshot(0, 4);
+  w.observe(start);
+  BOOST_CHECK(!w.informed()); // every request at the cap: the planner must not switch on it
+  auto one_done = batch_snapshot(0, 3);
+  one_done.finished_outputs = {100};
+  w.observe(one_done);
+  BOOST_CHECK(!w.informed()); // the shortest finish says little of the tail
+  auto half_done = batch_snapshot(0, 2);
+  half_done.finished_outputs = {120};
+  w.observe(half_done);
+  BOOST_CHECK(w.informed());
+  w.end_step(0, {100, 120, 300, 1000});
+  w.observe(batch_snapshot(1, 4)); // the next step starts from a forecast
+  BOOST_CHECK(w.informed());
+}
+
 BOOST_AUTO_TEST_CASE(finishes_and_progress_correct_the_histogram) {
   remaining_workload w{256, 2048, 8};
   w.observe(batch_snapshot(0, 4));

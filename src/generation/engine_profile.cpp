@@ -59,7 +59,9 @@ std::optional<std::array<double, 3>> least_squares(const std::vector<step_sample
 } // namespace
 
 std::optional<step_line> fit_step_line(const std::vector<step_sample>& samples) {
-  if (samples.size() < 3)
+  // The full fit must be determined: with batch and context moving together a subset fit
+  // would hide that the samples cannot separate their costs.
+  if (samples.size() < 3 || !least_squares(samples, {true, true, true}))
     return std::nullopt;
   // Non-negative least squares over three columns: the best of the fits on every subset of
   // columns whose coefficients all come out non-negative.
@@ -80,10 +82,6 @@ std::optional<step_line> fit_step_line(const std::vector<step_sample>& samples) 
       best_error = error;
     }
   }
-  // The full fit must be determined: with batch and context moving together a subset fit
-  // would hide that the samples cannot separate their costs.
-  if (!least_squares(samples, {true, true, true}))
-    return std::nullopt;
   return best;
 }
 
