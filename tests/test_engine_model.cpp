@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <random>
 
 #include "core/gpu.hpp"
@@ -366,6 +367,42 @@ BOOST_AUTO_TEST_CASE(planner_goes_wide_early_and_deep_in_the_tail) {
                                             << tail.current_s << " s -> TP=8 "
                                             << tail.objective_s << " s (C_sw " << tail.switch_s
                                             << " s, C_mig " << tail.migrate_s << " s)");
+}
+
+BOOST_AUTO_TEST_CASE(the_look_ahead_switches_later_than_the_myopic_planner) {
+  // OrchestrRL §4.1: throughput mode while the batch is large, latency mode in the tail. As the
+  // step on 4 x TP=2 progresses, the myopic planner (every candidate kept to the end) switches
+  // as soon as TP=8 wins for the rest of the step; the look-ahead waits while staying on TP=2
+  // and switching later wins by more than epsilon, then switches too.
+  auto e = qwen14b_profiled();
+  auto w = make_rl_step(2025);
+  const gen_deployment wide{2, 4};
+  planner_params myopic;
+  myopic.look_ahead = false;
+  std::optional<int64_t> myopic_at;
+  std::optional<int64_t> look_ahead_at;
+  for (int64_t progress = 0; progress <= 8000 && !look_ahead_at; progress += 250) {
+    auto pending = as_pending(tail_phase(w, progress), 4);
+    auto now = plan_generation(e, 8, wide, pending, myopic);
+    auto ahead = plan_generation(e, 8, wide, pending);
+    if (now.reconfigure && !myopic_at) {
+      myopic_at = progress;
+      BOOST_CHECK(!ahead.reconfigure);
+      BOOST_CHECK_LT(ahead.deferred_s + 2.0, now.objective_s);
+      BOOST_TEST_MESSAGE("look-ahead at " << progress << " tokens: switching now "
+                                          << now.objective_s << " s, later " << ahead.deferred_s
+                                          << " s");
+    }
+    if (ahead.reconfigure) {
+      look_ahead_at = progress;
+      BOOST_CHECK_EQUAL(ahead.config.parallel.tp, 8);
+      BOOST_CHECK_LE(ahead.objective_s, ahead.deferred_s + 2.0);
+    }
+  }
+  BOOST_REQUIRE(myopic_at && look_ahead_at);
+  BOOST_CHECK_GT(*look_ahead_at, *myopic_at);
+  BOOST_TEST_MESSAGE("TP=2 -> TP=8: myopic at " << *myopic_at << " tokens, look-ahead at "
+                                                << *look_ahead_at);
 }
 
 BOOST_AUTO_TEST_CASE(planner_needs_a_gain_beyond_epsilon) {

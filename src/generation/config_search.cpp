@@ -56,8 +56,10 @@ double makespan_lower_bound(const engine_model& engine, const gen_deployment& d,
   }
   double best_rate = 0;
   const int most = engine.max_batch(d.parallel);
-  for (int b = 1; b < 2 * most; b *= 2)
-    best_rate = std::max(best_rate, std::min(b, most) / engine.decode_step_s(d.parallel, std::min(b, most), 0.0));
+  for (int b = 1; b < 2 * most; b *= 2) {
+    const int batch = std::min(b, most);
+    best_rate = std::max(best_rate, batch / engine.decode_step_s(d.parallel, batch, 0.0));
+  }
   return std::max(longest, total / d.instances / best_rate);
 }
 
@@ -175,6 +177,84 @@ evaluation evaluate(const engine_model& engine, const gen_deployment& d, bool is
   return e;
 }
 
+/// The pending requests as they would stand when `d`, running them where `assignment` puts
+/// them, is down to each of `counts` unfinished requests (descending); one checkpoint per count
+/// reached before the end. A request admitted (or resident) keeps its instance and KV.
+struct checkpoint {
+  double at_s = 0;
+  std::vector<gen_request_state> pending;
+};
+
+std::vector<checkpoint> run_to_checkpoints(const engine_model& engine, const gen_deployment& d,
+                                           const std::vector<gen_request_state>& reqs,
+                                           const std::vector<int>& assignment,
+                                           const std::vector<size_t>& counts) {
+  std::vector<instance_sim> sims(size_t(d.instances), instance_sim{engine, d.parallel});
+  for (size_t i = 0; i < reqs.size(); ++i)
+    sims[size_t(assignment[i])].add(i, {reqs[i].context, reqs[i].remaining, reqs[i].instance >= 0});
+  std::vector<double> finishes;
+  for (auto sim : sims) { // a copy runs ahead to learn when the counts are reached
+    sim.run_to_completion();
+    for (auto& f : sim.finished())
+      finishes.push_back(f.second);
+  }
+  std::sort(finishes.begin(), finishes.end());
+  std::vector<checkpoint> out;
+  for (auto left : counts) {
+    if (left == 0 || left >= finishes.size())
+      continue;
+    checkpoint c;
+    c.at_s = finishes[finishes.size() - left - 1];
+    for (size_t k = 0; k < sims.size(); ++k) {
+      sims[k].advance_to(c.at_s);
+      for (auto& r : sims[k].requests())
+        c.pending.push_back({reqs[r.id].id, r.state.context, r.state.remaining,
+                             r.state.kv_resident ? int(k) : -1});
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<size_t> longest_first_order(const std::vector<gen_request_state>& reqs) {
+  std::vector<size_t> order(reqs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return reqs[a].remaining > reqs[b].remaining;
+  });
+  return order;
+}
+
+/// The look-ahead (OrchestrRL §4.1, third heuristic): keep the current deployment while the
+/// batch is large and switch to a latency mode (one that decodes a lone request faster) only
+/// once the pending requests fall to a point, rather than now. Checks the points where 3/4,
+/// 9/16, ... of them remain, and stops at the first plan that beats `bar`; returns its
+/// objective, costs included (infinity if none does).
+double deferred_switch_s(const engine_model& engine, int budget, const gen_deployment& current,
+                         const std::vector<int>& assignment,
+                         const std::vector<gen_request_state>& reqs, double bar,
+                         const planner_params& p) {
+  std::vector<size_t> counts;
+  for (size_t left = reqs.size() * 3 / 4; left > 0; left = left * 3 / 4)
+    counts.push_back(left);
+  const double lone_now = engine.decode_step_s(current.parallel, 1, 0.0);
+  for (auto& c : run_to_checkpoints(engine, current, reqs, assignment, counts)) {
+    if (c.at_s >= bar)
+      break;
+    const auto order = longest_first_order(c.pending);
+    for (auto& later : candidates(engine, budget, current, c.pending.size(), p)) {
+      if (engine.decode_step_s(later.parallel, 1, 0.0) >= lone_now
+          || c.at_s + switch_cost_s(engine, later, p)
+                 + makespan_lower_bound(engine, later, c.pending) >= bar)
+        continue;
+      auto e = evaluate(engine, later, false, false, c.pending, order, p);
+      if (c.at_s + e.objective < bar)
+        return c.at_s + e.objective;
+    }
+  }
+  return infinity;
+}
+
 /// The current deployment first (its Obj_cur is always needed), then by lower bound, so that
 /// good candidates tighten the bar early.
 std::vector<size_t> search_order(const std::vector<gen_deployment>& options,
@@ -215,11 +295,7 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
   evaluation best;
   gen_deployment best_config = current;
   auto options = candidates(engine, gpu_budget, current, requests.size(), params);
-  std::vector<size_t> longest_first(requests.size());
-  std::iota(longest_first.begin(), longest_first.end(), 0);
-  std::stable_sort(longest_first.begin(), longest_first.end(), [&](size_t a, size_t b) {
-    return requests[a].remaining > requests[b].remaining;
-  });
+  const auto longest_first = longest_first_order(requests);
   std::vector<double> bound;
   for (auto& d : options)
     bound.push_back(makespan_lower_bound(engine, d, requests)
@@ -243,8 +319,16 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
       best_config = d;
     }
   }
-  // Alg. 1, event 1: Obj_new (costs included) must beat Obj_cur by more than epsilon.
-  if (!(best_config == current) && best.objective < plan.current_s - params.epsilon_s) {
+  // Alg. 1, event 1: Obj_new (costs included) must beat Obj_cur by more than epsilon, and
+  // switching now must not lose by more than epsilon to switching later.
+  bool reconfigure =
+    !(best_config == current) && best.objective < plan.current_s - params.epsilon_s;
+  if (reconfigure && params.look_ahead && plan.assignment.size() == requests.size()) {
+    plan.deferred_s = deferred_switch_s(engine, gpu_budget, current, plan.assignment, requests,
+                                        best.objective - params.epsilon_s, params);
+    reconfigure = plan.deferred_s == infinity;
+  }
+  if (reconfigure) {
     plan.config = best_config;
     plan.assignment = std::move(best.assignment);
     plan.objective_s = best.objective;

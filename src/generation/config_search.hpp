@@ -11,6 +11,7 @@
 // lower bound on each candidate's makespan skips the simulation of hopeless ones.
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct planner_params {
   double engine_restart_s = 3.0;   // C_sw: tearing down and warming up the instances
   kv_transfer_path kv_path;        // C_mig
   double large_batch_per_gpu = 16; // at or above: throughput phase; below 1: tail phase
+  bool look_ahead = true;          // a switch must also beat switching later (§4.1)
   std::vector<parallel_config> afd_configs; // the profiled AFD splits (profile_afd_configs)
 };
 
@@ -56,6 +58,7 @@ struct gen_plan {
   std::vector<int> assignment;    // instance per request, in input order
   double objective_s = 0;         // of the chosen config, costs included
   double current_s = 0;           // Obj_cur: the current deployment and placement
+  double deferred_s = std::numeric_limits<double>::infinity(); // a later switch that beat it
   double switch_s = 0;            // C_sw of the chosen config
   double migrate_s = 0;           // max over instances of C_mig
   bool reconfigure = false;
