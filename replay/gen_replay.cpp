@@ -205,7 +205,8 @@ json gen_report(const gen_scenario& sc, const json& policies, const json& speedu
                         {"steps", sc.steps.size()},
                         {"batch", batch},
                         {"max_tokens", sc.max_tokens},
-                        {"training_s_per_step", sc.training_s}};
+                        {"training_s_per_step", sc.training_s},
+                        {"dispatch", to_string(sc.dispatch)}};
   report["policies"] = policies;
   report["throughput_vs_static_best"] = speedups;
   return report;

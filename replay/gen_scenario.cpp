@@ -107,6 +107,10 @@ void read_workload(table_reader& w, gen_scenario& sc, const std::string& dir,
       w.error("curve_step", fmt::format("must be below steps ({})", g.steps));
     sc.curve_step = size_t(*v);
   }
+  if (auto v = one_of<dispatch_mode>(w, "dispatch",
+                                     w.optional<std::string>("dispatch",
+                                                             std::string{to_string(sc.dispatch)})))
+    sc.dispatch = *v;
   if (auto trace = w.optional<std::string>("trace", ""); trace && !trace->empty()) {
     auto path = scenario_input(w, "trace", dir, *trace);
     gen_trace_options o{path.value_or(""), g.steps, g.batch, g.max_tokens};
@@ -131,6 +135,15 @@ void read_workload(table_reader& w, gen_scenario& sc, const std::string& dir,
   if (auto v = non_negative(w, "drift_per_step",
                             w.optional<double>("drift_per_step", g.drift_per_step)))
     g.drift_per_step = *v;
+  if (auto v = at_least<int64_t>(w, "group_size", w.optional<int64_t>("group_size", 1), 1))
+    g.group_size = int(*v);
+  if (auto v = non_negative(w, "group_correlation",
+                            w.optional<double>("group_correlation", g.group_correlation))) {
+    if (*v > 1)
+      w.error("group_correlation", fmt::format("must be at most 1, got {}", *v));
+    else
+      g.group_correlation = *v;
+  }
   w.reject_unknown();
   sc.steps = generate_gen_workload(g, sc.seed);
   sc.generator = g;
@@ -138,7 +151,11 @@ void read_workload(table_reader& w, gen_scenario& sc, const std::string& dir,
                                    "outputs log-normal (median {} tokens, sigma {}, +{}% per "
                                    "step) capped at {}", g.steps, g.batch, g.prompt_min,
                                    g.prompt_max, g.median_tokens, g.sigma,
-                                   g.drift_per_step * 100, g.max_tokens);
+                                   g.drift_per_step * 100, g.max_tokens)
+                       + (g.group_size > 1
+                            ? fmt::format(", in prompt groups of {} sharing {} of the log-length "
+                                          "variance", g.group_size, g.group_correlation)
+                            : "");
 }
 
 /// Every table of the scenario file; top-level unknown keys are the caller's.
@@ -223,6 +240,7 @@ deployment_config deployment_for(const gen_scenario& sc, const parallel_config& 
   d.max_tokens = sc.max_tokens;
   d.planner_enabled = planner;
   d.balancer_enabled = balancer;
+  d.dispatch = sc.dispatch;
   d.period_s = sc.plan_interval_s;
   d.tick_s = sc.tick_s;
   d.bin_tokens = sc.bin_tokens;

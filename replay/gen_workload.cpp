@@ -16,15 +16,21 @@ std::vector<std::vector<gen_sample>> generate_gen_workload(const gen_length_gene
   std::mt19937_64 rng{seed};
   std::uniform_int_distribution<int64_t> prompt{g.prompt_min, g.prompt_max};
   std::normal_distribution<double> z{0.0, 1.0};
+  const double rho = g.group_size > 1 ? g.group_correlation : 0.0; // no group, nothing shared
+  const double shared = g.sigma * std::sqrt(rho);
+  const double own = g.sigma * std::sqrt(1 - rho);
   std::vector<std::vector<gen_sample>> steps(size_t(g.steps));
   for (int s = 0; s < g.steps; ++s) {
     const double median = g.median_tokens * std::pow(1 + g.drift_per_step, s);
-    for (int i = 0; i < g.batch; ++i) {
-      // Drawn in a fixed order (prompt, then output) so a seed names one workload.
+    for (int i = 0; i < g.batch; i += g.group_size) {
+      // Drawn in a fixed order (prompt, the group's share, then each output) so a seed names
+      // one workload; groups of one draw no share, as before groups existed.
       const int64_t p = prompt(rng);
-      const double out = median * std::exp(g.sigma * z(rng));
-      steps[size_t(s)].push_back(
-        {p, std::clamp<int64_t>(std::llround(out), 1, g.max_tokens)});
+      const double group = g.group_size > 1 ? shared * z(rng) : 0.0;
+      for (int k = 0; k < g.group_size && i + k < g.batch; ++k) {
+        const double out = median * std::exp(group + own * z(rng));
+        steps[size_t(s)].push_back({p, std::clamp<int64_t>(std::llround(out), 1, g.max_tokens)});
+      }
     }
   }
   return steps;

@@ -1,7 +1,8 @@
 #pragma once
 // Batches of rollout requests for the generation replay, one per RL step: synthesized
 // (OrchestrRL Fig. 3a: heavy-tailed output lengths, most below 7.5K tokens, a tail to the
-// maximum, the median drifting across steps as training lengthens responses) or read from the
+// maximum, the median drifting across steps as training lengthens responses; optionally in
+// GRPO prompt groups, §2's workload, whose samples' lengths correlate) or read from the
 // Azure LLM inference trace, whose short chat outputs are scaled up (the report says by how
 // much).
 
@@ -24,6 +25,10 @@ struct gen_length_generator {
   double median_tokens = 2500;  // of the first step's output lengths
   double sigma = 0.9;           // log-normal shape: the heavy tail
   double drift_per_step = 0.03; // the median grows by this fraction per step
+  // GRPO samples `group_size` responses per prompt: a group shares its prompt and this share
+  // of the log-length variance (their lengths correlate; the marginal stays log-normal).
+  int group_size = 1;
+  double group_correlation = 0;
 };
 
 std::vector<std::vector<gen_sample>> generate_gen_workload(const gen_length_generator& g,

@@ -113,6 +113,11 @@ BOOST_AUTO_TEST_CASE(generation_deployments_default_to_the_policy_knobs) {
   BOOST_CHECK_EQUAL(tuned.value->generation[0].period_s, 5.0);
   BOOST_CHECK_EQUAL(tuned.value->generation[0].tick_s, 0.1);
   BOOST_CHECK_EQUAL(tuned.value->generation[0].balancer.theta, 0.1);
+  BOOST_CHECK(d.dispatch == dispatch_mode::round_robin);
+  auto chunked = parse_config(mutate("dispatch = \"round-robin\"", "dispatch = \"contiguous\" "),
+                              "test.toml");
+  BOOST_REQUIRE(chunked.value);
+  BOOST_CHECK(chunked.value->generation[0].dispatch == dispatch_mode::contiguous);
 }
 
 BOOST_AUTO_TEST_CASE(weave_testbed_matches_the_paper) {
@@ -315,6 +320,9 @@ BOOST_AUTO_TEST_CASE(generation_deployment_errors_name_their_key) {
           "generation.deployments[0].name", "is not a deployment name"},
          {"command_retries = 2 ", "command_retries = 99 ", "= 99",
           "generation.deployments[0].command_retries", "must be at most 10, got 99"},
+         {"dispatch = \"round-robin\"", "dispatch = \"sideways\"   ", "sideways",
+          "generation.deployments[0].dispatch",
+          "'sideways' is not one of: round-robin, contiguous"},
        }) {
     auto text = mutate(b.from, b.to);
     BOOST_TEST_CONTEXT(b.to) { expect_one_error(text, line_of(text, b.needle), b.key, b.message); }

@@ -463,6 +463,68 @@ BOOST_AUTO_TEST_CASE(generated_lengths_are_heavy_tailed_and_drift) {
               == steps[3][7].output_tokens);
 }
 
+BOOST_AUTO_TEST_CASE(prompt_groups_share_their_prompt_and_correlate_their_lengths) {
+  replay::gen_length_generator g;
+  g.steps = 1;
+  g.batch = 16000;
+  g.max_tokens = 1 << 24; // no cap: the log-lengths stay normal
+  g.median_tokens = 2600;
+  g.sigma = 0.9;
+  g.drift_per_step = 0;
+  // Groups of one are the generator as it was: the same seed gives the same batch.
+  auto alone = replay::generate_gen_workload(g, 5)[0];
+  g.group_correlation = 0.5;
+  BOOST_CHECK(replay::generate_gen_workload(g, 5)[0][123].output_tokens
+              == alone[123].output_tokens);
+  g.group_size = 16;
+  auto grouped = replay::generate_gen_workload(g, 5)[0];
+  BOOST_REQUIRE_EQUAL(grouped.size(), 16000u);
+  // Log-lengths: the variance stays sigma^2, the pairs inside a group covary by rho sigma^2.
+  std::vector<double> x;
+  for (auto& s : grouped)
+    x.push_back(std::log(double(s.output_tokens)));
+  double mean = 0;
+  for (auto v : x)
+    mean += v / double(x.size());
+  double var = 0;
+  double within = 0;
+  size_t pairs = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    var += (x[i] - mean) * (x[i] - mean) / double(x.size());
+    if (i % 16 != 0) {
+      within += (x[i] - mean) * (x[i - 1] - mean);
+      ++pairs;
+      BOOST_CHECK_EQUAL(grouped[i].prompt_tokens, grouped[i - 1].prompt_tokens);
+    }
+  }
+  BOOST_CHECK_CLOSE(std::exp(mean), 2600.0, 5.0);
+  BOOST_CHECK_CLOSE(std::sqrt(var), 0.9, 5.0);
+  BOOST_CHECK_CLOSE(within / double(pairs) / var, 0.5, 15.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_scenario_names_its_dispatch_and_bad_groups_at_their_keys) {
+  test::temp_dir dir;
+  const std::string head = "[scenario]\nname = \"g\"\nkind = \"generation\"\n"
+                           "policies = [\"static-best\"]\n[deployment]\nmodel = \"Qwen2.5-14B\"\n"
+                           "gpus = 8\n[workload]\nsteps = 1\nbatch = 32\nmax_tokens = 4096\n";
+  test::write_file(dir / "ok.toml", head + "group_size = 8\ngroup_correlation = 0.4\n"
+                                           "dispatch = \"contiguous\"\n");
+  auto ok = replay::load_gen_scenario(dir / "ok.toml");
+  BOOST_REQUIRE(ok.value);
+  BOOST_CHECK(ok.value->dispatch == dispatch_mode::contiguous);
+  BOOST_CHECK_EQUAL(ok.value->steps[0][0].prompt_tokens, ok.value->steps[0][7].prompt_tokens);
+  test::write_file(dir / "bad.toml", head + "group_size = 0\ngroup_correlation = 1.5\n"
+                                            "dispatch = \"sideways\"\n");
+  auto bad = replay::load_gen_scenario(dir / "bad.toml");
+  BOOST_REQUIRE(!bad.value);
+  std::string all;
+  for (auto& e : bad.errors)
+    all += e.to_string() + "\n";
+  for (auto where : {"bad.toml:12:14: workload.group_size", "bad.toml:13:21: workload.group_correlation",
+                     "bad.toml:14:12: workload.dispatch"})
+    BOOST_CHECK_MESSAGE(all.find(where) != std::string::npos, where << " not in:\n" << all);
+}
+
 BOOST_AUTO_TEST_CASE(azure_trace_rows_become_scaled_steps) {
   test::temp_dir dir;
   test::write_file(dir / "t.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"

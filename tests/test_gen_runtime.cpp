@@ -289,6 +289,31 @@ BOOST_AUTO_TEST_CASE(a_step_is_placed_round_robin_without_a_planner_and_ends_wit
   BOOST_CHECK_EQUAL(rt.done_outcome(0)->last_finished_at_ns, 500);
 }
 
+BOOST_AUTO_TEST_CASE(a_contiguous_dispatch_deals_the_batch_in_slices) {
+  // veRL chunks a batch over its DP ranks: a GRPO group's samples, adjacent in the batch,
+  // land on one instance.
+  auto engine = qwen14b();
+  auto d = small_deployment();
+  d.dispatch = dispatch_mode::contiguous;
+  auto rt = started(engine, d);
+  BOOST_REQUIRE(rt.start_step(batch_of(0, 10), 1) == deployment_runtime::step_admission::started);
+  BOOST_CHECK(!rt.plan_now(1));
+  auto admits = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(admits.size(), 4u);
+  std::map<uint32_t, std::vector<uint64_t>> ids;
+  for (auto& a : admits)
+    for (auto& r : a.requests)
+      ids[a.instance].push_back(r.id);
+  BOOST_REQUIRE_EQUAL(ids.size(), 4u);
+  uint64_t next = 0;
+  for (auto& [instance, list] : ids) { // slices of 2 or 3, in batch order
+    BOOST_CHECK(list.size() == 2 || list.size() == 3);
+    for (auto id : list)
+      BOOST_CHECK_EQUAL(id, next++);
+  }
+  BOOST_CHECK_EQUAL(next, 10u);
+}
+
 BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
   auto engine = qwen14b();
   auto rt = started(engine, small_deployment(true));

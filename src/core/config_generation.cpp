@@ -117,6 +117,10 @@ void read_planner_knobs(table_reader& d, deployment_config& out) {
     out.planner_enabled = *v;
   if (auto v = d.optional<bool>("balancer", out.balancer_enabled))
     out.balancer_enabled = *v;
+  if (auto v = one_of<dispatch_mode>(d, "dispatch",
+                                     d.optional<std::string>("dispatch",
+                                                             std::string{to_string(out.dispatch)})))
+    out.dispatch = *v;
   positive_into(d, "period_s", out.period_s);
   double tick_ms = out.tick_s * 1e3;
   positive_into(d, "tick_ms", tick_ms);

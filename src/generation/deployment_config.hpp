@@ -28,6 +28,7 @@ struct deployment_config {
   int64_t max_tokens = 16384; // the steps' maximum response length
   bool planner_enabled = true;  // false: the layout stays as configured
   bool balancer_enabled = true;
+  dispatch_mode dispatch = dispatch_mode::round_robin; // placement without the planner
   double period_s = 30;       // planning period inside a step (§4.1)
   double tick_s = 0.5;        // monitoring tick: engines report, the balancer runs (§4.2)
   int bin_tokens = 256;       // the remaining-workload histogram's bins (§4.1)

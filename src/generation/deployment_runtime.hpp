@@ -177,7 +177,7 @@ private:
   admitted_request moved(uint64_t id, const request& r, const parallel_config& dst);
   // planning and placement (runtime_plan.cpp)
   void begin_reconfiguration(const gen_decision& d, double now);
-  void place_round_robin(double now);
+  void place_as_dispatched(double now);
   bool has_unplaced() const;
   void resolve_unknown(double now);
   void maybe_apply_pending(double now);

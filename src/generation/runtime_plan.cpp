@@ -135,7 +135,7 @@ std::optional<gen_snapshot> deployment_runtime::plan_now(double now) {
   if (!has_unplaced())
     return std::nullopt;
   if (!config_.planner_enabled) {
-    place_round_robin(now);
+    place_as_dispatched(now);
     return std::nullopt;
   }
   return make_snapshot(now);
@@ -256,15 +256,21 @@ void deployment_runtime::begin_reconfiguration(const gen_decision& d, double now
   advance_phase(now); // no engine to wait for
 }
 
-void deployment_runtime::place_round_robin(double now) {
+void deployment_runtime::place_as_dispatched(double now) {
   auto ids = serving_ids();
   if (ids.empty())
     return;
+  std::vector<const request*> unplaced;
+  for (auto& r : requests_)
+    if (r.where == place::unplaced)
+      unplaced.push_back(&r);
   std::map<uint32_t, std::vector<admitted_request>> per;
-  for (auto& r : requests_) {
-    if (r.where != place::unplaced)
-      continue;
-    per[ids[round_robin_++ % ids.size()]].push_back({r.id, r.prompt, r.generated, false, {}});
+  for (size_t i = 0; i < unplaced.size(); ++i) {
+    const size_t k = config_.dispatch == dispatch_mode::contiguous
+                       ? i * ids.size() / unplaced.size()
+                       : round_robin_++ % ids.size();
+    auto& r = *unplaced[i];
+    per[ids[k]].push_back({r.id, r.prompt, r.generated, false, {}});
   }
   for (auto& [k, list] : per)
     admit_to(k, std::move(list), false, now);

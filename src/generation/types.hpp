@@ -332,6 +332,19 @@ struct pending_command {
   int attempts = 1;
 };
 
+/// How the RL framework deals a step's batch over the instances when no planner places it:
+/// round-robin, or in contiguous slices (veRL chunks a batch across DP ranks, so the samples
+/// of one prompt land together).
+enum class dispatch_mode : uint8_t { round_robin, contiguous };
+
+template <>
+struct enum_names<dispatch_mode> {
+  static constexpr std::array<std::pair<dispatch_mode, std::string_view>, 2> table{{
+    {dispatch_mode::round_robin, "round-robin"},
+    {dispatch_mode::contiguous, "contiguous"},
+  }};
+};
+
 /// Where a reconfiguration stands: each phase waits for every engine's answer.
 enum class reconfig_phase : uint8_t { none, draining, resharding, admitting };
 
