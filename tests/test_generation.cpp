@@ -50,6 +50,17 @@ BOOST_AUTO_TEST_CASE(remaining_estimate_matches_ranks_conservatively) {
   BOOST_CHECK_GE(past[2], 1);
 }
 
+BOOST_AUTO_TEST_CASE(expected_remaining_is_the_mean_beyond_the_progress) {
+  remaining_histogram h{256, 1024};
+  h.assign({2, 1, 0, 1}); // ending by 256 (two), 512 and 1024 tokens
+  auto e = h.expected_remaining({0, 0, 300, 600});
+  // Not started: the mean of all four conservative lengths, alike for both.
+  BOOST_CHECK_EQUAL(e[0], (256 + 256 + 512 + 1024) / 4);
+  BOOST_CHECK_EQUAL(e[1], e[0]);
+  BOOST_CHECK_EQUAL(e[2], (512 + 1024) / 2 - 300); // past the first bin
+  BOOST_CHECK_EQUAL(e[3], 1024 - 600);             // only the longest is still possible
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(balancer)

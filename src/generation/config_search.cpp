@@ -65,13 +65,33 @@ double makespan_lower_bound(const engine_model& engine, const gen_deployment& d,
 
 namespace {
 
-/// Longest remaining first (`longest_first` orders every request so, once per plan) onto the
-/// least loaded instance whose KV utilisation stays within mu + delta (Eq. 2); the least
-/// utilised one if none does.
+/// What an assignment balances: the sampled remaining lengths (scoring a candidate: each
+/// instance gets its share of the forecast distribution), or each request's expected remaining
+/// (placing: which request carries which sampled length is a guess).
+enum class balance_on : uint8_t { sampled, expected };
+
+double weight(const gen_request_state& r, balance_on on) {
+  return double(on == balance_on::expected ? r.load() : r.remaining);
+}
+
+std::vector<size_t> longest_first_order(const std::vector<gen_request_state>& reqs,
+                                        balance_on on = balance_on::sampled) {
+  std::vector<size_t> order(reqs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return weight(reqs[a], on) > weight(reqs[b], on);
+  });
+  return order;
+}
+
+/// Longest first (`longest_first` orders every request so, once per plan) onto the least
+/// loaded instance whose KV utilisation stays within mu + delta (Eq. 2); the least utilised
+/// one if none does.
 std::vector<int> balanced_assignment(const engine_model& engine, const gen_deployment& d,
                                      const std::vector<gen_request_state>& reqs,
                                      const std::vector<size_t>& longest_first,
-                                     const std::vector<int>& fixed, const planner_params& p) {
+                                     const std::vector<int>& fixed, const planner_params& p,
+                                     balance_on on = balance_on::sampled) {
   const double cap = double(engine.kv_capacity_tokens(d.parallel));
   std::vector<double> load(size_t(d.instances), 0.0);
   std::vector<double> kv(size_t(d.instances), 0.0);
@@ -82,7 +102,7 @@ std::vector<int> balanced_assignment(const engine_model& engine, const gen_deplo
   const double limit = total_kv / (cap * d.instances) + p.kv_balance_delta;
   for (size_t i = 0; i < reqs.size(); ++i)
     if (out[i] >= 0) {
-      load[size_t(out[i])] += double(reqs[i].remaining);
+      load[size_t(out[i])] += weight(reqs[i], on);
       kv[size_t(out[i])] += double(reqs[i].context);
     }
   using slot = std::pair<double, int>; // load, instance
@@ -111,11 +131,23 @@ std::vector<int> balanced_assignment(const engine_model& engine, const gen_deplo
       least.push(s);
     skipped.clear();
     out[i] = chosen;
-    load[size_t(chosen)] += double(reqs[i].remaining);
+    load[size_t(chosen)] += weight(reqs[i], on);
     kv[size_t(chosen)] += double(reqs[i].context);
     least.emplace(load[size_t(chosen)], chosen);
   }
   return out;
+}
+
+/// The instance of each request that stays where it is (`keep`: those placed on one of `d`'s
+/// instances), -1 for the requests to place.
+std::vector<int> kept_in_place(const gen_deployment& d, const std::vector<gen_request_state>& reqs,
+                               bool keep) {
+  std::vector<int> fixed(reqs.size(), -1);
+  if (keep)
+    for (size_t i = 0; i < reqs.size(); ++i)
+      if (reqs[i].instance >= 0 && reqs[i].instance < d.instances)
+        fixed[i] = reqs[i].instance;
+  return fixed;
 }
 
 /// C_sw: every GPU loads its new shard of the weights, and the engines restart.
@@ -138,11 +170,7 @@ evaluation evaluate(const engine_model& engine, const gen_deployment& d, bool is
                     bool keep, const std::vector<gen_request_state>& reqs,
                     const std::vector<size_t>& longest_first, const planner_params& p) {
   evaluation e;
-  std::vector<int> fixed(reqs.size(), -1);
-  if (keep)
-    for (size_t i = 0; i < reqs.size(); ++i)
-      if (reqs[i].instance >= 0 && reqs[i].instance < d.instances)
-        fixed[i] = reqs[i].instance;
+  const auto fixed = kept_in_place(d, reqs, keep);
   e.assignment = balanced_assignment(engine, d, reqs, longest_first, fixed, p);
   std::vector<std::vector<sim_request>> per(size_t(d.instances));
   std::vector<int64_t> moved(size_t(d.instances), 0);
@@ -216,15 +244,6 @@ std::vector<checkpoint> run_to_checkpoints(const engine_model& engine, const gen
   return out;
 }
 
-std::vector<size_t> longest_first_order(const std::vector<gen_request_state>& reqs) {
-  std::vector<size_t> order(reqs.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return reqs[a].remaining > reqs[b].remaining;
-  });
-  return order;
-}
-
 /// The look-ahead (OrchestrRL §4.1, third heuristic): keep the current deployment while the
 /// batch is large and switch to a latency mode (one that decodes a lone request faster) only
 /// once the pending requests fall to a point, rather than now. Checks the points where 3/4,
@@ -282,6 +301,19 @@ void score_current(const engine_model& engine, const gen_deployment& d, double b
       e.objective, evaluate(engine, d, true, false, requests, longest_first, params).objective);
 }
 
+/// Where the chosen deployment's requests go: balanced on their expected remaining lengths
+/// (`scored`, the assignment the candidate was scored with, when every length is known).
+std::vector<int> placement(const engine_model& engine, const gen_deployment& d, bool keep,
+                           const std::vector<gen_request_state>& reqs, std::vector<int> scored,
+                           const planner_params& p) {
+  if (scored.size() != reqs.size()
+      || std::none_of(reqs.begin(), reqs.end(), [](auto& r) { return r.expected > 0; }))
+    return scored;
+  const auto fixed = kept_in_place(d, reqs, keep);
+  return balanced_assignment(engine, d, reqs, longest_first_order(reqs, balance_on::expected),
+                             fixed, p, balance_on::expected);
+}
+
 } // namespace
 
 gen_plan plan_generation(const engine_model& engine, int gpu_budget,
@@ -330,13 +362,16 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
   }
   if (reconfigure) {
     plan.config = best_config;
-    plan.assignment = std::move(best.assignment);
+    plan.assignment = placement(engine, best_config, false, requests, std::move(best.assignment),
+                                params);
     plan.objective_s = best.objective;
     plan.switch_s = best.switch_s;
     plan.migrate_s = best.migrate_s;
     plan.reconfigure = true;
   } else {
     plan.objective_s = plan.current_s;
+    plan.assignment = placement(engine, current, true, requests, std::move(plan.assignment),
+                                params);
   }
   return plan;
 }

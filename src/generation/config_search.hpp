@@ -26,6 +26,9 @@ struct gen_request_state {
   int64_t context = 0;   // tokens in the sequence now (its KV footprint)
   int64_t remaining = 0; // conservative estimate, from the remaining-workload histogram
   int instance = -1;     // current instance, -1 if not placed yet
+  int64_t expected = 0;  // mean remaining given its progress, what placement balances; 0: the
+                         // length is known, `remaining` is its expectation too
+  int64_t load() const { return expected > 0 ? expected : remaining; }
 };
 
 struct planner_params {

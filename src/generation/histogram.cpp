@@ -71,4 +71,23 @@ remaining_histogram::estimate_remaining(const std::vector<int64_t>& generated) c
   return out;
 }
 
+std::vector<int64_t>
+remaining_histogram::expected_remaining(const std::vector<int64_t>& generated) const {
+  // Suffix sums: the pending mass at or above each bin, and its (conservative) tokens.
+  std::vector<double> count(counts_.size() + 1, 0.0);
+  std::vector<double> tokens(counts_.size() + 1, 0.0);
+  for (size_t b = counts_.size(); b-- > 0;) {
+    count[b] = count[b + 1] + counts_[b];
+    tokens[b] = tokens[b + 1] + counts_[b] * double(upper_bound(b));
+  }
+  std::vector<int64_t> out;
+  out.reserve(generated.size());
+  for (auto g : generated) {
+    const auto b = bin_of(g + 1);
+    const double length = count[b] > 0 ? tokens[b] / count[b] : double(upper_bound(b));
+    out.push_back(std::max<int64_t>(1, std::llround(length) - g));
+  }
+  return out;
+}
+
 } // namespace loom

@@ -32,6 +32,11 @@ public:
   /// never assumed to end before the token after its progress.
   std::vector<int64_t> estimate_remaining(const std::vector<int64_t>& generated) const;
 
+  /// Mean remaining tokens per pending request given only its own progress: what placement
+  /// balances. Requests equally far along are alike here, whereas rank matching hands them
+  /// distinct lengths in an order that says nothing about which one is long.
+  std::vector<int64_t> expected_remaining(const std::vector<int64_t>& generated) const;
+
   size_t bins() const { return counts_.size(); }
   int bin_tokens() const { return bin_; }
   int64_t upper_bound(size_t bin) const;

@@ -41,11 +41,12 @@ std::vector<gen_request_state> remaining_workload::estimate(const gen_snapshot& 
   for (auto& p : snap.pending)
     generated.push_back(p.generated);
   auto remaining = histogram_.estimate_remaining(generated);
+  auto expected = histogram_.expected_remaining(generated);
   std::vector<gen_request_state> out;
   out.reserve(snap.pending.size());
   for (size_t i = 0; i < snap.pending.size(); ++i) {
     auto& p = snap.pending[i];
-    out.push_back({p.id, p.prompt_tokens + p.generated, remaining[i], p.instance});
+    out.push_back({p.id, p.prompt_tokens + p.generated, remaining[i], p.instance, expected[i]});
   }
   return out;
 }
