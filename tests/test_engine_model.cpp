@@ -460,6 +460,33 @@ BOOST_AUTO_TEST_CASE(planner_keeps_kv_utilisation_within_the_band) {
     BOOST_CHECK_LE(k / cap, mu + p.kv_balance_delta);
 }
 
+BOOST_AUTO_TEST_CASE(no_instance_is_left_below_the_band_either) {
+  // Eq. 2 is two-sided. Instance 0 keeps its one long request (little KV, much work), so
+  // balancing the work sends every new request elsewhere: the lower side moves some back.
+  auto e = qwen14b_on_h800();
+  const gen_deployment current{4, 4};
+  const double cap = double(e.kv_capacity_tokens(current.parallel));
+  std::vector<gen_request_state> pending{{0, 1000, 60000, 0}};
+  for (uint64_t i = 1; i <= 60; ++i)
+    pending.push_back({i, int64_t(cap / 65), 100, -1});
+  planner_params p;
+  p.epsilon_s = std::numeric_limits<double>::infinity();
+  auto plan = plan_generation(e, 16, current, pending, p);
+  BOOST_REQUIRE(!plan.reconfigure);
+  std::vector<double> kv(4, 0.0);
+  double total = 0;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    kv[size_t(plan.assignment[i])] += double(pending[i].context);
+    total += double(pending[i].context);
+  }
+  BOOST_CHECK_EQUAL(plan.assignment[0], 0); // placed requests stay
+  const double mu = total / (cap * 4);
+  for (auto k : kv) {
+    BOOST_CHECK_GE(k / cap, mu - p.kv_balance_delta);
+    BOOST_CHECK_LE(k / cap, mu + p.kv_balance_delta);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(advancing_in_slices_equals_one_run) {
   auto e = qwen14b_on_h800();
   auto w = make_step(31);

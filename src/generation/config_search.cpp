@@ -84,9 +84,42 @@ std::vector<size_t> longest_first_order(const std::vector<gen_request_state>& re
   return order;
 }
 
+/// Eq. 2's band of KV utilisation, mu - delta to mu + delta, of instances of `cap` tokens.
+struct kv_band {
+  double low = 0;
+  double high = 0;
+  double cap = 1;
+};
+
+/// Eq. 2's lower side: while an instance is below the band, the fullest instance gives it the
+/// largest of its movable requests that keeps both inside the band; stops when none is below
+/// or no such request exists. The greedy fills the upper side; this one rarely has work.
+void lift_underused(const std::vector<gen_request_state>& reqs, const std::vector<int>& fixed,
+                    const kv_band& band, std::vector<int>& out, std::vector<double>& kv) {
+  for (size_t moves = 0; moves < reqs.size(); ++moves) {
+    const auto low = size_t(std::min_element(kv.begin(), kv.end()) - kv.begin());
+    const auto high = size_t(std::max_element(kv.begin(), kv.end()) - kv.begin());
+    if (kv[low] >= band.low * band.cap || low == high)
+      return;
+    size_t best = reqs.size();
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const double c = double(reqs[i].context);
+      if (fixed[i] < 0 && out[i] == int(high) && kv[low] + c <= band.high * band.cap
+          && kv[high] - c >= band.low * band.cap
+          && (best == reqs.size() || c > double(reqs[best].context)))
+        best = i;
+    }
+    if (best == reqs.size())
+      return;
+    out[best] = int(low);
+    kv[low] += double(reqs[best].context);
+    kv[high] -= double(reqs[best].context);
+  }
+}
+
 /// Longest first (`longest_first` orders every request so, once per plan) onto the least
 /// loaded instance whose KV utilisation stays within mu + delta (Eq. 2); the least utilised
-/// one if none does.
+/// one if none does. Then the band's lower side.
 std::vector<int> balanced_assignment(const engine_model& engine, const gen_deployment& d,
                                      const std::vector<gen_request_state>& reqs,
                                      const std::vector<size_t>& longest_first,
@@ -99,7 +132,8 @@ std::vector<int> balanced_assignment(const engine_model& engine, const gen_deplo
   double total_kv = 0;
   for (auto& r : reqs)
     total_kv += double(r.context);
-  const double limit = total_kv / (cap * d.instances) + p.kv_balance_delta;
+  const double mu = total_kv / (cap * d.instances);
+  const double limit = mu + p.kv_balance_delta;
   for (size_t i = 0; i < reqs.size(); ++i)
     if (out[i] >= 0) {
       load[size_t(out[i])] += weight(reqs[i], on);
@@ -135,6 +169,7 @@ std::vector<int> balanced_assignment(const engine_model& engine, const gen_deplo
     kv[size_t(chosen)] += double(reqs[i].context);
     least.emplace(load[size_t(chosen)], chosen);
   }
+  lift_underused(reqs, fixed, {mu - p.kv_balance_delta, limit, cap}, out, kv);
   return out;
 }
 
