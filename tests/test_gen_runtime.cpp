@@ -386,6 +386,64 @@ BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
   BOOST_CHECK_EQUAL(st.counters.kv_transfers + st.counters.kv_recomputes, 8);
 }
 
+BOOST_AUTO_TEST_CASE(between_steps_the_next_batch_s_deployment_is_set_up_before_it_comes) {
+  auto engine = qwen14b();
+  auto rt = started(engine, small_deployment(true));
+  BOOST_CHECK(!rt.next_step_snapshot(0)); // no step has run: nothing to foresee
+  rt.start_step(batch_of(0, 8), 0);
+  auto snap = rt.plan_now(0);
+  BOOST_REQUIRE(snap);
+  gen_decision keep;
+  keep.deployment = snap->deployment;
+  keep.assignment = {0, 1, 2, 3, 0, 1, 2, 3};
+  rt.on_decision(keep, 0);
+  auto admits = rt.take_commands();
+  for (auto& a : admits)
+    rt.on_ack(ack_for(a), 0);
+  BOOST_CHECK(!rt.next_step_snapshot(1)); // the step still runs
+  requests_finished f{"e0", 0, {}};
+  for (uint64_t i = 0; i < 8; ++i)
+    f.done.push_back({uint64_t(0) << 32 | i, 50, 100});
+  BOOST_REQUIRE(rt.on_finished(f, 30).step_done);
+  // The planner foresees step 1 as step 0's batch again, nothing generated, nothing placed.
+  auto next = rt.next_step_snapshot(30);
+  BOOST_REQUIRE(next);
+  BOOST_CHECK_EQUAL(next->step, 1u);
+  BOOST_CHECK_EQUAL(next->pending.size(), 8u);
+  BOOST_CHECK(next->finished_outputs.empty());
+  for (auto& p : next->pending)
+    BOOST_CHECK(p.generated == 0 && p.instance == -1);
+  BOOST_CHECK(!rt.next_step_snapshot(30)); // one at a time
+  gen_decision wide;
+  wide.reconfigure = true;
+  wide.deployment = {parallel_config{2}, 8};
+  rt.on_decision(wide, 30);
+  BOOST_CHECK(rt.phase() == reconfig_phase::draining);
+  auto drains = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(drains.size(), 2u);
+  // Step 1 comes during the switch: it waits, then is placed on the new layout and planned on.
+  BOOST_CHECK(rt.start_step(batch_of(1, 8), 31) == deployment_runtime::step_admission::started);
+  BOOST_CHECK(!rt.plan_now(31));
+  for (auto& d : drains)
+    rt.on_ack(ack_for(d), 31);
+  for (auto& r : rt.take_commands())
+    rt.on_ack(ack_for(r), 33);
+  auto resumed = rt.take_commands();
+  size_t placed = 0;
+  for (auto& a : resumed) {
+    BOOST_CHECK(a.kind == gen_command_kind::admit);
+    placed += a.requests.size();
+    rt.on_ack(ack_for(a), 33);
+  }
+  BOOST_CHECK_EQUAL(placed, 8u);
+  BOOST_CHECK(rt.phase() == reconfig_phase::none);
+  BOOST_CHECK_EQUAL(rt.serving().name(), "8xTP2");
+  BOOST_REQUIRE(rt.placement());
+  for (auto& a : resumed)
+    rt.on_stats(stats_of(a, rt.status().epoch, 10), 45);
+  BOOST_CHECK(rt.tick(45).plan); // the step is planned on as usual
+}
+
 BOOST_AUTO_TEST_CASE(a_migration_releases_at_the_source_then_admits_at_the_destination) {
   auto engine = qwen14b();
   auto rt = started(engine, small_deployment(false, true));

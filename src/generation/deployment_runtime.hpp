@@ -98,6 +98,11 @@ public:
   void balance_failed() { balancing_ = false; }
   /// A plan wanted outside ticks: a new step's batch, or requests to place again.
   std::optional<gen_snapshot> plan_now(double now);
+  /// Between steps, once the planner has learned the last one: the next step as the planner
+  /// may foresee it (the last batch again, nothing generated yet), so that the deployment the
+  /// next batch wants is set up while the framework trains and syncs weights, where the switch
+  /// is hidden (OrchestrRL §5.2: weight sync has ample slack), not at the next step's start.
+  std::optional<gen_snapshot> next_step_snapshot(double now);
   void on_decision(const gen_decision& d, double now);
   void plan_failed() { planning_ = false; }
 
@@ -235,6 +240,7 @@ private:
   std::vector<uint64_t> snapshot_ids_;        // the planner's requests, in its order
   std::vector<uint32_t> snapshot_instances_;  // its instance indices, as instance ids
   uint64_t snapshot_epoch_ = 0;
+  bool snapshot_between_steps_ = false;       // it foresaw the next step: nothing to place
   std::vector<uint32_t> balance_instances_;   // the balancer's worker ids, as instance ids
   double last_solve_ms_ = 0;
   double forecast_mean_tokens_ = 0;

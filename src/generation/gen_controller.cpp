@@ -196,6 +196,8 @@ void step_over(self_ptr self, const step_outcome& outcome, std::vector<int64_t> 
                 std::move(outputs))
     .then(
       [self, outcome](double histogram, double mean) {
+        if (auto next = self->state.runtime->next_step_snapshot(now_s(self)))
+          ask_planner(self, std::move(*next));
         gen_record r;
         r.deployment = name_of(self);
         r.kind = gen_record_kind::forecast_scored;

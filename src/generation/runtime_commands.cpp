@@ -234,6 +234,7 @@ void deployment_runtime::admit_resumed(double now) {
                return a.second.size() < b.second.size();
              })->first;
     per[k].push_back(r.id);
+    placed_ = placed_ || step_.has_value(); // a batch that came during a switch between steps
   }
   for (auto& [k, ids] : per) {
     // C_mig (App. A): the KV moved onto an instance travels as one transfer, or is recomputed.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -170,6 +171,26 @@ gen_snapshot deployment_runtime::make_snapshot(double now) {
   return s;
 }
 
+std::optional<gen_snapshot> deployment_runtime::next_step_snapshot(double now) {
+  if (!config_.planner_enabled || step_ || !last_done_ || phase_ != reconfig_phase::none
+      || planning_ || pending_decision_ || serving_ids().empty())
+    return std::nullopt;
+  gen_snapshot s;
+  s.step = last_done_->step + 1;
+  s.deployment = {layout_config_, int(serving_ids().size())};
+  s.gpu_budget = int(gpu_budget());
+  for (auto& r : requests_)
+    s.pending.push_back({r.id, r.prompt, 0, -1});
+  snapshot_ids_.clear();
+  snapshot_instances_.clear();
+  finished_since_.clear(); // the planner learned the step's lengths whole
+  snapshot_epoch_ = epoch_;
+  snapshot_between_steps_ = true;
+  planning_ = true;
+  (void)now;
+  return s;
+}
+
 void deployment_runtime::on_decision(const gen_decision& d, double now) {
   planning_ = false;
   last_solve_ms_ = d.solve_ms;
@@ -179,6 +200,12 @@ void deployment_runtime::on_decision(const gen_decision& d, double now) {
   rec.reconfigure = d.reconfigure;
   rec.solve_ms = d.solve_ms;
   emit(std::move(rec), now);
+  if (std::exchange(snapshot_between_steps_, false)) {
+    // Set up now what the next batch wants; a batch that came meanwhile is planned as usual.
+    if (d.reconfigure && !step_ && snapshot_epoch_ == epoch_ && phase_ == reconfig_phase::none)
+      begin_reconfiguration(d, now);
+    return;
+  }
   if (!step_ || snapshot_epoch_ != epoch_ || phase_ != reconfig_phase::none)
     return; // the layout changed under the plan: the next one decides
   if (d.reconfigure) {
