@@ -2,7 +2,10 @@
 // The proactive planner's search (OrchestrRL §4.1, Eq. 1-4, Alg. 1 event 1), pure: for each
 // candidate parallel config, assign the pending requests to its instances, estimate every
 // instance's remaining makespan with the batch simulator, add the switching cost C_sw and the
-// KV migration cost C_mig, and reconfigure only if Obj_new < Obj_cur - epsilon.
+// KV migration cost C_mig, and reconfigure only if Obj_new < Obj_cur - epsilon and switching
+// later (the current deployment kept while the batch is large, then a latency mode) does not
+// win by more than epsilon. Assignments keep every instance's KV within Eq. 2's band, and the
+// chosen one balances each request's expected remaining length.
 //
 // Candidates are homogeneous deployments over the GPU budget, restricted as §4.1 says:
 // intra-node TP first, cross-node TP only in whole nodes, EP (MoE) in whole nodes, AFD only
