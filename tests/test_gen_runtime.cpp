@@ -389,7 +389,7 @@ BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
 BOOST_AUTO_TEST_CASE(between_steps_the_next_batch_s_deployment_is_set_up_before_it_comes) {
   auto engine = qwen14b();
   auto rt = started(engine, small_deployment(true));
-  BOOST_CHECK(!rt.next_step_snapshot(0)); // no step has run: nothing to foresee
+  BOOST_CHECK(!rt.next_step_snapshot()); // no step has run: nothing to foresee
   rt.start_step(batch_of(0, 8), 0);
   auto snap = rt.plan_now(0);
   BOOST_REQUIRE(snap);
@@ -400,20 +400,22 @@ BOOST_AUTO_TEST_CASE(between_steps_the_next_batch_s_deployment_is_set_up_before_
   auto admits = rt.take_commands();
   for (auto& a : admits)
     rt.on_ack(ack_for(a), 0);
-  BOOST_CHECK(!rt.next_step_snapshot(1)); // the step still runs
+  BOOST_CHECK(!rt.next_step_snapshot()); // the step still runs
   requests_finished f{"e0", 0, {}};
   for (uint64_t i = 0; i < 8; ++i)
     f.done.push_back({uint64_t(0) << 32 | i, 50, 100});
   BOOST_REQUIRE(rt.on_finished(f, 30).step_done);
   // The planner foresees step 1 as step 0's batch again, nothing generated, nothing placed.
-  auto next = rt.next_step_snapshot(30);
+  auto next = rt.next_step_snapshot();
   BOOST_REQUIRE(next);
   BOOST_CHECK_EQUAL(next->step, 1u);
   BOOST_CHECK_EQUAL(next->pending.size(), 8u);
   BOOST_CHECK(next->finished_outputs.empty());
   for (auto& p : next->pending)
     BOOST_CHECK(p.generated == 0 && p.instance == -1);
-  BOOST_CHECK(!rt.next_step_snapshot(30)); // one at a time
+  BOOST_CHECK(!rt.next_step_snapshot()); // one at a time
+  rt.plan_failed(); // the planner did not answer: asked again
+  BOOST_REQUIRE(rt.next_step_snapshot());
   gen_decision wide;
   wide.reconfigure = true;
   wide.deployment = {parallel_config{2}, 8};

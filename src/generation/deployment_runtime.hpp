@@ -102,9 +102,12 @@ public:
   /// may foresee it (the last batch again, nothing generated yet), so that the deployment the
   /// next batch wants is set up while the framework trains and syncs weights, where the switch
   /// is hidden (OrchestrRL §5.2: weight sync has ample slack), not at the next step's start.
-  std::optional<gen_snapshot> next_step_snapshot(double now);
+  std::optional<gen_snapshot> next_step_snapshot();
   void on_decision(const gen_decision& d, double now);
-  void plan_failed() { planning_ = false; }
+  void plan_failed() {
+    planning_ = false;
+    snapshot_between_steps_ = false;
+  }
 
   // -- what the caller takes after each call --------------------------------------------------
 

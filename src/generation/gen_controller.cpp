@@ -196,7 +196,7 @@ void step_over(self_ptr self, const step_outcome& outcome, std::vector<int64_t> 
                 std::move(outputs))
     .then(
       [self, outcome](double histogram, double mean) {
-        if (auto next = self->state.runtime->next_step_snapshot(now_s(self)))
+        if (auto next = self->state.runtime->next_step_snapshot())
           ask_planner(self, std::move(*next));
         gen_record r;
         r.deployment = name_of(self);

@@ -166,12 +166,13 @@ gen_snapshot deployment_runtime::make_snapshot(double now) {
   s.finished_outputs = std::move(finished_since_);
   finished_since_.clear();
   snapshot_epoch_ = epoch_;
+  snapshot_between_steps_ = false;
   planning_ = true;
   next_plan_at_ = now + config_.period_s;
   return s;
 }
 
-std::optional<gen_snapshot> deployment_runtime::next_step_snapshot(double now) {
+std::optional<gen_snapshot> deployment_runtime::next_step_snapshot() {
   if (!config_.planner_enabled || step_ || !last_done_ || phase_ != reconfig_phase::none
       || planning_ || pending_decision_ || serving_ids().empty())
     return std::nullopt;
@@ -187,7 +188,6 @@ std::optional<gen_snapshot> deployment_runtime::next_step_snapshot(double now) {
   snapshot_epoch_ = epoch_;
   snapshot_between_steps_ = true;
   planning_ = true;
-  (void)now;
   return s;
 }
 
