@@ -135,7 +135,8 @@ void read_workload(table_reader& w, gen_scenario& sc, const std::string& dir,
   if (auto v = non_negative(w, "drift_per_step",
                             w.optional<double>("drift_per_step", g.drift_per_step)))
     g.drift_per_step = *v;
-  if (auto v = at_least<int64_t>(w, "group_size", w.optional<int64_t>("group_size", 1), 1))
+  if (auto v = at_least<int64_t>(w, "group_size", w.optional<int64_t>("group_size", g.group_size),
+                                 1))
     g.group_size = int(*v);
   if (auto v = non_negative(w, "group_correlation",
                             w.optional<double>("group_correlation", g.group_correlation))) {
