@@ -396,7 +396,6 @@ BOOST_AUTO_TEST_CASE(the_look_ahead_switches_later_than_the_myopic_planner) {
     if (ahead.reconfigure) {
       look_ahead_at = progress;
       BOOST_CHECK_EQUAL(ahead.config.parallel.tp, 8);
-      BOOST_CHECK_LE(ahead.objective_s, ahead.deferred_s + 2.0);
     }
   }
   BOOST_REQUIRE(myopic_at && look_ahead_at);

@@ -345,6 +345,8 @@ std::vector<int> placement(const engine_model& engine, const gen_deployment& d, 
       || std::none_of(reqs.begin(), reqs.end(), [](auto& r) { return r.expected > 0; }))
     return scored;
   const auto fixed = kept_in_place(d, reqs, keep);
+  if (std::none_of(fixed.begin(), fixed.end(), [](int k) { return k < 0; }))
+    return scored; // everything stays where it is: nothing to place
   return balanced_assignment(engine, d, reqs, longest_first_order(reqs, balance_on::expected),
                              fixed, p, balance_on::expected);
 }

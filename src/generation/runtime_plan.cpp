@@ -174,11 +174,14 @@ gen_snapshot deployment_runtime::make_snapshot(double now) {
 
 std::optional<gen_snapshot> deployment_runtime::next_step_snapshot() {
   if (!config_.planner_enabled || step_ || !last_done_ || phase_ != reconfig_phase::none
-      || planning_ || pending_decision_ || serving_ids().empty())
+      || planning_ || pending_decision_)
+    return std::nullopt;
+  const auto ids = serving_ids();
+  if (ids.empty())
     return std::nullopt;
   gen_snapshot s;
   s.step = last_done_->step + 1;
-  s.deployment = {layout_config_, int(serving_ids().size())};
+  s.deployment = {layout_config_, int(ids.size())};
   s.gpu_budget = int(gpu_budget());
   for (auto& r : requests_)
     s.pending.push_back({r.id, r.prompt, 0, -1});
