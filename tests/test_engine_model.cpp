@@ -459,6 +459,59 @@ BOOST_AUTO_TEST_CASE(planner_keeps_kv_utilisation_within_the_band) {
     BOOST_CHECK_LE(k / cap, mu + p.kv_balance_delta);
 }
 
+BOOST_AUTO_TEST_CASE(a_mixed_deployment_s_latency_instance_takes_the_longest_expected_requests) {
+  // §4.1: outside a large batch the candidates include intra-node TP instances plus a latency
+  // instance for the longest requests. Which requests those are, the planner knows only from
+  // their expected lengths; the forecast's sampled lengths must not pick them.
+  auto e = qwen14b_profiled();
+  const gen_deployment mixed{parallel_config{2}, 4, parallel_config{8}, 1};
+  planner_params keep;
+  keep.epsilon_s = std::numeric_limits<double>::infinity(); // score and place on `mixed`
+  // 40 requests that started together: the same progress and expected length.
+  std::vector<gen_request_state> together;
+  for (uint64_t i = 0; i < 40; ++i)
+    together.push_back({i, 3000, 500 + int64_t(i) * 500, -1, 5000, 2000});
+  auto reversed = together;
+  for (size_t i = 0; i < reversed.size(); ++i)
+    reversed[i].remaining = together[together.size() - 1 - i].remaining;
+  auto a = plan_generation(e, 16, mixed, together, keep);
+  auto b = plan_generation(e, 16, mixed, reversed, keep);
+  BOOST_CHECK_CLOSE(a.current_s, b.current_s, 1e-9); // which request drew which: no matter
+  // Only lengths known in advance let the latency instance take the longest: its score with
+  // exchangeable requests is not an oracle's.
+  auto known = together;
+  for (auto& r : known)
+    r.expected = 0;
+  BOOST_CHECK_LT(plan_generation(e, 16, mixed, known, keep).current_s, a.current_s - 1.0);
+  // 8 requests far ahead (a longer expected length) go to the TP8 instance first.
+  auto apart = together;
+  for (size_t i = 32; i < 40; ++i) {
+    apart[i].generated = 6000;
+    apart[i].expected = 9000;
+  }
+  auto c = plan_generation(e, 16, mixed, apart, keep);
+  BOOST_REQUIRE_EQUAL(c.assignment.size(), apart.size());
+  size_t on_latency = 0;
+  size_t ahead_on_latency = 0;
+  for (size_t i = 0; i < apart.size(); ++i)
+    if (c.assignment[i] == 4) {
+      ++on_latency;
+      ahead_on_latency += i >= 32 ? 1 : 0;
+    }
+  BOOST_CHECK_GT(on_latency, 0u);
+  BOOST_CHECK_EQUAL(ahead_on_latency, std::min<size_t>(on_latency, 8));
+  // Mixed candidates are scored in the tail, not while the batch is large.
+  auto has_mixed = [](const gen_plan& p) {
+    return std::any_of(p.evaluated.begin(), p.evaluated.end(),
+                       [](auto& s) { return s.config.mixed(); });
+  };
+  BOOST_CHECK(has_mixed(plan_generation(e, 16, {2, 8}, together)));
+  std::vector<gen_request_state> large(512, gen_request_state{0, 500, 2000, -1, 2000, 0});
+  for (size_t i = 0; i < large.size(); ++i)
+    large[i].id = i;
+  BOOST_CHECK(!has_mixed(plan_generation(e, 16, {2, 8}, large)));
+}
+
 BOOST_AUTO_TEST_CASE(no_instance_is_left_below_the_band_either) {
   // Eq. 2 is two-sided. Instance 0 keeps its one long request (little KV, much work), so
   // balancing the work sends every new request elsewhere: the lower side moves some back.

@@ -195,11 +195,13 @@ std::vector<std::string> events_in(const std::string& db_dir) {
   return out;
 }
 
-/// The TP degree of a deployment name such as "2xTP8".
+/// The widest TP degree of a deployment name such as "2xTP8" or "4xTP2+1xTP8".
 int tp_of(const json& name) {
   auto text = name.get<std::string>();
-  auto at = text.find("TP");
-  return at == std::string::npos ? 0 : std::stoi(text.substr(at + 2));
+  int widest = 0;
+  for (auto at = text.find("TP"); at != std::string::npos; at = text.find("TP", at + 2))
+    widest = std::max(widest, std::stoi(text.substr(at + 2)));
+  return widest;
 }
 
 size_t count_prefix(const std::vector<std::string>& lines, const std::string& prefix) {

@@ -115,6 +115,30 @@ BOOST_AUTO_TEST_CASE(instances_fit_inside_engines_or_take_whole_ones) {
   BOOST_CHECK_EQUAL(lay_out(parallel_config::disaggregated(3, 5), engines, 0).size(), 2u);
 }
 
+BOOST_AUTO_TEST_CASE(a_mixed_deployment_numbers_its_latency_instances_last) {
+  std::vector<engine_slot> engines{{"a", 8}, {"b", 8}};
+  // The wider TP8 is placed first (engine a); the TP2s fill b; ids put the TP2s first.
+  auto mixed = lay_out(gen_deployment{2, 4, 8, 1}, engines);
+  BOOST_REQUIRE_EQUAL(mixed.size(), 5u);
+  for (uint32_t k = 0; k < 4; ++k) {
+    BOOST_CHECK_EQUAL(mixed[k].instance, k);
+    BOOST_CHECK(mixed[k].config == parallel_config{2});
+    BOOST_CHECK(mixed[k].engines == std::vector<std::string>{"b"});
+  }
+  BOOST_CHECK_EQUAL(mixed[4].instance, 4u);
+  BOOST_CHECK(mixed[4].config == parallel_config{8});
+  BOOST_CHECK(mixed[4].engines == std::vector<std::string>{"a"});
+  // Two kinds inside one engine: 6 x TP2 + 1 x TP4 over 16 GPUs.
+  auto shared = lay_out(gen_deployment{2, 6, 4, 1}, engines);
+  BOOST_REQUIRE_EQUAL(shared.size(), 7u);
+  BOOST_CHECK(shared[6].config == parallel_config{4});
+  BOOST_CHECK_EQUAL(carried_by(shared, "a").size(), 3u); // the TP4 and two TP2s
+  // More than the engines carry: short, and the caller drops the plan.
+  BOOST_CHECK_EQUAL(lay_out(gen_deployment{2, 8, 8, 1}, engines).size(), 5u);
+  BOOST_CHECK_EQUAL((gen_deployment{2, 4, 8, 1}).name(), "4xTP2+1xTP8");
+  BOOST_CHECK_EQUAL((gen_deployment{2, 4, 8, 1}).gpus(), 16);
+}
+
 BOOST_AUTO_TEST_CASE(parallel_configs_parse_from_their_names) {
   for (auto c : {parallel_config{4}, parallel_config::expert_parallel(16, 2),
                  parallel_config::disaggregated(3, 5)}) {
@@ -145,7 +169,7 @@ gen_command reshard_e0(uint64_t id, uint64_t epoch, parallel_config config, uint
   auto c = to_e0(gen_command_kind::reshard, id, epoch);
   c.config = config;
   for (uint32_t k = 0; k < instances; ++k)
-    c.slots.push_back({k, {"e0"}});
+    c.slots.push_back({k, {"e0"}, config});
   return c;
 }
 
@@ -204,6 +228,30 @@ BOOST_AUTO_TEST_CASE(a_drain_releases_progress_and_a_new_config_takes_its_load_t
   BOOST_CHECK_CLOSE(ans.due_s - 5, expected, 1e-9);
   BOOST_CHECK_CLOSE(ans.ack.elapsed_s, expected, 1e-9);
   BOOST_CHECK_EQUAL(e.stats().size(), 4u);
+}
+
+BOOST_AUTO_TEST_CASE(an_engine_that_keeps_its_config_in_a_mixed_layout_loads_nothing) {
+  auto engine = qwen14b();
+  engine_sim_costs costs;
+  engine_sim e{engine, "e0", parallel_config{2}, costs, [](uint64_t) { return int64_t(100); }};
+  auto first = e.apply(reshard_e0(1, 1, parallel_config{2}, 4), 0);
+  BOOST_CHECK_EQUAL(first.ack.elapsed_s, 0.0);
+  // Its part of 4xTP2+1xTP8 is the same four TP2 instances: nothing to load.
+  auto kept = reshard_e0(2, 2, parallel_config{2}, 4);
+  auto same = e.apply(kept, 1);
+  BOOST_CHECK_EQUAL(same.ack.elapsed_s, 0.0);
+  // Given the TP8 instance instead, it loads TP8's shards; one instance, of that config.
+  gen_command wide = to_e0(gen_command_kind::reshard, 3, 3);
+  wide.config = parallel_config{2}; // the layout's first config; the slot says TP8
+  wide.slots.push_back({4, {"e0"}, parallel_config{8}});
+  auto loaded = e.apply(wide, 2);
+  BOOST_CHECK_CLOSE(loaded.ack.elapsed_s,
+                    costs.engine_restart_s + engine.weight_bytes_per_gpu(parallel_config{8})
+                                               / (costs.weight_load_gbps * 1e9),
+                    1e-9);
+  auto stats = e.stats();
+  BOOST_REQUIRE_EQUAL(stats.size(), 1u);
+  BOOST_CHECK_EQUAL(stats[0].instance, 4u);
 }
 
 BOOST_AUTO_TEST_CASE(a_migrated_request_arrives_after_its_kv_transfer) {
@@ -314,9 +362,10 @@ BOOST_AUTO_TEST_CASE(a_contiguous_dispatch_deals_the_batch_in_slices) {
   BOOST_CHECK_EQUAL(next, 10u);
 }
 
-BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
-  auto engine = qwen14b();
-  auto rt = started(engine, small_deployment(true));
+namespace {
+
+/// A planned step of 8 requests on 4 x TP4, two per instance; returns the admits (answered).
+std::vector<gen_command> place_on_four(deployment_runtime& rt) {
   rt.start_step(batch_of(0, 8), 0);
   auto snap = rt.plan_now(0);
   BOOST_REQUIRE(snap);
@@ -330,6 +379,28 @@ BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
   BOOST_REQUIRE_EQUAL(admits.size(), 4u);
   for (auto& a : admits)
     rt.on_ack(ack_for(a), 0);
+  return admits;
+}
+
+/// Every drain answered with the requests `admits` put on its engine, 80 tokens in, KV kept.
+void release_admitted(deployment_runtime& rt, const std::vector<gen_command>& drains,
+                      const std::vector<gen_command>& admits, double now) {
+  for (auto& d : drains) {
+    std::vector<request_state> released;
+    for (auto& a : admits)
+      if (a.engine == d.engine)
+        for (auto& r : a.requests)
+          released.push_back({r.id, 100, 80, true, true});
+    rt.on_ack(ack_for(d, released), now);
+  }
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
+  auto engine = qwen14b();
+  auto rt = started(engine, small_deployment(true));
+  auto admits = place_on_four(rt);
   // The tail: switch to 2xTP8 with everything on instance 1.
   for (auto& a : admits)
     rt.on_stats(stats_of(a, 1, 40), 5);
@@ -354,14 +425,7 @@ BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
   BOOST_CHECK(rt.phase() == reconfig_phase::draining);
   BOOST_CHECK_EQUAL(rt.serving().name(), "2xTP8");
   // e0 releases its four, with their KV; e1 too.
-  for (auto& d : drains) {
-    std::vector<request_state> released;
-    for (auto& a : admits)
-      if (a.engine == d.engine)
-        for (auto& r : a.requests)
-          released.push_back({r.id, 100, 80, true, true});
-    rt.on_ack(ack_for(d, released), 20);
-  }
+  release_admitted(rt, drains, admits, 20);
   BOOST_CHECK(rt.phase() == reconfig_phase::resharding);
   auto reshards = rt.take_commands();
   BOOST_REQUIRE_EQUAL(reshards.size(), 2u);
@@ -384,6 +448,54 @@ BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
   auto st = rt.status();
   BOOST_CHECK_EQUAL(st.counters.reconfigurations, 1);
   BOOST_CHECK_EQUAL(st.counters.kv_transfers + st.counters.kv_recomputes, 8);
+}
+
+BOOST_AUTO_TEST_CASE(a_mixed_deployment_runs_each_instance_s_own_config_and_is_restored) {
+  auto engine = qwen14b();
+  auto rt = started(engine, small_deployment(true));
+  auto admits = place_on_four(rt);
+  for (auto& a : admits)
+    rt.on_stats(stats_of(a, 1, 80), 10);
+  auto work = rt.tick(10);
+  BOOST_REQUIRE(work.plan);
+  // The tail: four TP2 instances and one TP8 for the last four requests of the batch.
+  gen_decision sw;
+  sw.reconfigure = true;
+  sw.deployment = {parallel_config{2}, 4, parallel_config{8}, 1};
+  for (size_t i = 0; i < work.plan->pending.size(); ++i)
+    sw.assignment.push_back(i < 4 ? int32_t(i) : 4);
+  rt.on_decision(sw, 20);
+  BOOST_CHECK_EQUAL(rt.serving().name(), "4xTP2+1xTP8");
+  release_admitted(rt, rt.take_commands(), admits, 20);
+  auto reshards = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(reshards.size(), 2u);
+  std::map<std::string, std::vector<parallel_config>> carried;
+  for (auto& r : reshards)
+    for (auto& s : r.slots)
+      carried[r.engine].push_back(s.config);
+  BOOST_CHECK(carried["e0"] == std::vector<parallel_config>{parallel_config{8}});
+  BOOST_CHECK(carried["e1"] == std::vector<parallel_config>(4, parallel_config{2}));
+  for (auto& r : reshards)
+    rt.on_ack(ack_for(r), 25);
+  std::map<uint32_t, size_t> resumed;
+  for (auto& a : rt.take_commands()) {
+    resumed[a.instance] = a.requests.size();
+    BOOST_CHECK_EQUAL(a.engine, a.instance == 4 ? "e0" : "e1");
+    rt.on_ack(ack_for(a), 25);
+  }
+  BOOST_CHECK_EQUAL(resumed[4], 4u);
+  BOOST_CHECK(rt.phase() == reconfig_phase::none);
+  // The next plan sees the mixed deployment, its latency instance last.
+  auto next = rt.tick(40);
+  BOOST_REQUIRE(next.plan);
+  BOOST_CHECK(next.plan->deployment == sw.deployment);
+  // Each instance's config is durable.
+  auto decoded = decode_gen_deployment(encode_gen_deployment("gen", rt.record()));
+  BOOST_REQUIRE(decoded);
+  deployment_runtime back{engine, small_deployment(true)};
+  back.restore(*decoded, rt.current_step(), {}, 50);
+  BOOST_CHECK_EQUAL(back.serving().name(), "4xTP2+1xTP8");
+  BOOST_CHECK(back.status().instances == rt.status().instances);
 }
 
 BOOST_AUTO_TEST_CASE(between_steps_the_next_batch_s_deployment_is_set_up_before_it_comes) {
@@ -598,7 +710,7 @@ BOOST_AUTO_TEST_CASE(commands_and_stats_survive_the_wire) {
   r.kind = gen_command_kind::reshard;
   r.epoch = 5;
   r.config = parallel_config::expert_parallel(16, 2);
-  r.slots = {{0, {"a", "b"}}};
+  r.slots = {{0, {"a", "b"}, r.config}, {1, {"a"}, parallel_config{8}}};
   v1::Envelope re;
   fill_command(re, r, "dep");
   auto rback = command_of(re, "a");
@@ -606,6 +718,9 @@ BOOST_AUTO_TEST_CASE(commands_and_stats_survive_the_wire) {
   BOOST_CHECK(rback->kind == gen_command_kind::reshard);
   BOOST_CHECK(rback->config == r.config);
   BOOST_CHECK(rback->slots == r.slots);
+  // A peer that names no slot config means the Reconfigure's.
+  re.mutable_reconfigure()->mutable_slots(1)->clear_config();
+  BOOST_CHECK(command_of(re, "a")->slots[1].config == r.config);
   instance_stats s;
   s.instance = 1;
   s.epoch = 2;

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "generation/gen_proto.hpp"
 #include "store/proto_enums.hpp"
 
 namespace loom {
@@ -163,7 +164,9 @@ json show_fabric(const admin_request& req, const v1::FabricPlans& plans) {
 json generation_json(const v1::GenerationInfo& d) {
   json instances = json::array();
   for (auto& i : d.instances())
-    instances.push_back({{"instance", i.instance()}, {"engines", strings(i.engines())}});
+    instances.push_back({{"instance", i.instance()},
+                         {"config", loom::from_proto(i.config()).name()},
+                         {"engines", strings(i.engines())}});
   return {{"deployment", d.deployment()},
           {"model", d.model()},
           {"gpus", d.gpus()},

@@ -159,7 +159,8 @@ typename Inspector::result_type inspect(Inspector& f, parallel_config& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_deployment& x) {
-  return f(caf::meta::type_name("gen_deployment"), x.parallel, x.instances);
+  return f(caf::meta::type_name("gen_deployment"), x.parallel, x.instances, x.latency,
+           x.latency_instances);
 }
 
 template <class Inspector>
@@ -227,7 +228,7 @@ typename Inspector::result_type inspect(Inspector& f, requests_finished& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, instance_slot& x) {
-  return f(caf::meta::type_name("instance_slot"), x.instance, x.engines);
+  return f(caf::meta::type_name("instance_slot"), x.instance, x.engines, x.config);
 }
 
 template <class Inspector>

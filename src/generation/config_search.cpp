@@ -1,6 +1,7 @@
 #include "generation/config_search.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <numeric>
 #include <queue>
@@ -12,6 +13,35 @@ namespace loom {
 namespace {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
+
+/// The step time of a lone request on `d`'s fastest instance: how latency-ward it is.
+double lone_step_s(const engine_model& engine, const gen_deployment& d) {
+  const double base = engine.decode_step_s(d.parallel, 1, 0.0);
+  return d.mixed() ? std::min(base, engine.decode_step_s(d.latency, 1, 0.0)) : base;
+}
+
+/// Mixed deployments (§4.1, "keep a latency instance for the longest requests"): outside a
+/// large batch, intra-node TP instances with one or two instances of a TP, up to two whole
+/// nodes and at most half the budget, that decodes a lone request faster. EP and AFD serve
+/// big batches and stay homogeneous.
+void add_mixed(const engine_model& engine, int budget, bool tail, const planner_params& p,
+               std::vector<gen_deployment>& out) {
+  std::vector<parallel_config> tps;
+  for (int tp = 1; tp <= std::min(budget / 2, 2 * p.gpus_per_node); tp *= 2)
+    if (engine.kv_capacity_tokens(tp) > 0)
+      tps.emplace_back(tp);
+  for (auto& base : tps) {
+    if (base.tp > p.gpus_per_node || (tail && base.tp == 1))
+      continue;
+    const double lone = engine.decode_step_s(base, 1, 0.0);
+    for (auto& latency : tps)
+      for (int n = 1; n <= 2 && n * latency.gpus() <= budget / 2; ++n) {
+        const int rest = budget - n * latency.gpus();
+        if (engine.decode_step_s(latency, 1, 0.0) < lone && rest % base.gpus() == 0)
+          out.push_back({base, rest / base.gpus(), latency, n});
+      }
+  }
+}
 
 std::vector<gen_deployment> candidates(const engine_model& engine, int budget,
                                        const gen_deployment& current, size_t pending,
@@ -38,6 +68,8 @@ std::vector<gen_deployment> candidates(const engine_model& engine, int budget,
   if (throughput) // AFD hides its communication only behind big batches
     for (auto& c : p.afd_configs)
       add(c);
+  else
+    add_mixed(engine, budget, tail, p, out);
   if (current.instances > 0 && std::find(out.begin(), out.end(), current) == out.end())
     out.push_back(current);
   return out;
@@ -47,20 +79,30 @@ std::vector<gen_deployment> candidates(const engine_model& engine, int budget,
 
 double makespan_lower_bound(const engine_model& engine, const gen_deployment& d,
                             const std::vector<gen_request_state>& reqs) {
+  // Once per config: a MoE step's terms cost a pow.
+  const auto alone = engine.decode_terms(d.parallel, 1);
+  const auto latency_alone = engine.decode_terms(d.mixed() ? d.latency : d.parallel, 1);
   double total = 0;
   double longest = 0;
-  const auto alone = engine.decode_terms(d.parallel, 1); // once: a MoE step's terms cost a pow
   for (auto& r : reqs) {
     total += double(r.remaining);
-    longest = std::max(longest, double(r.remaining) * alone.at(double(r.context)));
+    const double c = double(r.context);
+    longest = std::max(longest, double(r.remaining)
+                                  * std::min(alone.at(c), latency_alone.at(c)));
   }
-  double best_rate = 0;
-  const int most = engine.max_batch(d.parallel);
-  for (int b = 1; b < 2 * most; b *= 2) {
-    const int batch = std::min(b, most);
-    best_rate = std::max(best_rate, batch / engine.decode_step_s(d.parallel, batch, 0.0));
-  }
-  return std::max(longest, total / d.instances / best_rate);
+  auto best_rate = [&](const parallel_config& config) {
+    double best = 0;
+    const int most = engine.max_batch(config);
+    for (int b = 1; b < 2 * most; b *= 2) {
+      const int batch = std::min(b, most);
+      best = std::max(best, batch / engine.decode_step_s(config, batch, 0.0));
+    }
+    return best;
+  };
+  double rate = d.instances * best_rate(d.parallel);
+  if (d.mixed())
+    rate += d.latency_instances * best_rate(d.latency);
+  return std::max(longest, total / rate);
 }
 
 namespace {
@@ -173,6 +215,89 @@ std::vector<int> balanced_assignment(const engine_model& engine, const gen_deplo
   return out;
 }
 
+/// Which requests still to place go to a mixed deployment's latency instances: the
+/// `long_count` with the longest expected lengths. Which request will be long is not known:
+/// requests whose expected lengths are within `tell_apart` of the longest left are taken as
+/// exchangeable (a step's requests started together and differ in progress mostly by their
+/// instances' pace), so from the block where the count runs out the latency instances take an
+/// evenly spread sample of its `on` weights, not its heaviest. Scoring on sampled lengths that
+/// let them take the sampled longest would be an oracle's: the forecast hands its longest
+/// samples to the most advanced requests (on gen-qwen14b-25k a mixed deployment scored 118 s
+/// at the switch and 236 s one plan later, on the requests it had been given).
+std::vector<bool> latency_members(const std::vector<gen_request_state>& reqs,
+                                  const std::vector<int>& fixed, size_t long_count,
+                                  balance_on on) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    if (fixed[i] < 0)
+      order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (reqs[a].expected_length() != reqs[b].expected_length())
+      return reqs[a].expected_length() > reqs[b].expected_length();
+    return weight(reqs[a], on) > weight(reqs[b], on);
+  });
+  std::vector<bool> out(reqs.size(), false);
+  constexpr double tell_apart = 0.9;
+  for (size_t begin = 0; begin < order.size() && long_count > 0;) {
+    size_t end = begin;
+    while (end < order.size()
+           && double(reqs[order[end]].expected_length())
+                >= tell_apart * double(reqs[order[begin]].expected_length()))
+      ++end;
+    std::stable_sort(order.begin() + long(begin), order.begin() + long(end),
+                     [&](size_t a, size_t b) { return weight(reqs[a], on) > weight(reqs[b], on); });
+    const size_t block = end - begin;
+    const size_t take = std::min(block, long_count);
+    for (size_t j = 0; j < take; ++j) // ranks (j + 1/2) * block / take
+      out[order[begin + (2 * j + 1) * block / (2 * take)]] = true;
+    long_count -= take;
+    begin = end;
+  }
+  return out;
+}
+
+/// A mixed deployment's assignment: the latency instances take `latency_members`, the others
+/// the rest; each group is balanced as above on `on`. Requests kept in place stay in their
+/// instance's group.
+std::vector<int> mixed_assignment(const engine_model& engine, const gen_deployment& d,
+                                  const std::vector<gen_request_state>& reqs,
+                                  const std::vector<int>& fixed, size_t long_count,
+                                  const planner_params& p, balance_on on) {
+  struct group {
+    gen_deployment part;
+    int offset = 0;
+    std::vector<size_t> members;
+  };
+  std::array<group, 2> groups{{{{d.parallel, d.instances}, 0, {}},
+                               {{d.latency, d.latency_instances}, d.instances, {}}}};
+  const auto latency = latency_members(reqs, fixed, long_count, on);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    groups[latency[i] || fixed[i] >= d.instances ? 1 : 0].members.push_back(i);
+  std::vector<int> out = fixed;
+  for (auto& g : groups) {
+    std::vector<gen_request_state> part;
+    std::vector<int> part_fixed;
+    for (auto i : g.members) {
+      part.push_back(reqs[i]);
+      part_fixed.push_back(fixed[i] >= 0 ? fixed[i] - g.offset : -1);
+    }
+    auto placed = balanced_assignment(engine, g.part, part, longest_first_order(part, on),
+                                      part_fixed, p, on);
+    for (size_t j = 0; j < g.members.size(); ++j)
+      out[g.members[j]] = placed[j] + g.offset;
+  }
+  return out;
+}
+
+std::vector<int> assignment_on(const engine_model& engine, const gen_deployment& d,
+                               const std::vector<gen_request_state>& reqs,
+                               const std::vector<size_t>& longest_first,
+                               const std::vector<int>& fixed, size_t long_count,
+                               const planner_params& p, balance_on on = balance_on::sampled) {
+  return d.mixed() ? mixed_assignment(engine, d, reqs, fixed, long_count, p, on)
+                   : balanced_assignment(engine, d, reqs, longest_first, fixed, p, on);
+}
+
 /// The instance of each request that stays where it is (`keep`: those placed on one of `d`'s
 /// instances), -1 for the requests to place.
 std::vector<int> kept_in_place(const gen_deployment& d, const std::vector<gen_request_state>& reqs,
@@ -180,15 +305,19 @@ std::vector<int> kept_in_place(const gen_deployment& d, const std::vector<gen_re
   std::vector<int> fixed(reqs.size(), -1);
   if (keep)
     for (size_t i = 0; i < reqs.size(); ++i)
-      if (reqs[i].instance >= 0 && reqs[i].instance < d.instances)
+      if (reqs[i].instance >= 0 && reqs[i].instance < d.size())
         fixed[i] = reqs[i].instance;
   return fixed;
 }
 
-/// C_sw: every GPU loads its new shard of the weights, and the engines restart.
+/// C_sw: every GPU loads its new shard of the weights (the largest shard last), and the
+/// engines restart.
 double switch_cost_s(const engine_model& engine, const gen_deployment& d,
                      const planner_params& p) {
-  return p.engine_restart_s + engine.weight_bytes_per_gpu(d.parallel) / (p.weight_load_gbps * 1e9);
+  double bytes = engine.weight_bytes_per_gpu(d.parallel);
+  if (d.mixed())
+    bytes = std::max(bytes, engine.weight_bytes_per_gpu(d.latency));
+  return p.engine_restart_s + bytes / (p.weight_load_gbps * 1e9);
 }
 
 struct evaluation {
@@ -196,20 +325,18 @@ struct evaluation {
   double switch_s = 0;
   double migrate_s = 0;
   std::vector<int> assignment;
+  size_t long_count = 0; // mixed: how many of the longest requests the latency instances took
 };
 
-/// Eq. 1 for deployment `d`. `keep` leaves placed requests where they are (the current
-/// deployment as it stands); otherwise every request is placed afresh, and those that land
-/// elsewhere pay C_mig. A deployment other than the current one also pays C_sw.
-evaluation evaluate(const engine_model& engine, const gen_deployment& d, bool is_current,
-                    bool keep, const std::vector<gen_request_state>& reqs,
-                    const std::vector<size_t>& longest_first, const planner_params& p) {
+/// Eq. 1 for deployment `d` with `assignment`.
+evaluation evaluate_assignment(const engine_model& engine, const gen_deployment& d,
+                               bool is_current, const std::vector<gen_request_state>& reqs,
+                               std::vector<int> assignment, const planner_params& p) {
   evaluation e;
-  const auto fixed = kept_in_place(d, reqs, keep);
-  e.assignment = balanced_assignment(engine, d, reqs, longest_first, fixed, p);
-  std::vector<std::vector<sim_request>> per(size_t(d.instances));
-  std::vector<int64_t> moved(size_t(d.instances), 0);
-  std::vector<int64_t> moved_tokens(size_t(d.instances), 0);
+  e.assignment = std::move(assignment);
+  std::vector<std::vector<sim_request>> per(size_t(d.size()));
+  std::vector<int64_t> moved(size_t(d.size()), 0);
+  std::vector<int64_t> moved_tokens(size_t(d.size()), 0);
   for (size_t i = 0; i < reqs.size(); ++i) {
     auto k = size_t(e.assignment[i]);
     bool stays = is_current && reqs[i].instance == e.assignment[i];
@@ -225,19 +352,46 @@ evaluation evaluate(const engine_model& engine, const gen_deployment& d, bool is
     e.switch_s = switch_cost_s(engine, d, p);
   double worst = 0;
   for (size_t k = 0; k < per.size(); ++k) {
-    auto sim = simulate_instance(engine, d.parallel, per[k]);
+    const auto& config = d.config_of(int(k));
+    auto sim = simulate_instance(engine, config, per[k]);
     if (!sim.feasible)
       return evaluation{};
-    double mig = moved[k] > 0
-                   ? kv_move_cost_of(engine, d.parallel, int(moved[k]), moved_tokens[k] / moved[k],
-                                     p.kv_path)
-                       .best_s()
-                   : 0.0;
+    double mig = moved[k] > 0 ? kv_move_cost_of(engine, config, int(moved[k]),
+                                                moved_tokens[k] / moved[k], p.kv_path)
+                                  .best_s()
+                              : 0.0;
     e.migrate_s = std::max(e.migrate_s, mig);
     worst = std::max(worst, sim.makespan_s + mig);
   }
   e.objective = worst + e.switch_s;
   return e;
+}
+
+/// Eq. 1 for deployment `d`. `keep` leaves placed requests where they are (the current
+/// deployment as it stands); otherwise every request is placed afresh, and those that land
+/// elsewhere pay C_mig. A deployment other than the current one also pays C_sw. A mixed one
+/// is scored with its latency instances taking 1, 2, 4, ... of the longest requests each, up
+/// to their share of the GPUs, and keeps the best split.
+evaluation evaluate(const engine_model& engine, const gen_deployment& d, bool is_current,
+                    bool keep, const std::vector<gen_request_state>& reqs,
+                    const std::vector<size_t>& longest_first, const planner_params& p) {
+  const auto fixed = kept_in_place(d, reqs, keep);
+  if (!d.mixed())
+    return evaluate_assignment(engine, d, is_current, reqs,
+                               balanced_assignment(engine, d, reqs, longest_first, fixed, p), p);
+  const auto to_place = size_t(std::count(fixed.begin(), fixed.end(), -1));
+  const size_t share = to_place * size_t(d.latency_instances * d.latency.gpus()) / size_t(d.gpus());
+  evaluation best;
+  for (size_t n = size_t(d.latency_instances); n <= std::max(share, size_t(d.latency_instances));
+       n *= 2) {
+    auto e = evaluate_assignment(
+      engine, d, is_current, reqs,
+      mixed_assignment(engine, d, reqs, fixed, n, p, balance_on::sampled), p);
+    e.long_count = n;
+    if (e.objective < best.objective)
+      best = std::move(e);
+  }
+  return best;
 }
 
 /// The pending requests as they would stand when `d`, running them where `assignment` puts
@@ -252,7 +406,9 @@ std::vector<checkpoint> run_to_checkpoints(const engine_model& engine, const gen
                                            const std::vector<gen_request_state>& reqs,
                                            const std::vector<int>& assignment,
                                            const std::vector<size_t>& counts) {
-  std::vector<instance_sim> sims(size_t(d.instances), instance_sim{engine, d.parallel});
+  std::vector<instance_sim> sims;
+  for (int k = 0; k < d.size(); ++k)
+    sims.emplace_back(engine, d.config_of(k));
   for (size_t i = 0; i < reqs.size(); ++i)
     sims[size_t(assignment[i])].add(i, {reqs[i].context, reqs[i].remaining, reqs[i].instance >= 0});
   std::vector<double> finishes;
@@ -291,13 +447,13 @@ double deferred_switch_s(const engine_model& engine, int budget, const gen_deplo
   std::vector<size_t> counts;
   for (size_t left = reqs.size() * 3 / 4; left > 0; left = left * 3 / 4)
     counts.push_back(left);
-  const double lone_now = engine.decode_step_s(current.parallel, 1, 0.0);
+  const double lone_now = lone_step_s(engine, current);
   for (auto& c : run_to_checkpoints(engine, current, reqs, assignment, counts)) {
     if (c.at_s >= bar)
       break;
     const auto order = longest_first_order(c.pending);
     for (auto& later : candidates(engine, budget, current, c.pending.size(), p)) {
-      if (engine.decode_step_s(later.parallel, 1, 0.0) >= lone_now
+      if (lone_step_s(engine, later) >= lone_now
           || c.at_s + switch_cost_s(engine, later, p)
                  + makespan_lower_bound(engine, later, c.pending) >= bar)
         continue;
@@ -340,15 +496,15 @@ void score_current(const engine_model& engine, const gen_deployment& d, double b
 /// (`scored`, the assignment the candidate was scored with, when every length is known).
 std::vector<int> placement(const engine_model& engine, const gen_deployment& d, bool keep,
                            const std::vector<gen_request_state>& reqs, std::vector<int> scored,
-                           const planner_params& p) {
+                           size_t long_count, const planner_params& p) {
   if (scored.size() != reqs.size()
       || std::none_of(reqs.begin(), reqs.end(), [](auto& r) { return r.expected > 0; }))
     return scored;
   const auto fixed = kept_in_place(d, reqs, keep);
   if (std::none_of(fixed.begin(), fixed.end(), [](int k) { return k < 0; }))
     return scored; // everything stays where it is: nothing to place
-  return balanced_assignment(engine, d, reqs, longest_first_order(reqs, balance_on::expected),
-                             fixed, p, balance_on::expected);
+  return assignment_on(engine, d, reqs, longest_first_order(reqs, balance_on::expected), fixed,
+                       long_count, p, balance_on::expected);
 }
 
 } // namespace
@@ -363,6 +519,7 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
   plan.objective_s = infinity;
   evaluation best;
   gen_deployment best_config = current;
+  size_t current_long_count = 0;
   auto options = candidates(engine, gpu_budget, current, requests.size(), params);
   const auto longest_first = longest_first_order(requests);
   std::vector<double> bound;
@@ -379,6 +536,7 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
     auto e = evaluate(engine, d, is_current, is_current, requests, longest_first, params);
     if (is_current) {
       plan.assignment = e.assignment;
+      current_long_count = e.long_count;
       score_current(engine, d, bound[i], requests, longest_first, params, e);
       plan.current_s = e.objective;
     }
@@ -400,7 +558,7 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
   if (reconfigure) {
     plan.config = best_config;
     plan.assignment = placement(engine, best_config, false, requests, std::move(best.assignment),
-                                params);
+                                best.long_count, params);
     plan.objective_s = best.objective;
     plan.switch_s = best.switch_s;
     plan.migrate_s = best.migrate_s;
@@ -408,7 +566,7 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
   } else {
     plan.objective_s = plan.current_s;
     plan.assignment = placement(engine, current, true, requests, std::move(plan.assignment),
-                                params);
+                                current_long_count, params);
   }
   return plan;
 }

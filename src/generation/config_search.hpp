@@ -7,11 +7,13 @@
 // win by more than epsilon. Assignments keep every instance's KV within Eq. 2's band, and the
 // chosen one balances each request's expected remaining length.
 //
-// Candidates are homogeneous deployments over the GPU budget, restricted as §4.1 says:
-// intra-node TP first, cross-node TP only in whole nodes, EP (MoE) in whole nodes, AFD only
-// with the few attention:FFN splits offline profiling kept; and adapted to the phase of the
-// step (a large batch drops cross-node TP and admits AFD, the tail drops TP=1 and EP). A
-// lower bound on each candidate's makespan skips the simulation of hopeless ones.
+// Candidates are deployments over the GPU budget, restricted as §4.1 says: intra-node TP
+// first, cross-node TP only in whole nodes, EP (MoE) in whole nodes, AFD only with the few
+// attention:FFN splits offline profiling kept; and adapted to the phase of the step (a large
+// batch drops cross-node TP and admits AFD, the tail drops TP=1 and EP). Outside a large
+// batch, mixed ones too: intra-node TP instances plus one or two latency instances that take
+// the longest requests. A lower bound on each candidate's makespan skips the simulation of
+// hopeless ones.
 
 #include <cstdint>
 #include <limits>
@@ -31,7 +33,11 @@ struct gen_request_state {
   int instance = -1;     // current instance, -1 if not placed yet
   int64_t expected = 0;  // mean remaining given its progress, what placement balances; 0: the
                          // length is known, `remaining` is its expectation too
+  int64_t generated = 0; // output tokens so far
   int64_t load() const { return expected > 0 ? expected : remaining; }
+  /// The output length it is expected to reach: equal for requests the forecast cannot tell
+  /// apart (their progress in one bin of the histogram).
+  int64_t expected_length() const { return generated + load(); }
 };
 
 struct planner_params {

@@ -82,7 +82,7 @@ void deployment_runtime::extend_layout(double now) {
   if (epoch_ == 0)
     epoch_ = 1;
   for (auto& s : slots) {
-    instances_[s.instance] = instance_entry{s.engines};
+    instances_[s.instance] = instance_entry{s.engines, s.config};
     next_instance_ = std::max(next_instance_, s.instance + 1);
   }
   for (auto& e : idle) {
@@ -142,12 +142,28 @@ void deployment_runtime::drop_instances_of(const std::string& engine, double now
   (void)now;
 }
 
-std::vector<uint32_t> deployment_runtime::serving_ids() const {
+std::vector<uint32_t> deployment_runtime::serving_ids(bool all) const {
   std::vector<uint32_t> out;
+  std::vector<uint32_t> latency;
   for (auto& [k, inst] : instances_)
-    if (inst.serving)
-      out.push_back(k);
+    if (inst.serving || all)
+      (inst.config == layout_config_ ? out : latency).push_back(k);
+  out.insert(out.end(), latency.begin(), latency.end());
   return out;
+}
+
+gen_deployment deployment_runtime::deployment_of(const std::vector<uint32_t>& ids) const {
+  gen_deployment d{layout_config_, 0};
+  for (auto k : ids) {
+    const auto& config = instances_.at(k).config;
+    if (config == layout_config_) {
+      ++d.instances;
+    } else {
+      d.latency = config;
+      ++d.latency_instances;
+    }
+  }
+  return d;
 }
 
 bool deployment_runtime::carries(const std::string& engine) const {
@@ -166,7 +182,7 @@ double deployment_runtime::gpu_budget() const {
 }
 
 gen_deployment deployment_runtime::serving() const {
-  return {layout_config_, int(instances_.size())};
+  return deployment_of(serving_ids(true));
 }
 
 void deployment_runtime::on_stats(const instance_stats& s, double now) {
@@ -363,7 +379,7 @@ deployment_record deployment_runtime::record() const {
   r.epoch = epoch_;
   r.config = layout_config_;
   for (auto& [k, inst] : instances_)
-    r.instances.push_back({k, inst.engines});
+    r.instances.push_back({k, inst.engines, inst.config});
   r.next_instance = next_instance_;
   for (auto& [id, e] : engines_)
     r.engines.push_back(e.hello);
@@ -405,7 +421,7 @@ void deployment_runtime::restore(const deployment_record& r, const std::optional
   next_instance_ = r.next_instance;
   const bool serving = r.phase == reconfig_phase::none || r.phase == reconfig_phase::admitting;
   for (auto& s : r.instances)
-    instances_[s.instance] = instance_entry{s.engines, serving};
+    instances_[s.instance] = instance_entry{s.engines, s.config, serving};
   for (auto& e : r.engines)
     engines_[e.engine] = {e, false, now}; // away until it registers again
   if (r.any_done)
@@ -463,7 +479,7 @@ gen_status deployment_runtime::status() const {
                                     e.hello.node.empty() ? "" : e.hello.node + ", ", e.hello.gpus,
                                     e.alive ? "" : ", away"));
   for (auto& [k, inst] : instances_)
-    s.instances.push_back({k, inst.engines});
+    s.instances.push_back({k, inst.engines, inst.config});
   s.step = step_ ? *step_ : (last_done_ ? last_done_->step : 0);
   s.step_active = step_.has_value();
   s.pending = step_ ? unfinished() : 0;

@@ -149,6 +149,7 @@ private:
   };
   struct instance_entry {
     std::vector<std::string> engines;
+    parallel_config config;
     bool serving = false;    // its shards are loaded (reshard answered)
     std::optional<instance_stats> stats;
     bool fresh = false;      // reported since the last tick
@@ -164,7 +165,10 @@ private:
   std::vector<std::string> idle_engines() const;
   void extend_layout(double now);
   void drop_instances_of(const std::string& engine, double now);
-  std::vector<uint32_t> serving_ids() const;
+  /// The serving instances (every one, with `all`), the layout config's first: the order of
+  /// the planner's instances (a mixed deployment's latency instances last).
+  std::vector<uint32_t> serving_ids(bool all = false) const;
+  gen_deployment deployment_of(const std::vector<uint32_t>& ids) const;
   bool carries(const std::string& engine) const;
   double gpu_budget() const;
   // commands (runtime_commands.cpp)
@@ -205,7 +209,7 @@ private:
 
   std::map<std::string, engine_entry> engines_;
   uint64_t epoch_ = 0;
-  parallel_config layout_config_;
+  parallel_config layout_config_; // the (first) config of the layout: what a joining engine runs
   std::map<uint32_t, instance_entry> instances_;
   uint32_t next_instance_ = 0;
 

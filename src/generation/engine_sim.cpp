@@ -16,7 +16,7 @@ constexpr size_t remembered_commands = 1024;
 
 engine_sim::engine_sim(const engine_model& engine, std::string id, parallel_config loaded,
                        engine_sim_costs costs, output_lookup output_of)
-  : engine_(&engine), id_(std::move(id)), loaded_(loaded), costs_(costs),
+  : engine_(&engine), id_(std::move(id)), loaded_{loaded}, costs_(costs),
     output_of_(std::move(output_of)) {}
 
 engine_sim::answer engine_sim::apply(const gen_command& c, double t) {
@@ -64,19 +64,27 @@ engine_sim::answer engine_sim::drain(const gen_command& c, double t) {
 }
 
 engine_sim::answer engine_sim::reshard(const gen_command& c, double t) {
-  // C_sw: nothing to load when the engine already runs this config (its first layout).
-  double load_s = 0;
-  if (!(c.config == loaded_))
-    load_s = costs_.engine_restart_s
-             + engine_->weight_bytes_per_gpu(c.config) / (costs_.weight_load_gbps * 1e9);
+  // C_sw: the shards of every config it does not hold yet, the largest last; nothing when it
+  // already runs them (its first layout, or its part of a mixed layout that stays).
+  std::vector<parallel_config> carried;
+  double bytes = -1;
+  for (auto& s : carried_by(c.slots, id_))
+    if (std::find(carried.begin(), carried.end(), s.config) == carried.end()) {
+      carried.push_back(s.config);
+      if (std::find(loaded_.begin(), loaded_.end(), s.config) == loaded_.end())
+        bytes = std::max(bytes, engine_->weight_bytes_per_gpu(s.config));
+    }
+  const double load_s =
+    bytes < 0 ? 0.0 : costs_.engine_restart_s + bytes / (costs_.weight_load_gbps * 1e9);
   for (auto& [k, h] : instances_)
     retired_preemptions_ += h.sim.preemptions();
   instances_.clear();
-  for (auto k : led_by(c.slots, id_)) {
-    auto [it, added] = instances_.emplace(k, hosted{instance_sim{*engine_, c.config}, {}, 0});
-    it->second.sim.wait_until(t + load_s);
-  }
-  loaded_ = c.config;
+  for (auto& s : c.slots)
+    if (!s.engines.empty() && s.engines.front() == id_) {
+      auto [it, added] = instances_.emplace(s.instance, hosted{instance_sim{*engine_, s.config}, {}, 0});
+      it->second.sim.wait_until(t + load_s);
+    }
+  loaded_ = std::move(carried);
   epoch_ = c.epoch;
   answer a{{}, t + load_s};
   a.ack.elapsed_s = load_s;

@@ -89,7 +89,7 @@ private:
 
   const engine_model* engine_;
   std::string id_;
-  parallel_config loaded_;
+  std::vector<parallel_config> loaded_; // the configs whose shards it holds
   engine_sim_costs costs_;
   output_lookup output_of_;
   uint64_t epoch_ = 0;

@@ -108,10 +108,12 @@ void fill(v1::InstanceSlot& out, const instance_slot& s) {
   out.set_instance(s.instance);
   for (auto& e : s.engines)
     out.add_engines(e);
+  *out.mutable_config() = to_proto(s.config);
 }
 
-instance_slot slot_of(const v1::InstanceSlot& s) {
-  return {s.instance(), {s.engines().begin(), s.engines().end()}};
+instance_slot slot_of(const v1::InstanceSlot& s, const parallel_config& otherwise) {
+  return {s.instance(), {s.engines().begin(), s.engines().end()},
+          s.has_config() ? from_proto(s.config()) : otherwise};
 }
 
 void fill_command(v1::Envelope& out, const gen_command& c, const std::string& deployment) {
@@ -174,7 +176,7 @@ std::optional<gen_command> command_of(const v1::Envelope& e, const std::string& 
     c.config.ep = count_of(r.ep());
     c.config.ffn_gpus = count_of(r.ffn_gpus());
     for (auto& s : r.slots())
-      c.slots.push_back(slot_of(s));
+      c.slots.push_back(slot_of(s, c.config));
     return c;
   }
   if (e.has_admit_requests()) {

@@ -26,7 +26,8 @@ void fill(v1::AdmittedRequest& out, const admitted_request& a);
 admitted_request admitted_of(const v1::AdmittedRequest& a);
 
 void fill(v1::InstanceSlot& out, const instance_slot& s);
-instance_slot slot_of(const v1::InstanceSlot& s);
+/// `otherwise`: the config of a slot that names none (a homogeneous layout's, from older peers).
+instance_slot slot_of(const v1::InstanceSlot& s, const parallel_config& otherwise);
 
 /// The command as the envelope body an engine receives (Reconfigure, AdmitRequests or
 /// MigrateRequests).

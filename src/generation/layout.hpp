@@ -22,6 +22,11 @@ struct engine_slot {
 std::vector<instance_slot> lay_out(const parallel_config& config,
                                    const std::vector<engine_slot>& engines, uint32_t first_id);
 
+/// `d`'s instances over the engines, numbered from 0 as `d` numbers them (a mixed deployment's
+/// latency instances last). Wider instances are placed first, each where it first fits; fewer
+/// than d.size() slots when the engines cannot carry them all.
+std::vector<instance_slot> lay_out(const gen_deployment& d, const std::vector<engine_slot>& engines);
+
 /// The instances `engine` leads, and those it only lends GPUs to.
 std::vector<uint32_t> led_by(const std::vector<instance_slot>& slots, const std::string& engine);
 std::vector<instance_slot> carried_by(const std::vector<instance_slot>& slots,

@@ -46,7 +46,8 @@ std::vector<gen_request_state> remaining_workload::estimate(const gen_snapshot& 
   out.reserve(snap.pending.size());
   for (size_t i = 0; i < snap.pending.size(); ++i) {
     auto& p = snap.pending[i];
-    out.push_back({p.id, p.prompt_tokens + p.generated, remaining[i], p.instance, expected[i]});
+    out.push_back(
+      {p.id, p.prompt_tokens + p.generated, remaining[i], p.instance, expected[i], p.generated});
   }
   return out;
 }

@@ -142,7 +142,7 @@ void deployment_runtime::on_migrate_ack(const command_ack& a, const gen_command&
       r.kv_resident = false;
       continue;
     }
-    auto m = moved(s.id, r, layout_config_);
+    auto m = moved(s.id, r, dst->second.config);
     m.kv_source = a.engine;
     ++counters_.migrations;
     gen_record rec;
@@ -197,7 +197,7 @@ void deployment_runtime::advance_phase(double now) {
     reshard.epoch = epoch_;
     reshard.config = layout_config_;
     for (auto& [k, inst] : instances_)
-      reshard.slots.push_back({k, inst.engines});
+      reshard.slots.push_back({k, inst.engines, inst.config});
     command_engines(std::move(reshard), now);
   }
   if (phase_ == reconfig_phase::resharding && !awaiting(gen_command_kind::reshard)) {
@@ -246,7 +246,7 @@ void deployment_runtime::admit_resumed(double now) {
         tokens += h->second.prompt_tokens + h->second.generated;
       }
     bool recompute = sequences > 0
-                     && kv_move_cost_of(*engine_, layout_config_, int(sequences),
+                     && kv_move_cost_of(*engine_, instances_.at(k).config, int(sequences),
                                         tokens / sequences, config_.planner.kv_path)
                           .recompute();
     (recompute ? counters_.kv_recomputes : counters_.kv_transfers) += sequences;

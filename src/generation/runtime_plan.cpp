@@ -51,7 +51,7 @@ deployment_runtime::tick_work deployment_runtime::tick(double now) {
         continue; // moving, finished, or not this step's
       const int64_t context = q.prompt_tokens + q.generated;
       const double move_s =
-        q.running ? kv_move_cost_of(*engine_, layout_config_, 1, context, config_.planner.kv_path)
+        q.running ? kv_move_cost_of(*engine_, inst.config, 1, context, config_.planner.kv_path)
                       .best_s()
                   : 0.0;
       (q.running ? w.running : w.waiting).push_back({q.id, context, false, q.generated, move_s});
@@ -146,7 +146,7 @@ gen_snapshot deployment_runtime::make_snapshot(double now) {
   gen_snapshot s;
   s.step = *step_;
   snapshot_instances_ = serving_ids();
-  s.deployment = {layout_config_, int(snapshot_instances_.size())};
+  s.deployment = deployment_of(snapshot_instances_);
   s.gpu_budget = int(gpu_budget());
   std::map<uint32_t, int32_t> index;
   for (size_t i = 0; i < snapshot_instances_.size(); ++i)
@@ -181,7 +181,7 @@ std::optional<gen_snapshot> deployment_runtime::next_step_snapshot() {
     return std::nullopt;
   gen_snapshot s;
   s.step = last_done_->step + 1;
-  s.deployment = {layout_config_, int(ids.size())};
+  s.deployment = deployment_of(ids);
   s.gpu_budget = int(gpu_budget());
   for (auto& r : requests_)
     s.pending.push_back({r.id, r.prompt, 0, -1});
@@ -249,8 +249,8 @@ void deployment_runtime::begin_reconfiguration(const gen_decision& d, double now
   for (auto& [id, e] : engines_)
     if (e.alive)
       alive.push_back({id, e.hello.gpus});
-  auto slots = lay_out(d.deployment.parallel, alive, 0);
-  if (int(slots.size()) != d.deployment.instances) {
+  auto slots = lay_out(d.deployment, alive);
+  if (int(slots.size()) != d.deployment.size()) {
     note(fmt::format("plan {} dropped: the engines carry {} such instances", d.deployment.name(),
                      slots.size()));
     return;
@@ -260,7 +260,7 @@ void deployment_runtime::begin_reconfiguration(const gen_decision& d, double now
   layout_config_ = d.deployment.parallel;
   instances_.clear();
   for (auto& s : slots)
-    instances_[s.instance] = instance_entry{s.engines};
+    instances_[s.instance] = instance_entry{s.engines, s.config};
   next_instance_ = uint32_t(slots.size());
   assignment_.clear();
   for (size_t i = 0; i < snapshot_ids_.size() && i < d.assignment.size(); ++i)

@@ -56,8 +56,15 @@ std::optional<parallel_config> parallel_config::parse(std::string_view text) {
   return std::nullopt;
 }
 
+int gen_deployment::gpus() const {
+  return instances * parallel.gpus() + latency_instances * latency.gpus();
+}
+
 std::string gen_deployment::name() const {
-  return std::to_string(instances) + "x" + parallel.name();
+  auto out = std::to_string(instances) + "x" + parallel.name();
+  if (mixed())
+    out += "+" + std::to_string(latency_instances) + "x" + latency.name();
+  return out;
 }
 
 } // namespace loom

@@ -42,11 +42,22 @@ struct parallel_config {
   friend bool operator==(const parallel_config&, const parallel_config&) = default;
 };
 
-/// A homogeneous deployment: `instances` instances of one parallel config.
+/// A deployment: `instances` instances of one parallel config, and, when mixed, `latency_instances`
+/// more of a config that decodes a lone request faster, numbered after the others, for the
+/// longest requests (OrchestrRL §4.1: keep a latency instance for the tail).
 struct gen_deployment {
   parallel_config parallel;
   int instances = 0;
-  /// "4xTP2", "2xAFD4:4".
+  parallel_config latency;
+  int latency_instances = 0;
+
+  bool mixed() const { return latency_instances > 0; }
+  /// Every instance, both kinds.
+  int size() const { return instances + latency_instances; }
+  int gpus() const;
+  /// The config of instance `k` (0 <= k < size()).
+  const parallel_config& config_of(int k) const { return k < instances ? parallel : latency; }
+  /// "4xTP2", "2xAFD4:4", "4xTP2+1xTP8".
   std::string name() const;
   friend bool operator==(const gen_deployment&, const gen_deployment&) = default;
 };
@@ -183,6 +194,7 @@ struct enum_names<gen_command_kind> {
 struct instance_slot {
   uint32_t instance = 0;
   std::vector<std::string> engines;
+  parallel_config config; // what the instance runs (a mixed layout has two)
   friend bool operator==(const instance_slot&, const instance_slot&) = default;
 };
 
@@ -201,8 +213,8 @@ struct gen_command {
   std::string engine; // whom it is for
   gen_command_kind kind = gen_command_kind::admit;
   uint64_t epoch = 0;
-  parallel_config config;           // reshard: the new layout's config
-  std::vector<instance_slot> slots; // reshard: the instances this engine carries
+  parallel_config config;           // drain, reshard: the new layout's (first) config
+  std::vector<instance_slot> slots; // reshard: the instances this engine carries, each's config
   uint32_t instance = 0;            // admit: the instance, led by this engine
   bool resume = false;              // admit: the instance's first batch after a reshard
   std::vector<admitted_request> requests; // admit

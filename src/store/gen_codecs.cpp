@@ -105,7 +105,7 @@ std::optional<deployment_record> decode_gen_deployment(std::string_view bytes) {
   r.epoch = m.epoch();
   r.config = loom::from_proto(m.config());
   for (auto& s : m.instances())
-    r.instances.push_back(slot_of(s));
+    r.instances.push_back(slot_of(s, r.config));
   r.next_instance = m.next_instance();
   for (auto& e : m.engines())
     r.engines.push_back({e.engine(), e.node(), int(e.gpus()), false});
