@@ -65,15 +65,15 @@ void BM_simulate_instance(benchmark::State& state) {
 }
 BENCHMARK(BM_simulate_instance)->Arg(128)->Arg(512)->Unit(benchmark::kMicrosecond);
 
-/// 16 pending requests per GPU mid-step (OrchestrRL App. F's setting) on `current`, planned
-/// with every candidate the model has.
+/// `per_gpu` pending requests per GPU on `current` (16: mid-step, OrchestrRL App. F's
+/// setting), planned with every candidate the model has.
 void plan_bench(benchmark::State& state, const loom::engine_model& e, int gpus,
-                const loom::gen_deployment& current) {
+                const loom::gen_deployment& current, int per_gpu = 16) {
   std::mt19937_64 rng{5};
   std::lognormal_distribution<double> len{std::log(2500.0), 0.8};
   std::uniform_int_distribution<int64_t> done{0, 1500};
   std::vector<loom::gen_request_state> pending;
-  for (int i = 0; i < 16 * gpus; ++i) {
+  for (int i = 0; i < per_gpu * gpus; ++i) {
     auto total = std::min<int64_t>(15000, static_cast<int64_t>(len(rng)));
     auto generated = std::min(total - 1, done(rng));
     pending.push_back({static_cast<uint64_t>(i), 400 + generated, total - generated,
@@ -102,6 +102,15 @@ void BM_plan_generation(benchmark::State& state) {
              {4, gpus / 4});
 }
 BENCHMARK(BM_plan_generation)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
+
+/// Qwen2.5-14B in the tail on 2-way TP, 2 requests per GPU: the candidates add the mixed
+/// deployments (TP instances plus one or two latency instances).
+void BM_plan_generation_tail(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  plan_bench(state, {*loom::find_model("Qwen2.5-14B"), *loom::find_builtin_gpu("H800")}, gpus,
+             {2, gpus / 2}, 2);
+}
+BENCHMARK(BM_plan_generation_tail)->Arg(16)->Arg(1024)->Unit(benchmark::kMillisecond);
 
 /// The target case: Qwen2-57B-A14B (MoE) mid-step on EP8 instances; its candidates add
 /// EP over one or two nodes and the profiled AFD splits.
