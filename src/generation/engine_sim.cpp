@@ -81,7 +81,8 @@ engine_sim::answer engine_sim::reshard(const gen_command& c, double t) {
   instances_.clear();
   for (auto& s : c.slots)
     if (!s.engines.empty() && s.engines.front() == id_) {
-      auto [it, added] = instances_.emplace(s.instance, hosted{instance_sim{*engine_, s.config}, {}, 0});
+      auto [it, added] =
+        instances_.emplace(s.instance, hosted{instance_sim{*engine_, s.config}, {}, 0});
       it->second.sim.wait_until(t + load_s);
     }
   loaded_ = std::move(carried);
