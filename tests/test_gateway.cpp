@@ -347,8 +347,10 @@ iterations = {}
   BOOST_CHECK(logged(*serve, "event=job_moved job=Y group=g1"));
   BOOST_CHECK(logged(*serve, "event=job_placed job=Y decision=new_group group=g2"));
   BOOST_CHECK_EQUAL(lt::count_lines(*wy, "left Y: job 'Y' is being placed again (moved)"), 1);
-  BOOST_CHECK(wy->read_until(
-    false, [](const std::string& l) { return l == "finished Y status 0"; }, lt::live_limit));
+  BOOST_CHECK_MESSAGE(
+    wy->read_until(
+      false, [](const std::string& l) { return l == "finished Y status 0"; }, lt::live_limit),
+    "Y's worker:\n" << wy->stderr_text());
   // Its new group holds one training node; the decision is durable across a restart.
   serve->send_signal(SIGTERM);
   BOOST_REQUIRE(serve->wait(lt::live_limit));

@@ -134,7 +134,14 @@ void release(self_ptr self, const std::string& identity, const session& s, uint6
     .then([self, identity, rid](ok_atom) {
             reply(self, identity, rid, [](v1::Envelope& e) { e.mutable_ok(); });
           },
-          [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+          [self, identity, rid, r, phase = *phase](caf::error& err) {
+            // The permit's executor let the job go meanwhile (consolidation moved it and
+            // dissolved the group, WEAVE §4.4): the scheduler says where the job stands.
+            if (code_of(err) == errc::job_ended || err == caf::sec::request_receiver_down)
+              release_unpermitted(self, identity, rid, r, phase);
+            else
+              send_failure(self, identity, rid, err);
+          });
 }
 
 void staged(self_ptr self, const std::string& identity, const session& s, uint64_t rid,
