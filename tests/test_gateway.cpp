@@ -343,7 +343,13 @@ iterations = {}
   auto wy = s.cpp_worker("driver-a", "Y", "driver", 10, 200);
   auto wx = s.cpp_worker("driver-b", "X", "driver", 2, 200);
   BOOST_REQUIRE_MESSAGE(lt::finished(*wx), "X's worker:\n" << wx->stderr_text());
-  BOOST_REQUIRE_MESSAGE(lt::finished(*wy), "Y's worker:\n" << wy->stderr_text());
+  const auto lines = [](const std::vector<std::string>& l) {
+    return fmt::format("{}", fmt::join(l, "\n"));
+  };
+  BOOST_REQUIRE_MESSAGE(lt::finished(*wy), "Y's worker:\n"
+                                               << lines(wy->stdout_lines()) << "\n"
+                                               << wy->stderr_text() << "\nservice:\n"
+                                               << lines(serve->stderr_lines()));
   BOOST_CHECK(logged(*serve, "event=job_moved job=Y group=g1"));
   BOOST_CHECK(logged(*serve, "event=job_placed job=Y decision=new_group group=g2"));
   BOOST_CHECK_EQUAL(lt::count_lines(*wy, "left Y: job 'Y' is being placed again (moved)"), 1);

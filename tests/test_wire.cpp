@@ -59,6 +59,11 @@ BOOST_AUTO_TEST_CASE(a_job_placed_again_keeps_its_waiters_but_not_its_permits) {
   m.revoke("A");
   BOOST_CHECK_EQUAL(m.kept(), 0u);
   BOOST_CHECK(m.waiting("A", phase_kind::training, "w1", 1));
+  auto waiters = m.waiters("A"); // for the new group to explain
+  BOOST_REQUIRE_EQUAL(waiters.size(), 1u);
+  BOOST_CHECK(waiters[0].first == phase_kind::training);
+  BOOST_CHECK_EQUAL(waiters[0].second.identity, "w1");
+  BOOST_CHECK(m.waiters("B").empty());
   // A waiting request can be taken out to be answered otherwise, once.
   BOOST_CHECK(m.withdraw("A", phase_kind::training, "w1", 1));
   BOOST_CHECK(!m.withdraw("A", phase_kind::training, "w1", 1));

@@ -78,9 +78,19 @@ void job_joined(self_ptr self, const member_joined& m) {
   auto& link = self->state.jobs[m.job];
   link = job_link{caf::actor_cast<group_executor_actor>(self->current_sender())};
   spdlog::debug("event=job_linked job={} group={}", m.job, m.group);
-  // Workers already waiting for a phase have the job's state staged.
-  if (self->state.grants.waiting(m.job))
-    stage(self, m.job);
+  // Workers already waiting for a phase have the job's state staged. A job placed again
+  // starts its iteration over in the new group: a driver that waited (for the old group) for
+  // a phase that is not its turn now is told to run the iteration again from its rollout.
+  auto& st = self->state;
+  if (!st.grants.waiting(m.job))
+    return;
+  stage(self, m.job);
+  for (auto& [phase, w] : st.grants.waiters(m.job)) {
+    const auto* id = st.sessions.worker_of(w.identity);
+    const auto* s = id ? st.sessions.find(*id) : nullptr;
+    explain_wait(self, m.job, phase, w.identity, w.request_id,
+                 s && s->role == worker_role::driver);
+  }
 }
 
 /// The executor's permit: it answers the workers waiting for it, or waits for them.
@@ -101,16 +111,20 @@ void permit(self_ptr self, const phase_grant& g) {
 void job_left(self_ptr self, const std::string& job, job_state why) {
   auto& st = self->state;
   auto link = st.jobs.find(job);
-  if (link != st.jobs.end()
-      && caf::actor_cast<caf::actor_addr>(link->second.executor) == self->current_sender())
+  // The old group's word may come after the new group's join and permits (two actors, no
+  // order between them): the job's permits and waiting workers are then the new group's.
+  const bool superseded =
+    link != st.jobs.end()
+    && caf::actor_cast<caf::actor_addr>(link->second.executor) != self->current_sender();
+  if (link != st.jobs.end() && !superseded)
     st.jobs.erase(link);
   const bool ended = !placed_again(why);
   auto reason = ended ? fmt::format("job '{}' is {}", job, why)
                       : fmt::format("job '{}' is being placed again ({})", job, why);
-  if (ended)
+  if (ended && !superseded)
     for (auto& w : st.grants.drop(job))
       send_error(self, w.identity, w.request_id, v1::ERROR_JOB_ENDED, reason);
-  else
+  else if (!superseded)
     st.grants.revoke(job);
   command_job(self, job, [&](v1::Envelope& e) {
     auto* left = e.mutable_job_left();

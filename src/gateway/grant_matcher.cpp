@@ -56,6 +56,16 @@ void grant_matcher::revoke(const std::string& job) {
   std::erase_if(granted_, [&](auto& e) { return e.first.first == job; });
 }
 
+std::vector<std::pair<phase_kind, acquire_waiter>>
+grant_matcher::waiters(const std::string& job) const {
+  std::vector<std::pair<phase_kind, acquire_waiter>> out;
+  for (auto it = acquiring_.lower_bound(key{job, phase_kind{}});
+       it != acquiring_.end() && it->first.first == job; ++it)
+    for (auto& w : it->second)
+      out.emplace_back(it->first.second, w);
+  return out;
+}
+
 bool grant_matcher::waiting(const std::string& job) const {
   auto it = acquiring_.lower_bound(key{job, phase_kind{}});
   return it != acquiring_.end() && it->first.first == job;

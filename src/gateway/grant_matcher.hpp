@@ -50,6 +50,8 @@ public:
 
   /// Workers of the job waiting, for any phase.
   bool waiting(const std::string& job) const;
+  /// The job's waiting requests and the phase each waits for (left waiting).
+  std::vector<std::pair<phase_kind, acquire_waiter>> waiters(const std::string& job) const;
   /// This request still waits.
   bool waiting(const std::string& job, phase_kind phase, const std::string& identity,
                uint64_t request_id) const;

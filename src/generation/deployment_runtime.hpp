@@ -149,9 +149,9 @@ private:
   };
   struct instance_entry {
     std::vector<std::string> engines;
-    parallel_config config;
+    parallel_config config{};
     bool serving = false;    // its shards are loaded (reshard answered)
-    std::optional<instance_stats> stats;
+    std::optional<instance_stats> stats{};
     bool fresh = false;      // reported since the last tick
     double reported = -1;
     int64_t preemptions_seen = 0;

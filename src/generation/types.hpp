@@ -48,7 +48,7 @@ struct parallel_config {
 struct gen_deployment {
   parallel_config parallel;
   int instances = 0;
-  parallel_config latency;
+  parallel_config latency{};
   int latency_instances = 0;
 
   bool mixed() const { return latency_instances > 0; }
@@ -194,7 +194,7 @@ struct enum_names<gen_command_kind> {
 struct instance_slot {
   uint32_t instance = 0;
   std::vector<std::string> engines;
-  parallel_config config; // what the instance runs (a mixed layout has two)
+  parallel_config config{}; // what the instance runs (a mixed layout has two)
   friend bool operator==(const instance_slot&, const instance_slot&) = default;
 };
 
