@@ -114,7 +114,7 @@ void job_left(self_ptr self, const std::string& job, job_state why) {
   // The old group's word may come after the new group's join and permits (two actors, no
   // order between them): the job's permits and waiting workers are then the new group's.
   const bool superseded =
-    link != st.jobs.end()
+    link != st.jobs.end() && link->second.executor
     && caf::actor_cast<caf::actor_addr>(link->second.executor) != self->current_sender();
   if (link != st.jobs.end() && !superseded)
     st.jobs.erase(link);
