@@ -49,8 +49,7 @@ public:
   engine_process(const settings& s, const loom::replay::gen_scenario& sc,
                  loom::parallel_config loaded)
     : s_(s), model_(engine_of(sc)), client_(s.client),
-      sim_(model_, s.id, loaded, {sc.planner.engine_restart_s, sc.planner.weight_load_gbps,
-                                  sc.planner.kv_path},
+      sim_(model_, s.id, loaded, loom::engine_sim_costs_of(sc.planner),
            [steps = sc.steps](uint64_t id) {
              auto sample = loom::replay::sample_of(steps, id);
              return sample ? sample->output_tokens : int64_t{1};

@@ -184,6 +184,10 @@ void read_gen_scenario(table_reader& root, gen_scenario& sc, const std::string& 
                               p->optional<double>("engine_restart_s",
                                                   sc.planner.engine_restart_s)))
       sc.planner.engine_restart_s = *v;
+    if (auto v = non_negative(*p, "standby_restart_s",
+                              p->optional<double>("standby_restart_s",
+                                                  sc.planner.standby_restart_s)))
+      sc.planner.standby_restart_s = *v;
     p->reject_unknown();
   }
   if (auto b = root.table("balancer")) {
@@ -261,7 +265,7 @@ sim_generation_config framework_for(const gen_scenario& sc, const parallel_confi
   f.steps = sc.steps;
   f.tick_s = sc.tick_s;
   f.training_s = sc.training_s;
-  f.costs = {sc.planner.engine_restart_s, sc.planner.weight_load_gbps, sc.planner.kv_path};
+  f.costs = engine_sim_costs_of(sc.planner);
   f.curve_step = sc.curve_step;
   return f;
 }

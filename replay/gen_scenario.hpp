@@ -8,7 +8,7 @@
 //                profile file: measured step times replacing the roofline),
 //                memory_utilization (vLLM's gpu_memory_utilization; lower: KV pressure)
 //   [planner]    interval_s, epsilon_s, bin_tokens, forecast_window, kv_balance_delta,
-//                weight_load_gbps, engine_restart_s
+//                weight_load_gbps, engine_restart_s, standby_restart_s
 //   [balancer]   tick_s, theta
 //   [kv]         nic_gbps, nics (the KV transfer path of migrations, App. A)
 //   [workload]   steps, batch, max_tokens, training_s, curve_step, dispatch ("round-robin"

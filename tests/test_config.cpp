@@ -106,6 +106,7 @@ BOOST_AUTO_TEST_CASE(generation_deployments_default_to_the_policy_knobs) {
   BOOST_CHECK_EQUAL(d.tick_s, 0.5);      // [policy.balancer] tick_ms
   BOOST_CHECK_EQUAL(d.balancer.theta, 0.25);
   BOOST_CHECK_EQUAL(d.planner.epsilon_s, 2.0);
+  BOOST_CHECK_EQUAL(d.planner.standby_restart_s, 1.35);
   auto tuned = parse_config(mutate("max_tokens = 16384 ", "max_tokens = 16384\nperiod_s = 5\n"
                                                            "tick_ms = 100\ntheta = 0.1 "),
                             "test.toml");
@@ -320,6 +321,8 @@ BOOST_AUTO_TEST_CASE(generation_deployment_errors_name_their_key) {
           "generation.deployments[0].name", "is not a deployment name"},
          {"command_retries = 2 ", "command_retries = 99 ", "= 99",
           "generation.deployments[0].command_retries", "must be at most 10, got 99"},
+         {"standby_restart_s = 1.35 ", "standby_restart_s = -1.0 ", "= -1.0",
+          "generation.deployments[0].standby_restart_s", "must be in [0,"},
          {"dispatch = \"round-robin\"", "dispatch = \"sideways\"   ", "sideways",
           "generation.deployments[0].dispatch",
           "'sideways' is not one of: round-robin, contiguous"},

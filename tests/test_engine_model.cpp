@@ -369,6 +369,32 @@ BOOST_AUTO_TEST_CASE(planner_goes_wide_early_and_deep_in_the_tail) {
                                             << " s, C_mig " << tail.migrate_s << " s)");
 }
 
+BOOST_AUTO_TEST_CASE(a_switch_to_a_config_the_engines_ran_skips_their_warm_up) {
+  // OrchestrRL §4.1: engines keep the configs they ran pre-mapped; §6.2.2 measures the switch
+  // from eight TP=2 to two TP=8 instances of Qwen-14B at 1.5 s. A config never run pays the
+  // whole restart.
+  auto e = qwen14b_on_h800();
+  auto w = make_step(2025);
+  const auto pending = as_pending(tail_phase(w, 6000), 4);
+  planner_params cold;
+  auto first = plan_generation(e, 8, {2, 4}, pending, cold);
+  BOOST_REQUIRE(first.reconfigure);
+  BOOST_REQUIRE_EQUAL(first.config.parallel.tp, 8);
+  planner_params warm;
+  warm.standby = {parallel_config{2}, parallel_config{8}};
+  auto again = plan_generation(e, 8, {2, 4}, pending, warm);
+  BOOST_REQUIRE(again.reconfigure);
+  BOOST_CHECK_EQUAL(again.config.parallel.tp, 8);
+  BOOST_CHECK_CLOSE(first.switch_s - again.switch_s,
+                    cold.engine_restart_s - cold.standby_restart_s, 1e-6);
+  BOOST_CHECK_CLOSE(again.switch_s, 1.5, 10.0);
+  BOOST_CHECK_CLOSE(again.objective_s, first.objective_s - (first.switch_s - again.switch_s),
+                    1e-6);
+  // Standby for TP=2 alone does not make TP=8 cheaper.
+  warm.standby = {parallel_config{2}};
+  BOOST_CHECK_CLOSE(plan_generation(e, 8, {2, 4}, pending, warm).switch_s, first.switch_s, 1e-9);
+}
+
 BOOST_AUTO_TEST_CASE(the_look_ahead_switches_later_than_the_myopic_planner) {
   // OrchestrRL §4.1: throughput mode while the batch is large, latency mode in the tail. As the
   // step on 4 x TP=2 progresses, the myopic planner (every candidate kept to the end) switches

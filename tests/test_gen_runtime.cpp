@@ -230,6 +230,26 @@ BOOST_AUTO_TEST_CASE(a_drain_releases_progress_and_a_new_config_takes_its_load_t
   BOOST_CHECK_EQUAL(e.stats().size(), 4u);
 }
 
+BOOST_AUTO_TEST_CASE(a_config_it_ran_before_restarts_faster_than_a_new_one) {
+  auto engine = qwen14b();
+  engine_sim_costs costs;
+  engine_sim e{engine, "e0", parallel_config{2}, costs, [](uint64_t) { return int64_t(100); }};
+  auto load = [&](uint64_t id, int tp) {
+    return e.apply(reshard_e0(id, id, parallel_config{tp}, 8 / tp), double(id)).ack.elapsed_s;
+  };
+  auto shard_s = [&](int tp) {
+    return engine.weight_bytes_per_gpu(parallel_config{tp}) / (costs.weight_load_gbps * 1e9);
+  };
+  BOOST_CHECK_CLOSE(load(1, 8), costs.engine_restart_s + shard_s(8), 1e-9);  // new: cold
+  BOOST_CHECK_CLOSE(load(2, 2), costs.standby_restart_s + shard_s(2), 1e-9); // its first
+  BOOST_CHECK_CLOSE(load(3, 8), costs.standby_restart_s + shard_s(8), 1e-9); // ran before
+  BOOST_CHECK_CLOSE(load(4, 4), costs.engine_restart_s + shard_s(4), 1e-9);
+  // The planner's estimate is the engine's.
+  BOOST_CHECK_CLOSE(costs.reshard_s(engine, parallel_config{4}, true),
+                    costs.standby_restart_s + shard_s(4), 1e-9);
+  BOOST_CHECK_LT(costs.standby_restart_s, costs.engine_restart_s);
+}
+
 BOOST_AUTO_TEST_CASE(an_engine_that_keeps_its_config_in_a_mixed_layout_loads_nothing) {
   auto engine = qwen14b();
   engine_sim_costs costs;
@@ -414,6 +434,7 @@ BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
   BOOST_REQUIRE(work.plan);
   BOOST_CHECK_EQUAL(work.plan->pending[0].generated, 80);
   BOOST_CHECK_EQUAL(work.plan->pending[0].instance, 0);
+  BOOST_CHECK(work.plan->standby == std::vector{parallel_config{4}}); // what the engines ran
   gen_decision sw;
   sw.reconfigure = true;
   sw.deployment = {parallel_config{8}, 2};
@@ -448,6 +469,19 @@ BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
   auto st = rt.status();
   BOOST_CHECK_EQUAL(st.counters.reconfigurations, 1);
   BOOST_CHECK_EQUAL(st.counters.kv_transfers + st.counters.kv_recomputes, 8);
+  // Both engines now keep TP4 and TP8 pre-mapped: a switch back skips their warm-up.
+  rt.on_stats(stats_of(resumed[0], resumed[0].epoch, 90), 30);
+  auto later = rt.tick(31);
+  BOOST_REQUIRE(later.plan);
+  BOOST_CHECK((later.plan->standby == std::vector{parallel_config{4}, parallel_config{8}}));
+  // An engine whose process restarted lost its mappings: only what it ran since counts.
+  rt.join({"e1", "n1", 8, true}, 32);
+  rt.join({"e1", "n1", 8, false}, 32);
+  ack_all(rt, rt.take_commands(), gen_command_kind::reshard, 33);
+  rt.plan_failed();
+  auto replan = rt.plan_now(33);
+  BOOST_REQUIRE(replan);
+  BOOST_CHECK(replan->standby == std::vector{parallel_config{8}});
 }
 
 BOOST_AUTO_TEST_CASE(a_mixed_deployment_runs_each_instance_s_own_config_and_is_restored) {

@@ -138,6 +138,9 @@ void read_planner_knobs(table_reader& d, deployment_config& out) {
   if (auto v = non_negative(d, "engine_restart_s",
                             d.optional<double>("engine_restart_s", out.planner.engine_restart_s)))
     out.planner.engine_restart_s = *v;
+  if (auto v = non_negative(d, "standby_restart_s",
+                            d.optional<double>("standby_restart_s", out.planner.standby_restart_s)))
+    out.planner.standby_restart_s = *v;
   positive_into(d, "kv_nic_gbps", out.planner.kv_path.nic_gbps);
   bounded_into(d, "kv_nics", out.planner.kv_path.nics, 1, 64);
 }

@@ -171,7 +171,7 @@ typename Inspector::result_type inspect(Inspector& f, gen_pending& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_snapshot& x) {
   return f(caf::meta::type_name("gen_snapshot"), x.step, x.deployment, x.gpu_budget, x.pending,
-           x.finished_outputs);
+           x.finished_outputs, x.standby);
 }
 
 template <class Inspector>

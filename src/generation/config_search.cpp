@@ -7,6 +7,7 @@
 #include <queue>
 
 #include "generation/batch_sim.hpp"
+#include "generation/engine_sim.hpp"
 
 namespace loom {
 
@@ -310,14 +311,16 @@ std::vector<int> kept_in_place(const gen_deployment& d, const std::vector<gen_re
   return fixed;
 }
 
-/// C_sw: every GPU loads its new shard of the weights (the largest shard last), and the
-/// engines restart.
+/// C_sw: every GPU loads its new shard of the weights, and the engines restart, the slowest
+/// group last; a standby config skips the warm-up.
 double switch_cost_s(const engine_model& engine, const gen_deployment& d,
                      const planner_params& p) {
-  double bytes = engine.weight_bytes_per_gpu(d.parallel);
-  if (d.mixed())
-    bytes = std::max(bytes, engine.weight_bytes_per_gpu(d.latency));
-  return p.engine_restart_s + bytes / (p.weight_load_gbps * 1e9);
+  const auto costs = engine_sim_costs_of(p);
+  auto group_s = [&](const parallel_config& c) {
+    return costs.reshard_s(engine, c,
+                           std::find(p.standby.begin(), p.standby.end(), c) != p.standby.end());
+  };
+  return d.mixed() ? std::max(group_s(d.parallel), group_s(d.latency)) : group_s(d.parallel);
 }
 
 struct evaluation {

@@ -46,6 +46,11 @@ struct planner_params {
   int gpus_per_node = 8;
   double weight_load_gbps = 25;    // C_sw: each GPU loads its new shard (PCIe from host), GB/s
   double engine_restart_s = 3.0;   // C_sw: tearing down and warming up the instances
+  double standby_restart_s = 1.35; // C_sw to a standby config, one the engines keep pre-mapped
+                                   // (§4.1, GPU virtual memory): §6.2.2 measures 1.5 s for
+                                   // TP2 -> TP8 on Qwen-14B, 0.15 s of it the TP8 shard
+  std::vector<parallel_config> standby; // configs every engine keeps pre-mapped: those it ran
+                                        // (the runtime reports them with each snapshot)
   kv_transfer_path kv_path;        // C_mig
   double large_batch_per_gpu = 16; // at or above: throughput phase; below 1: tail phase
   bool look_ahead = true;          // a switch must also beat switching later (§4.1)

@@ -4,6 +4,7 @@
 #include "generation/deployment_runtime.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -171,6 +172,29 @@ bool deployment_runtime::carries(const std::string& engine) const {
     auto& e = i.second.engines;
     return std::find(e.begin(), e.end(), engine) != e.end();
   });
+}
+
+std::vector<parallel_config> deployment_runtime::standby() const {
+  std::vector<parallel_config> common;
+  bool first = true;
+  for (auto& [id, e] : engines_) {
+    if (!e.alive)
+      continue;
+    if (std::exchange(first, false))
+      common = e.ran;
+    else
+      std::erase_if(common, [&](auto& c) {
+        return std::find(e.ran.begin(), e.ran.end(), c) == e.ran.end();
+      });
+  }
+  return common;
+}
+
+void deployment_runtime::ran(const std::string& engine, const parallel_config& c) {
+  auto it = engines_.find(engine);
+  if (it != engines_.end() && std::find(it->second.ran.begin(), it->second.ran.end(), c)
+                                == it->second.ran.end())
+    it->second.ran.push_back(c);
 }
 
 double deployment_runtime::gpu_budget() const {
@@ -424,6 +448,9 @@ void deployment_runtime::restore(const deployment_record& r, const std::optional
     instances_[s.instance] = instance_entry{s.engines, s.config, serving};
   for (auto& e : r.engines)
     engines_[e.engine] = {e, false, now}; // away until it registers again
+  for (auto& s : r.instances)
+    for (auto& e : s.engines)
+      ran(e, s.config);
   if (r.any_done)
     last_done_ = done_step{r.last_done_step, r.last_done_at_ns, r.last_done_requests};
   next_command_ = r.next_command;

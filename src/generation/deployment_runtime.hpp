@@ -146,6 +146,7 @@ private:
     engine_hello hello;
     bool alive = false;
     double seen = 0;         // joined or last reported
+    std::vector<parallel_config> ran{}; // configs it ran, which it keeps pre-mapped (§4.1)
   };
   struct instance_entry {
     std::vector<std::string> engines;
@@ -170,6 +171,9 @@ private:
   std::vector<uint32_t> serving_ids(bool all = false) const;
   gen_deployment deployment_of(const std::vector<uint32_t>& ids) const;
   bool carries(const std::string& engine) const;
+  /// The configs every engine ran: a switch to one skips the engines' warm-up.
+  std::vector<parallel_config> standby() const;
+  void ran(const std::string& engine, const parallel_config& c);
   double gpu_budget() const;
   // commands (runtime_commands.cpp)
   uint64_t send(gen_command c, double now);

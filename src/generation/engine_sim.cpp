@@ -16,8 +16,19 @@ constexpr size_t remembered_commands = 1024;
 
 engine_sim::engine_sim(const engine_model& engine, std::string id, parallel_config loaded,
                        engine_sim_costs costs, output_lookup output_of)
-  : engine_(&engine), id_(std::move(id)), loaded_{loaded}, costs_(costs),
+  : engine_(&engine), id_(std::move(id)), loaded_{loaded}, standby_{loaded}, costs_(costs),
     output_of_(std::move(output_of)) {}
+
+double engine_sim_costs::reshard_s(const engine_model& engine, const parallel_config& c,
+                                   bool standby) const {
+  const double restart = standby ? std::min(standby_restart_s, engine_restart_s)
+                                 : engine_restart_s;
+  return restart + engine.weight_bytes_per_gpu(c) / (weight_load_gbps * 1e9);
+}
+
+engine_sim_costs engine_sim_costs_of(const planner_params& p) {
+  return {p.engine_restart_s, p.standby_restart_s, p.weight_load_gbps, p.kv_path};
+}
 
 engine_sim::answer engine_sim::apply(const gen_command& c, double t) {
   if (auto seen = answered_.find(c.id); seen != answered_.end())
@@ -64,18 +75,22 @@ engine_sim::answer engine_sim::drain(const gen_command& c, double t) {
 }
 
 engine_sim::answer engine_sim::reshard(const gen_command& c, double t) {
-  // C_sw: the shards of every config it does not hold yet, the largest last; nothing when it
-  // already runs them (its first layout, or its part of a mixed layout that stays).
+  // C_sw: the restart and the shards of every config it does not hold yet, the slowest last;
+  // nothing when it already runs them (its first layout, or its part of a mixed layout that
+  // stays).
   std::vector<parallel_config> carried;
-  double bytes = -1;
-  for (auto& s : carried_by(c.slots, id_))
-    if (std::find(carried.begin(), carried.end(), s.config) == carried.end()) {
-      carried.push_back(s.config);
-      if (std::find(loaded_.begin(), loaded_.end(), s.config) == loaded_.end())
-        bytes = std::max(bytes, engine_->weight_bytes_per_gpu(s.config));
-    }
-  const double load_s =
-    bytes < 0 ? 0.0 : costs_.engine_restart_s + bytes / (costs_.weight_load_gbps * 1e9);
+  double load_s = 0;
+  for (auto& s : carried_by(c.slots, id_)) {
+    if (std::find(carried.begin(), carried.end(), s.config) != carried.end())
+      continue;
+    carried.push_back(s.config);
+    if (std::find(loaded_.begin(), loaded_.end(), s.config) != loaded_.end())
+      continue;
+    const bool standby = std::find(standby_.begin(), standby_.end(), s.config) != standby_.end();
+    load_s = std::max(load_s, costs_.reshard_s(*engine_, s.config, standby));
+    if (!standby)
+      standby_.push_back(s.config);
+  }
   for (auto& [k, h] : instances_)
     retired_preemptions_ += h.sim.preemptions();
   instances_.clear();

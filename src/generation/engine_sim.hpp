@@ -1,7 +1,8 @@
 #pragma once
 // One simulated inference engine (a node's server) obeying the live runtime's commands: it
-// drains its instances, reshards to a new layout (loading weights takes C_sw: the restart and
-// each GPU's new shard over PCIe), admits requests (a resumed instance starts once the KV
+// drains its instances, reshards to a new layout (loading weights takes C_sw: the restart, a
+// shorter one to a config it ran before and keeps pre-mapped, and each GPU's new shard over
+// PCIe), admits requests (a resumed instance starts once the KV
 // moved onto it has arrived; a migrated request arrives after its own transfer, App. A), and
 // releases requests to migrate. Its instances run instance_sim. Replay's simulated engines
 // and `loom-example-engine` (at wall-clock speed) both run it, so a live run and its replay
@@ -15,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "generation/config_search.hpp"
 #include "generation/engine_model.hpp"
 #include "generation/instance_sim.hpp"
 #include "generation/kv_migration.hpp"
@@ -25,9 +27,16 @@ namespace loom {
 /// The durations the simulated engine takes (the planner estimates the same ones).
 struct engine_sim_costs {
   double engine_restart_s = 3.0;  // tearing instances down and warming the new ones up
+  double standby_restart_s = 1.35; // ... when the new config is one it ran: kept pre-mapped
   double weight_load_gbps = 25;   // each GPU loads its new shard from host memory, GB/s
   kv_transfer_path kv_path;
+
+  /// Resharding to `c` (C_sw): the restart, then each GPU's shard.
+  double reshard_s(const engine_model& engine, const parallel_config& c, bool standby) const;
 };
+
+/// The durations the planner's cost model assumes, for engines that take the same.
+engine_sim_costs engine_sim_costs_of(const planner_params& p);
 
 class engine_sim {
 public:
@@ -90,6 +99,7 @@ private:
   const engine_model* engine_;
   std::string id_;
   std::vector<parallel_config> loaded_; // the configs whose shards it holds
+  std::vector<parallel_config> standby_; // every config it ran, kept pre-mapped (§4.1)
   engine_sim_costs costs_;
   output_lookup output_of_;
   uint64_t epoch_ = 0;

@@ -19,6 +19,7 @@ gen_decision decide(gen_planner_state& st, const gen_snapshot& snap) {
   auto t0 = std::chrono::steady_clock::now();
   const int budget = snap.gpu_budget > 0 ? snap.gpu_budget : st.config.gpu_budget;
   auto params = st.config.params;
+  params.standby = snap.standby;
   // With no step learned, every request counts at the maximum length: a switch made on that
   // chases a workload nobody forecast (gen-drive's first step lost 16% to one). Place, and
   // keep the deployment until the estimate rests on something.

@@ -86,6 +86,8 @@ void deployment_runtime::on_drain_ack(const command_ack& a) {
 }
 
 void deployment_runtime::on_reshard_ack(const gen_command& sent) {
+  for (auto& s : sent.slots)
+    ran(sent.engine, s.config);
   // An instance serves once every engine carrying it has loaded its shards.
   std::set<std::string> loading;
   for (auto& [id, c] : commands_)

@@ -148,6 +148,7 @@ gen_snapshot deployment_runtime::make_snapshot(double now) {
   snapshot_instances_ = serving_ids();
   s.deployment = deployment_of(snapshot_instances_);
   s.gpu_budget = int(gpu_budget());
+  s.standby = standby();
   std::map<uint32_t, int32_t> index;
   for (size_t i = 0; i < snapshot_instances_.size(); ++i)
     index[snapshot_instances_[i]] = int32_t(i);
@@ -183,6 +184,7 @@ std::optional<gen_snapshot> deployment_runtime::next_step_snapshot() {
   s.step = last_done_->step + 1;
   s.deployment = deployment_of(ids);
   s.gpu_budget = int(gpu_budget());
+  s.standby = standby();
   for (auto& r : requests_)
     s.pending.push_back({r.id, r.prompt, 0, -1});
   snapshot_ids_.clear();

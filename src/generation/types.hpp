@@ -78,6 +78,7 @@ struct gen_snapshot {
   int gpu_budget = 0; // GPUs of the engines it has now (0: the planner's configured budget)
   std::vector<gen_pending> pending;
   std::vector<int64_t> finished_outputs; // output lengths finished since the last snapshot
+  std::vector<parallel_config> standby;  // configs every engine ran, so keeps pre-mapped
 };
 
 /// The planner's answer: keep (reconfigure false; `assignment` places unplaced requests) or
