@@ -631,6 +631,30 @@ BOOST_AUTO_TEST_CASE(moe_steps_read_only_the_routed_experts) {
   BOOST_CHECK_LT(e.decode_terms(8, 1).lines[0].base, e.decode_terms(8, 256).lines[0].base / 3);
 }
 
+BOOST_AUTO_TEST_CASE(a_shared_decode_terms_table_gives_the_model_s_terms) {
+  auto e = qwen57b_moe();
+  const auto ep = parallel_config::expert_parallel(8, 1);
+  decode_terms_table table{e, ep};
+  for (int batch : {64, 1, 300, 64, 0, 2}) { // out of order, repeated, growing the table
+    const auto want = e.decode_terms(ep, batch);
+    const auto& got = table.at(batch);
+    BOOST_TEST_CONTEXT("batch " << batch) {
+      BOOST_CHECK_EQUAL(got.count, want.count);
+      BOOST_CHECK_EQUAL(got.fixed, want.fixed);
+      for (double context : {0.0, 1e5, 3e6})
+        BOOST_CHECK_EQUAL(got.at(context), want.at(context));
+    }
+  }
+  // Instances sharing it simulate as instances computing their own.
+  std::vector<sim_request> reqs;
+  for (int i = 0; i < 200; ++i)
+    reqs.push_back({300 + 7 * i, 100 + 37 * (i % 50), i % 3 == 0});
+  auto own = simulate_instance(e, ep, reqs);
+  auto shared = simulate_instance(e, ep, reqs, &table);
+  BOOST_CHECK_EQUAL(shared.makespan_s, own.makespan_s);
+  BOOST_CHECK_EQUAL(shared.steps, own.steps);
+}
+
 BOOST_AUTO_TEST_CASE(ep_trades_replicated_attention_for_kv_room_and_bandwidth) {
   auto e = qwen57b_moe();
   const parallel_config tp8 = 8;

@@ -5,8 +5,9 @@
 namespace loom {
 
 instance_result simulate_instance(const engine_model& engine, const parallel_config& config,
-                                  const std::vector<sim_request>& requests) {
-  instance_sim sim{engine, config};
+                                  const std::vector<sim_request>& requests,
+                                  decode_terms_table* terms) {
+  instance_sim sim{engine, config, terms};
   for (size_t i = 0; i < requests.size(); ++i)
     sim.add(i, requests[i]);
   sim.run_to_completion();
@@ -20,8 +21,9 @@ instance_result simulate_deployment(const engine_model& engine, const parallel_c
   for (size_t i = 0; i < requests.size(); ++i)
     shards[i % shards.size()].push_back(requests[i]);
   instance_result worst;
+  decode_terms_table terms{engine, config};
   for (auto& shard : shards) {
-    auto r = simulate_instance(engine, config, shard);
+    auto r = simulate_instance(engine, config, shard, &terms);
     worst.feasible = worst.feasible && r.feasible;
     worst.preemptions += r.preemptions;
     worst.peak_batch = std::max(worst.peak_batch, r.peak_batch);

@@ -18,8 +18,10 @@ struct instance_result {
 };
 
 /// Runs the requests to completion on one instance, in the given (arrival) order.
+/// `terms`: the config's decode_terms_table, if several simulations share one.
 instance_result simulate_instance(const engine_model& engine, const parallel_config& config,
-                                  const std::vector<sim_request>& requests);
+                                  const std::vector<sim_request>& requests,
+                                  decode_terms_table* terms = nullptr);
 
 /// DP instances of one config; requests are dealt round-robin in order, as a DP front end
 /// spreads a batch. The makespan is the slowest instance's.

@@ -354,9 +354,12 @@ evaluation evaluate_assignment(const engine_model& engine, const gen_deployment&
   if (!is_current)
     e.switch_s = switch_cost_s(engine, d, p);
   double worst = 0;
+  decode_terms_table base{engine, d.parallel};
+  decode_terms_table latency{engine, d.latency};
   for (size_t k = 0; k < per.size(); ++k) {
     const auto& config = d.config_of(int(k));
-    auto sim = simulate_instance(engine, config, per[k]);
+    auto sim = simulate_instance(engine, config, per[k],
+                                 config == d.parallel ? &base : &latency);
     if (!sim.feasible)
       return evaluation{};
     double mig = moved[k] > 0 ? kv_move_cost_of(engine, config, int(moved[k]),
@@ -409,9 +412,11 @@ std::vector<checkpoint> run_to_checkpoints(const engine_model& engine, const gen
                                            const std::vector<gen_request_state>& reqs,
                                            const std::vector<int>& assignment,
                                            const std::vector<size_t>& counts) {
+  decode_terms_table base{engine, d.parallel};
+  decode_terms_table latency{engine, d.latency};
   std::vector<instance_sim> sims;
   for (int k = 0; k < d.size(); ++k)
-    sims.emplace_back(engine, d.config_of(k));
+    sims.emplace_back(engine, d.config_of(k), d.config_of(k) == d.parallel ? &base : &latency);
   for (size_t i = 0; i < reqs.size(); ++i)
     sims[size_t(assignment[i])].add(i, {reqs[i].context, reqs[i].remaining, reqs[i].instance >= 0});
   std::vector<double> finishes;

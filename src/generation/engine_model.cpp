@@ -207,4 +207,17 @@ double engine_model::prefill_s(const parallel_config& c, double tokens) const {
   return 2.0 * m.active_params * tokens / c.tp / flops + 2.0 * m.layers * allreduce_s(c.tp, hidden);
 }
 
+const engine_model::step_terms& decode_terms_table::at(int batch) {
+  const auto b = size_t(std::max(batch, 0));
+  if (b >= terms_.size()) {
+    terms_.resize(b + 1);
+    known_.resize(b + 1, false);
+  }
+  if (!known_[b]) {
+    terms_[b] = engine_->decode_terms(config_, batch);
+    known_[b] = true;
+  }
+  return terms_[b];
+}
+
 } // namespace loom

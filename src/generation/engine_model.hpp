@@ -20,6 +20,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/gpu.hpp"
 #include "generation/engine_profile.hpp"
@@ -113,6 +114,22 @@ private:
   gpu_spec gpu_;
   engine_params params_;
   std::shared_ptr<const engine_profile> profile_;
+};
+
+/// One config's decode_terms by batch size, each computed on first use: the planner simulates
+/// hundreds of instances of a config per candidate, and each batch size recurs in all of them.
+/// Not thread-safe: it belongs to one search.
+class decode_terms_table {
+public:
+  decode_terms_table(const engine_model& engine, const parallel_config& config)
+    : engine_(&engine), config_(config) {}
+  const engine_model::step_terms& at(int batch);
+
+private:
+  const engine_model* engine_;
+  parallel_config config_;
+  std::vector<engine_model::step_terms> terms_; // by batch
+  std::vector<bool> known_;
 };
 
 } // namespace loom

@@ -5,8 +5,10 @@
 
 namespace loom {
 
-instance_sim::instance_sim(const engine_model& engine, const parallel_config& config)
-  : engine_(&engine), config_(config), capacity_(engine.kv_capacity_tokens(config)) {}
+instance_sim::instance_sim(const engine_model& engine, const parallel_config& config,
+                           decode_terms_table* terms)
+  : engine_(&engine), terms_(terms), config_(config),
+    capacity_(engine.kv_capacity_tokens(config)) {}
 
 int instance_sim::max_batch() const {
   return engine_->max_batch(config_);
@@ -120,7 +122,7 @@ void instance_sim::advance_to(double t) {
     // A lone sequence beyond the cache has no one to preempt: it runs to its end.
     int64_t until_overflow = used() > capacity_ ? until_finish : (capacity_ - used()) / batch_ + 1;
     int64_t steps = std::max<int64_t>(1, std::min(until_finish, until_overflow));
-    const auto terms = engine_->decode_terms(config_, batch_);
+    const auto terms = terms_ ? terms_->at(batch_) : engine_->decode_terms(config_, batch_);
     auto cost = [&](int64_t k) {
       return engine_model::decode_steps_s(terms, batch_, double(used()), k);
     };

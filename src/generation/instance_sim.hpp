@@ -33,7 +33,9 @@ struct request_progress {
 
 class instance_sim {
 public:
-  instance_sim(const engine_model& engine, const parallel_config& config);
+  /// `terms`, if given, is the config's decode_terms_table, shared with other simulations.
+  instance_sim(const engine_model& engine, const parallel_config& config,
+               decode_terms_table* terms = nullptr);
 
   /// Queues a request behind the waiting ones.
   void add(uint64_t id, const sim_request& request);
@@ -92,6 +94,7 @@ private:
   void leave_batch(slot& r);
 
   const engine_model* engine_;
+  decode_terms_table* terms_;
   parallel_config config_;
   int64_t capacity_;
   std::vector<slot> slots_;
