@@ -4,7 +4,6 @@
 #include <array>
 #include <limits>
 #include <numeric>
-#include <queue>
 
 #include "generation/batch_sim.hpp"
 #include "generation/engine_sim.hpp"
@@ -117,15 +116,56 @@ double weight(const gen_request_state& r, balance_on on) {
   return double(on == balance_on::expected ? r.load() : r.remaining);
 }
 
+/// Heaviest first, ties in input order. Sorts (weight, index) pairs: comparing through the
+/// indices reached into the requests at random.
 std::vector<size_t> longest_first_order(const std::vector<gen_request_state>& reqs,
                                         balance_on on = balance_on::sampled) {
+  std::vector<std::pair<double, size_t>> keyed(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i)
+    keyed[i] = {-weight(reqs[i], on), i};
+  std::sort(keyed.begin(), keyed.end());
   std::vector<size_t> order(reqs.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return weight(reqs[a], on) > weight(reqs[b], on);
-  });
+  for (size_t i = 0; i < keyed.size(); ++i)
+    order[i] = keyed[i].second;
   return order;
 }
+
+/// The least loaded instance, ties to the lowest index, as a tournament tree: a load change is
+/// one walk to the root, where a heap pops and pushes. An excluded instance is never the least.
+class least_loaded {
+public:
+  explicit least_loaded(const std::vector<double>& load) : key_(load) {
+    while (leaves_ < key_.size())
+      leaves_ *= 2;
+    tree_.assign(2 * leaves_, none);
+    for (size_t k = 0; k < key_.size(); ++k)
+      tree_[leaves_ + k] = k;
+    for (size_t n = leaves_ - 1; n > 0; --n)
+      tree_[n] = winner(tree_[2 * n], tree_[2 * n + 1]);
+  }
+  /// The least loaded instance not excluded, or `none`.
+  size_t top() const {
+    const auto t = tree_[1];
+    return t == none || key_[t] == infinity ? none : t;
+  }
+  void set(size_t k, double load) {
+    key_[k] = load;
+    for (size_t n = (leaves_ + k) / 2; n > 0; n /= 2)
+      tree_[n] = winner(tree_[2 * n], tree_[2 * n + 1]);
+  }
+  void exclude(size_t k) { set(k, infinity); }
+  static constexpr size_t none = std::numeric_limits<size_t>::max();
+
+private:
+  size_t winner(size_t a, size_t b) const {
+    if (a == none || b == none)
+      return a == none ? b : a;
+    return key_[b] < key_[a] ? b : a; // a < b: ties to a
+  }
+  std::vector<double> key_;
+  std::vector<size_t> tree_;
+  size_t leaves_ = 1;
+};
 
 /// Eq. 2's band of KV utilisation, mu - delta to mu + delta, of instances of `cap` tokens.
 struct kv_band {
@@ -182,35 +222,29 @@ std::vector<int> balanced_assignment(const engine_model& engine, const gen_deplo
       load[size_t(out[i])] += weight(reqs[i], on);
       kv[size_t(out[i])] += double(reqs[i].context);
     }
-  using slot = std::pair<double, int>; // load, instance
-  std::priority_queue<slot, std::vector<slot>, std::greater<>> least;
-  for (int k = 0; k < d.instances; ++k)
-    least.emplace(load[size_t(k)], k);
-  std::vector<slot> skipped;
+  least_loaded least{load};
+  std::vector<size_t> skipped;
   for (auto i : longest_first) {
     if (out[i] >= 0)
       continue;
     int chosen = -1;
-    while (!least.empty()) {
-      auto [l, k] = least.top();
-      least.pop();
-      if (l != load[size_t(k)])
-        continue; // stale entry
-      if ((kv[size_t(k)] + double(reqs[i].context)) / cap <= limit) {
-        chosen = k;
+    for (auto k = least.top(); k != least_loaded::none; k = least.top()) {
+      if ((kv[k] + double(reqs[i].context)) / cap <= limit) {
+        chosen = int(k);
         break;
       }
-      skipped.emplace_back(l, k);
+      least.exclude(k);
+      skipped.push_back(k);
     }
     if (chosen < 0) // nowhere within the band: the least utilised instance
       chosen = int(std::min_element(kv.begin(), kv.end()) - kv.begin());
-    for (auto& s : skipped)
-      least.push(s);
+    for (auto k : skipped)
+      least.set(k, load[k]);
     skipped.clear();
     out[i] = chosen;
     load[size_t(chosen)] += weight(reqs[i], on);
     kv[size_t(chosen)] += double(reqs[i].context);
-    least.emplace(load[size_t(chosen)], chosen);
+    least.set(size_t(chosen), load[size_t(chosen)]);
   }
   lift_underused(reqs, fixed, {mu - p.kv_balance_delta, limit, cap}, out, kv);
   return out;
