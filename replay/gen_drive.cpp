@@ -35,7 +35,8 @@ std::string deployment_toml(const deployment_config& d, double time_scale) {
     d.planner_enabled, d.balancer_enabled, d.period_s / time_scale,
     d.tick_s * 1e3 / time_scale, d.bin_tokens, d.forecast_window, d.planner.epsilon_s,
     d.balancer.theta, d.planner.kv_balance_delta, d.planner.weight_load_gbps,
-    d.planner.engine_restart_s, d.planner.standby_restart_s, d.planner.kv_path.nic_gbps, d.planner.kv_path.nics)
+    d.planner.engine_restart_s, d.planner.standby_restart_s, d.planner.kv_path.nic_gbps,
+    d.planner.kv_path.nics)
          + fmt::format("memory_utilization = {}\ndispatch = \"{}\"\n", d.memory_utilization,
                        to_string(d.dispatch))
          + (d.profile_path.empty() ? "" : fmt::format("profile = \"{}\"\n", d.profile_path));

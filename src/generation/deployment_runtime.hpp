@@ -181,7 +181,7 @@ private:
   void command_engines(const gen_command& c, double now);
   void forget_commands_to(const std::string& engine);
   void on_drain_ack(const command_ack& a);
-  void on_reshard_ack(const gen_command& sent);
+  void on_reshard_ack(const command_ack& a, const gen_command& sent);
   void on_admit_ack(const command_ack& a, const gen_command& sent, double now);
   void on_migrate_ack(const command_ack& a, const gen_command& sent, double now);
   bool awaiting(gen_command_kind kind) const;

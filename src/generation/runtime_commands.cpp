@@ -65,7 +65,7 @@ void deployment_runtime::on_ack(const command_ack& a, double now) {
     e->second.seen = now;
   switch (sent.kind) {
     case gen_command_kind::drain: on_drain_ack(a); break;
-    case gen_command_kind::reshard: on_reshard_ack(sent); break;
+    case gen_command_kind::reshard: on_reshard_ack(a, sent); break;
     case gen_command_kind::admit: on_admit_ack(a, sent, now); break;
     case gen_command_kind::migrate: on_migrate_ack(a, sent, now); break;
   }
@@ -85,9 +85,10 @@ void deployment_runtime::on_drain_ack(const command_ack& a) {
   }
 }
 
-void deployment_runtime::on_reshard_ack(const gen_command& sent) {
-  for (auto& s : sent.slots)
-    ran(sent.engine, s.config);
+void deployment_runtime::on_reshard_ack(const command_ack& a, const gen_command& sent) {
+  if (a.ok)
+    for (auto& s : sent.slots)
+      ran(sent.engine, s.config);
   // An instance serves once every engine carrying it has loaded its shards.
   std::set<std::string> loading;
   for (auto& [id, c] : commands_)
