@@ -177,14 +177,15 @@ bool deployment_runtime::carries(const std::string& engine) const {
 std::vector<parallel_config> deployment_runtime::standby() const {
   std::vector<parallel_config> common;
   bool first = true;
-  for (auto& [id, e] : engines_) {
-    if (!e.alive)
+  for (auto& entry : engines_) {
+    const auto& configs = entry.second.ran; // no structured binding: clang 14 cannot capture one
+    if (!entry.second.alive)
       continue;
     if (std::exchange(first, false))
-      common = e.ran;
+      common = configs;
     else
       std::erase_if(common, [&](auto& c) {
-        return std::find(e.ran.begin(), e.ran.end(), c) == e.ran.end();
+        return std::find(configs.begin(), configs.end(), c) == configs.end();
       });
   }
   return common;
