@@ -100,19 +100,42 @@ struct tl1_client::impl {
     up = false;
   }
 
+  /// The next ctag: 1..999999, so it stays within GR-831's six characters however long the
+  /// session lives.
+  std::string take_ctag() {
+    auto ctag = std::to_string(next_ctag);
+    next_ctag = next_ctag % 999999 + 1;
+    return ctag;
+  }
+
+  struct in_flight {
+    size_t index = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  /// The command whose deadline comes first.
+  static const in_flight& oldest(const std::map<std::string, in_flight>& waiting) {
+    return std::min_element(waiting.begin(), waiting.end(), [](auto& a, auto& b) {
+             return a.second.deadline < b.second.deadline;
+           })->second;
+  }
+
   /// Sends the commands (at most `pipeline_window` unanswered at a time) and returns their
-  /// replies in command order. Each reply must come within the command timeout.
+  /// replies in command order. Each reply must come within the command timeout of its command
+  /// being sent: bytes that answer nothing (data lines, other ctags) do not extend it.
   caf::expected<std::vector<tl1::reply>> execute(const std::vector<request>& reqs) {
+    using clock = std::chrono::steady_clock;
     std::vector<tl1::reply> replies(reqs.size());
-    std::map<std::string, size_t> waiting; // ctag -> index
+    std::map<std::string, in_flight> waiting; // ctag -> command
     size_t sent = 0;
     size_t answered = 0;
     while (answered < reqs.size()) {
       std::string out;
+      const auto deadline = clock::now() + options.command_timeout;
       while (sent < reqs.size() && waiting.size() < options.pipeline_window) {
-        auto ctag = std::to_string(next_ctag++);
+        auto ctag = take_ctag();
         out += fmt::format("{}:{}:{};", reqs[sent].head, ctag, reqs[sent].tail);
-        waiting.emplace(ctag, sent++);
+        waiting[ctag] = {sent++, deadline};
       }
       if (!out.empty()) {
         auto ec = run_for(
@@ -121,22 +144,27 @@ struct tl1_client::impl {
         if (ec)
           return transport_error(ec, "sending " + reqs[answered].head);
       }
+      const auto& first = oldest(waiting);
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(first.deadline
+                                                                        - clock::now());
       size_t n = 0;
-      auto ec = run_for(
-        [&](auto handler) {
-          socket.async_read_some(asio::buffer(buf), [&n, handler](auto e, size_t got) mutable {
-            n = got;
-            handler(e, got);
-          });
-        },
-        options.command_timeout);
+      boost::system::error_code ec = asio::error::timed_out;
+      if (left.count() > 0)
+        ec = run_for(
+          [&](auto handler) {
+            socket.async_read_some(asio::buffer(buf), [&n, handler](auto e, size_t got) mutable {
+              n = got;
+              handler(e, got);
+            });
+          },
+          left);
       if (ec)
-        return transport_error(ec, reqs[waiting.begin()->second].head);
+        return transport_error(ec, reqs[first.index].head);
       parser.feed(std::string_view{buf.data(), n});
       if (parser.failed()) {
         disconnect();
         return make_error(errc::driver_protocol,
-                          fmt::format("{}:{}: reply line too long: not a TL1 switch?",
+                          fmt::format("{}:{}: reply beyond TL1's bounds: not a TL1 switch?",
                                       endpoint.host, endpoint.port));
       }
       while (auto r = parser.next()) {
@@ -145,7 +173,7 @@ struct tl1_client::impl {
           spdlog::debug("event=tl1_unexpected_reply ctag={}", r->ctag);
           continue;
         }
-        replies[it->second] = std::move(*r);
+        replies[it->second.index] = std::move(*r);
         waiting.erase(it);
         ++answered;
       }
@@ -293,8 +321,14 @@ caf::expected<switch_size> tl1_client::size() {
         switch_size s;
         auto a = std::from_chars(line.data() + pos + 5, line.data() + x, s.inputs);
         auto b = std::from_chars(line.data() + x + 1, line.data() + line.size(), s.outputs);
-        if (a.ec == std::errc{} && b.ec == std::errc{})
-          return s;
+        if (a.ec != std::errc{} || b.ec != std::errc{})
+          continue;
+        if (s.inputs == 0 || s.outputs == 0 || s.inputs > max_switch_ports
+            || s.outputs > max_switch_ports)
+          return make_error(errc::driver_protocol,
+                            fmt::format("the switch reports SIZE={}x{}: each side must be 1..{}",
+                                        s.inputs, s.outputs, max_switch_ports));
+        return s;
       }
       return make_error(errc::driver_protocol, "RTRV-EQPT answered no SIZE=NxM");
     },

@@ -195,10 +195,16 @@ void reply_parser::line(std::string_view text) {
     auto status = space == std::string_view::npos ? std::string_view{} : trim(rest.substr(space));
     r.completed = status.rfind("COMPLD", 0) == 0;
     current_ = std::move(r);
+    reply_bytes_ = 0;
     return;
   }
   if (!current_)
     return; // blank line or header before the response line
+  if ((reply_bytes_ += text.size()) > max_reply_) {
+    failed_ = true;
+    current_.reset();
+    return;
+  }
   auto t = trim(text);
   if (t == ";") {
     done_.push_back(std::move(*current_));

@@ -82,11 +82,14 @@ struct reply {
 std::string format_reply(std::string_view sid, std::string_view date, std::string_view time,
                          const reply& r);
 
-/// Client side: collects replies from a byte stream. Lines longer than the bound are a
-/// protocol error (the peer is not a TL1 switch).
+/// Client side: collects replies from a byte stream. A line longer than its bound, or a reply
+/// whose data lines exceed theirs, is a protocol error (the peer is not a TL1 switch): memory
+/// stays bounded whatever the peer sends. 4 MiB holds every patch of a 4096-port switch
+/// many times over.
 class reply_parser {
 public:
-  explicit reply_parser(size_t max_line_bytes = 65536) : max_line_(max_line_bytes) {}
+  explicit reply_parser(size_t max_line_bytes = 65536, size_t max_reply_bytes = 4 << 20)
+    : max_line_(max_line_bytes), max_reply_(max_reply_bytes) {}
 
   void feed(std::string_view bytes);
   std::optional<reply> next();
@@ -96,6 +99,8 @@ private:
   void line(std::string_view text);
 
   size_t max_line_;
+  size_t max_reply_;
+  size_t reply_bytes_ = 0; // data held for the current reply
   std::string partial_;
   std::optional<reply> current_;
   std::vector<reply> done_;

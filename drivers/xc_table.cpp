@@ -7,8 +7,8 @@ namespace loom {
 xc_table::xc_table(switch_size size, std::set<uint32_t> masked)
   : size_(size),
     masked_(std::move(masked)),
-    out_of_(size.inputs + 1, 0),
-    in_of_(size.outputs + 1, 0) {}
+    out_of_(size_t{size.inputs} + 1, 0),
+    in_of_(size_t{size.outputs} + 1, 0) {}
 
 std::optional<uint32_t> xc_table::output_of(uint32_t in) const {
   if (!is_input(in) || out_of_[in] == 0)
@@ -36,7 +36,8 @@ std::optional<xc_violation> xc_table::check(const xc_diff& diff) const {
     if (!is_output(x.out))
       return violation(kind::invalid_port, x.out, op, x,
                        fmt::format("port {} is not an output (outputs are {}..{})", x.out,
-                                   size_.inputs + 1, size_.inputs + size_.outputs));
+                                   uint64_t{size_.inputs} + 1,
+                                   uint64_t{size_.inputs} + size_.outputs));
     return std::nullopt;
   };
   std::set<uint32_t> removed;

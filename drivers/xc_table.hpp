@@ -17,6 +17,11 @@ struct switch_size {
   uint32_t outputs = 0; // ports inputs+1..inputs+outputs
 };
 
+/// The largest side a switch may report. Real OCS reach about 1,000 ports a side (Polatis
+/// 576, Calient 320); a reply beyond this is refused, so a hostile or broken switch cannot
+/// make Loom allocate tables of its choosing.
+inline constexpr uint32_t max_switch_ports = 4096;
+
 /// Why a diff breaks the model.
 struct xc_violation {
   enum class kind { invalid_port, masked_port, duplicate_port, port_in_use, no_such_cross_connect };
@@ -50,7 +55,7 @@ public:
   switch_size geometry() const { return size_; }
   bool is_input(uint32_t port) const { return port >= 1 && port <= size_.inputs; }
   bool is_output(uint32_t port) const {
-    return port > size_.inputs && port <= size_.inputs + size_.outputs;
+    return port > size_.inputs && port - size_.inputs <= size_.outputs;
   }
   const std::set<uint32_t>& masked() const { return masked_; }
   void mask(uint32_t port) { masked_.insert(port); }

@@ -32,8 +32,10 @@ struct switch_emulator {
   std::unique_ptr<lt::child_process> proc;
   uint16_t port = 0;
 
-  explicit switch_emulator(std::vector<std::string> extra = {}, const std::string& size = "32x32") {
-    std::vector<std::string> argv{lt::loom_binary(), "ocs-emu", "--port", "0", "--size", size,
+  explicit switch_emulator(std::vector<std::string> extra = {}, const std::string& size = "32x32",
+                           uint16_t at = 0) {
+    std::vector<std::string> argv{lt::loom_binary(), "ocs-emu", "--port", std::to_string(at),
+                                  "--size", size,
                                   "--user", login.user, "--password", login.password};
     argv.insert(argv.end(), extra.begin(), extra.end());
     proc = std::make_unique<lt::child_process>(argv);
@@ -436,6 +438,150 @@ BOOST_AUTO_TEST_CASE(an_opus_job_and_its_rails_topology_survive_a_restart) {
   BOOST_CHECK_EQUAL(next->topo_ack().topo(), "11");
   await_log(*serve, {"event=opus_reconfigured", "job=llama", "from=" + topo, "to=11"});
   BOOST_CHECK(rails[0].read_back() != carried[0]);
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
+namespace {
+
+/// conf/rfabric-tl1.toml's two OCS-Agg switches over TL1 at `pod0` and `pod1` (login file in
+/// `dir`), with 500 ms commands and 200 ms health polls.
+std::string tl1_fabric(const std::filesystem::path& dir, const std::string& pod0,
+                       const std::string& pod1) {
+  lt::write_file(dir / "ocs.login", login.user + ":" + login.password + "\n");
+  auto text = lt::read_file(lt::source_path("conf/rfabric-tl1.toml"));
+  auto fabric = text.substr(text.find("[fabric]"));
+  auto replace_all = [&](const std::string& from, const std::string& to) {
+    for (auto at = fabric.find(from); at != std::string::npos; at = fabric.find(from, at))
+      fabric.replace(at, from.size(), to), at += to.size();
+  };
+  replace_all("127.0.0.1:3082", pod0);
+  replace_all("127.0.0.1:3083", pod1);
+  replace_all("\"ocs-emu.credentials\"", "\"" + (dir / "ocs.login").string() + "\"");
+  replace_all("timeout_ms = 2000", "timeout_ms = 500");
+  return fabric + "[policy.fabric]\nhealth_poll_ms = 200\n";
+}
+
+/// tests/hostile_tl1.py in `mode`: a TL1 peer that attacks its client.
+struct hostile_switch {
+  std::unique_ptr<lt::child_process> proc;
+  uint16_t port = 0;
+
+  explicit hostile_switch(const std::string& mode) {
+    proc = std::make_unique<lt::child_process>(std::vector<std::string>{
+      "/usr/bin/python3", lt::source_path("tests/hostile_tl1.py"), mode});
+    auto line = proc->read_until(
+      false, [](const std::string& l) { return l.find("listening port=") != l.npos; },
+      lt::live_limit);
+    BOOST_REQUIRE_MESSAGE(line, "hostile switch did not start: " << proc->stderr_text());
+    port = static_cast<uint16_t>(std::stoi(line->substr(line->find("port=") + 5)));
+  }
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+};
+
+/// Resident memory of a process, from /proc.
+size_t rss_mib(pid_t pid) {
+  std::istringstream in{lt::read_file(fmt::format("/proc/{}/status", pid))};
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::stoul(line.substr(6)) / 1024;
+  return 0;
+}
+
+} // namespace
+
+// Whatever a switch on the TL1 path answers (a port count that wraps, tables of 16 GB, data
+// that never ends, replies under other ctags), serve stays up with bounded memory, marks that
+// switch down within its deadline, serves the other switch, and stops on SIGTERM.
+BOOST_AUTO_TEST_CASE(a_hostile_switch_is_marked_down_and_the_other_served) {
+  for (std::string mode : {"size-overflow", "size-huge", "flood", "wrong-ctag"}) {
+    BOOST_TEST_CONTEXT(mode) {
+      hostile_switch bad{mode};
+      switch_emulator good;
+      lt::temp_dir logins;
+      lt::live_options o;
+      o.fabric = false;
+      o.extra = tl1_fabric(logins.path(), bad.address(), good.address());
+      lt::live_service s{o};
+      auto serve = s.serve();
+      const auto before = rss_mib(serve->pid());
+      auto down = await_log(*serve, {"event=ocs_device_down", "device=agg-pod0"});
+      if (mode.starts_with("size"))
+        BOOST_CHECK_MESSAGE(down.find("each side must be 1..4096") != std::string::npos, down);
+      await_log(*serve, {"event=ocs_device_in_sync", "device=agg-pod1"});
+      client shim{s.keys("shim")};
+      BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "")->has_registered());
+      auto b = decide(shim, all_reduce("job-b", 2, 3));
+      BOOST_CHECK_EQUAL(b.outcome(), "committed");
+      BOOST_CHECK_EQUAL(good.read_back().size(), 2 * b.circuits());
+      // Polls go on against the hostile switch meanwhile: memory stays within the parser's
+      // bound (4 MiB a reply) plus the service's own.
+      std::this_thread::sleep_for(1500ms);
+      const auto after = rss_mib(serve->pid());
+      BOOST_CHECK_MESSAGE(after < before + 64, "RSS grew from " << before << " to " << after
+                                                                << " MiB");
+      serve->send_signal(SIGTERM);
+      auto status = serve->wait(lt::live_limit);
+      BOOST_CHECK(status && *status == 0);
+    }
+  }
+}
+
+// On a shared switch Loom touches only the ports its links give it: other people's patches
+// survive serve's start, its read-backs and the switch coming back (RFabric on a lab switch).
+BOOST_AUTO_TEST_CASE(foreign_patches_survive_start_resync_and_a_switch_coming_back) {
+  switch_emulator pod0;
+  switch_emulator pod1;
+  // An operator's patches on ports no link gives Loom (its links use 1..8): a duplex circuit
+  // 20-21, a one-way patch 25 -> 26, and one from a foreign port into Loom's port 8.
+  const std::vector<cross_connect> foreign{{20, 32 + 21}, {21, 32 + 20}, {25, 32 + 26},
+                                           {30, 32 + 8}};
+  for (auto* sw : {&pod0, &pod1}) {
+    auto at = login;
+    at.port = sw->port;
+    BOOST_REQUIRE(tl1_client(at, {}).apply({{}, foreign}));
+  }
+  auto holds_foreign = [&](const std::vector<cross_connect>& xcs) {
+    return std::all_of(foreign.begin(), foreign.end(), [&](auto& x) {
+      return std::find(xcs.begin(), xcs.end(), x) != xcs.end();
+    });
+  };
+  lt::temp_dir logins;
+  lt::live_options o;
+  o.fabric = false;
+  o.extra = tl1_fabric(logins.path(), pod0.address(), pod1.address());
+  lt::live_service s{o};
+  auto serve = s.serve();
+  for (auto* dev : {"device=agg-pod0", "device=agg-pod1"}) {
+    auto sync = await_log(*serve, {"event=ocs_device_in_sync", dev});
+    BOOST_CHECK_MESSAGE(sync.find("foreign=4") != std::string::npos, sync);
+  }
+  BOOST_CHECK(holds_foreign(pod0.read_back()));
+  // Plans commit beside them, and never over Loom's port 8, which a foreign patch holds.
+  client shim{s.keys("shim")};
+  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "")->has_registered());
+  auto b = decide(shim, all_reduce("job-b", 2, 3));
+  BOOST_CHECK_EQUAL(b.outcome(), "committed");
+  auto on_pod1 = pod1.read_back();
+  BOOST_CHECK_EQUAL(on_pod1.size(), foreign.size() + 2 * b.circuits());
+  BOOST_CHECK(holds_foreign(on_pod1));
+  BOOST_CHECK(std::count_if(on_pod1.begin(), on_pod1.end(),
+                            [](auto& x) { return x.out == 32 + 8 || x.in == 8; })
+              == 1);
+  // The switch restarts empty but for the operator's patches: Loom puts back only its own.
+  pod1.proc->send_signal(SIGKILL);
+  BOOST_CHECK(pod1.proc->wait(lt::live_limit));
+  await_log(*serve, {"event=ocs_device_down", "device=agg-pod1"});
+  const auto old_port = pod1.port;
+  pod1 = switch_emulator{{}, "32x32", old_port};
+  auto at = login;
+  at.port = pod1.port;
+  BOOST_REQUIRE(tl1_client(at, {}).apply({{}, foreign}));
+  auto resumed = await_log(*serve, {"event=ocs_device_resumed", "device=agg-pod1"});
+  BOOST_CHECK_MESSAGE(resumed.find("removed=0") != std::string::npos, resumed);
+  BOOST_CHECK(holds_foreign(pod1.read_back()));
+  BOOST_CHECK_EQUAL(pod1.read_back().size(), on_pod1.size());
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
 }

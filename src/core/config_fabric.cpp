@@ -270,6 +270,15 @@ private:
         }
         dev.masked_ports.push_back(static_cast<int>(p));
       }
+    if (auto managed = o.optional<std::vector<int64_t>>("managed_ports", {}))
+      for (auto p : *managed) {
+        if (dev.ports > 0 && (p < 1 || p > dev.ports)) {
+          o.error("managed_ports",
+                  fmt::format("port {} does not exist (ports 1..{})", p, dev.ports));
+          ok = false;
+        }
+        dev.managed_ports.push_back(static_cast<int>(p));
+      }
     auto nics = o.optional<std::vector<int64_t>>("nics", {});
     if (!nics)
       return false;

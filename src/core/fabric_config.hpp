@@ -78,6 +78,7 @@ struct ocs_device {
   int timeout_ms = 2000;         // tl1, zmq: per command, and for connecting
   int attempts = 3;              // tl1, zmq: per operation
   std::vector<int> masked_ports; // failed ports, never used for circuits
+  std::vector<int> managed_ports; // Loom's beyond those its links give it (a shared switch)
   std::vector<int> nics;         // regional: the NICs each server of the PoD gives the OCS
 };
 

@@ -61,7 +61,7 @@ std::vector<cross_connect> expected_on(self_ptr self, uint32_t dev) {
   return xcs;
 }
 
-void resumed(self_ptr self, uint32_t dev, const xc_diff& repair) {
+void resumed(self_ptr self, uint32_t dev, const xc_diff& repair, size_t foreign) {
   auto& ds = self->state.devices[dev];
   ds.polling = false;
   ds.resync = false;
@@ -69,9 +69,10 @@ void resumed(self_ptr self, uint32_t dev, const xc_diff& repair) {
   ds.reason.clear();
   if (was_down || !repair.removes.empty() || !repair.adds.empty())
     record(self, {event_kind::ocs_device_resumed, device_id(self, dev),
-                  fmt::format("removed={} added={}", repair.removes.size(), repair.adds.size())});
+                  fmt::format("removed={} added={} foreign={}", repair.removes.size(),
+                              repair.adds.size(), foreign)});
   else // read back at start: it carries what the plans say
-    spdlog::info("event=ocs_device_in_sync device={}", device_id(self, dev));
+    spdlog::info("event=ocs_device_in_sync device={} foreign={}", device_id(self, dev), foreign);
 }
 
 void resync_failed(self_ptr self, uint32_t dev, const caf::error& err) {
@@ -79,23 +80,64 @@ void resync_failed(self_ptr self, uint32_t dev, const caf::error& err) {
   mark_down(self, dev, fmt::format("read-back failed: {}", render(err)));
 }
 
-/// Reads the device back and applies only what differs from the committed plans.
+/// What a read-back found, split by owner: Loom's cross-connects join two ports it manages;
+/// the rest are someone else's on a shared switch, and a managed port one of them uses is held
+/// (not planned over) until a read-back finds it free.
+struct read_back {
+  std::vector<cross_connect> managed;
+  size_t foreign = 0;
+};
+
+read_back split_by_owner(fabric_model& model, uint32_t dev,
+                         const std::vector<cross_connect>& actual) {
+  const auto ports = model.devices[dev].ports;
+  auto duplex = [&](uint32_t switch_port) -> std::optional<ocs_port> {
+    auto p = switch_port > ports ? switch_port - ports : switch_port;
+    if (p < 1 || p > ports)
+      return std::nullopt;
+    return ocs_port{dev, p};
+  };
+  for (uint32_t p = 1; p <= ports; ++p)
+    model.hold({dev, p}, false);
+  read_back out;
+  for (auto& x : actual) {
+    auto a = duplex(x.in);
+    auto b = duplex(x.out);
+    const bool ours_a = a && model.managed(*a);
+    const bool ours_b = b && model.managed(*b);
+    if (ours_a && ours_b) {
+      out.managed.push_back(x);
+      continue;
+    }
+    ++out.foreign;
+    for (auto& p : {a, b})
+      if (p && model.managed(*p))
+        model.hold(*p, true);
+  }
+  return out;
+}
+
+/// Reads the device back and applies only what differs from the committed plans, on the
+/// ports Loom manages: a shared switch's other cross-connects are never removed.
 void resync(self_ptr self, uint32_t dev) {
   auto& st = self->state;
   auto driver = st.drivers.at(dev);
   self->request(driver, caf::infinite, get_atom::value)
     .then(
       [self, dev, driver](const std::vector<cross_connect>& actual) {
+        auto found = split_by_owner(*self->state.model, dev, actual);
         const auto ports = self->state.model->devices[dev].ports;
         xc_table table{{ports, ports}};
-        table.assign(actual);
+        table.assign(found.managed);
         auto repair = table.diff_to(expected_on(self, dev));
+        const auto foreign = found.foreign;
         if (repair.removes.empty() && repair.adds.empty()) {
-          resumed(self, dev, repair);
+          resumed(self, dev, repair, foreign);
           return;
         }
         self->request(driver, caf::infinite, apply_atom::value, repair)
-          .then([self, dev, repair](const apply_report&) { resumed(self, dev, repair); },
+          .then([self, dev, repair, foreign](
+                  const apply_report&) { resumed(self, dev, repair, foreign); },
                 [self, dev](caf::error& err) { resync_failed(self, dev, err); });
       },
       [self, dev](caf::error& err) { resync_failed(self, dev, err); });

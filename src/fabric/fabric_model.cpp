@@ -53,10 +53,14 @@ void fabric_model::index_devices(const fabric_config& config) {
     masked_.resize(masked_.size() + size_t(d.ports) + 1, false);
     for (int p : d.masked_ports)
       masked_[port_offset_.back() + size_t(p)] = true;
+    managed_.resize(masked_.size(), false);
+    for (int p : d.managed_ports)
+      managed_[port_offset_.back() + size_t(p)] = true;
     devices.push_back(dev);
   }
   port_offset_.push_back(masked_.size());
   roles_.resize(masked_.size());
+  held_.assign(masked_.size(), false);
 }
 
 /// Each ToR serves its rack (or its whole PoD) on its rail; a NIC hangs off one ToR.
@@ -210,7 +214,7 @@ std::optional<uint32_t> fabric_model::device_index(std::string_view id) const {
 
 bool fabric_model::masked(const ocs_port& p) const {
   const auto s = slot(p);
-  return masked_[s]
+  return masked_[s] || held_[s]
          || (roles_[s].kind == port_role::nic && failed_[nic_links[roles_[s].index].server]);
 }
 

@@ -113,6 +113,14 @@ public:
   /// A failed OCS port (App. H), masked for good.
   void mask(const ocs_port& p);
   bool port_failed(const ocs_port& p) const { return masked_[slot(p)]; }
+  /// Loom's to patch, read back and repair: wired by a link or listed in `managed_ports`. On a
+  /// shared switch every other port is someone else's and left alone.
+  bool managed(const ocs_port& p) const {
+    return roles_[slot(p)].kind != port_role::none || managed_[slot(p)];
+  }
+  /// A managed port that someone else's cross-connect holds (read back from the switch): not
+  /// planned over until a read-back finds it free.
+  void hold(const ocs_port& p, bool held) { held_[slot(p)] = held; }
   /// A failed server (§5.4 (i)): its NIC links stop counting until it is back.
   void fail_server(uint32_t server) { failed_[server] = true; }
   void recover_server(uint32_t server) { failed_[server] = false; }
@@ -135,6 +143,8 @@ private:
   std::vector<size_t> port_offset_;         // per device, then the total (index 0 unused)
   std::vector<port_role> roles_;
   std::vector<bool> masked_;
+  std::vector<bool> managed_;
+  std::vector<bool> held_;
   std::vector<bool> failed_;
 };
 
