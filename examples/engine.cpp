@@ -165,9 +165,9 @@ private:
   void report_finished() {
     std::map<uint64_t, loom::v1::RequestsFinished> per_step;
     for (auto& f : sim_.take_finished()) {
-      auto& m = per_step[f.id >> 32];
+      auto& m = per_step[f.step];
       m.set_deployment(s_.deployment);
-      m.set_step(f.id >> 32);
+      m.set_step(f.step);
       loom::fill(*m.add_requests(), loom::request_done{f.id, f.output_tokens, wall_ns(f.at_s)});
     }
     for (auto& [step, m] : per_step) {

@@ -28,6 +28,11 @@ inline void add_connection_options(CLI::App& app, client_options& c, std::string
   app.add_option("--endpoint", c.endpoint, "The service's gateway")->capture_default_str();
   app.add_option("--server-key", server_key, "The service's public key file (omit if insecure)");
   app.add_option("--key", key, whose + " key pair prefix (KEY.pub, KEY.secret)");
+  app.add_option_function<double>(
+    "--outage-limit-s",
+    [&c](double s) { c.outage_limit = std::chrono::milliseconds{int64_t(s * 1000)}; },
+    "Once registered, wait through a service outage at most this long (default: as long as "
+    "it lasts)");
 }
 
 /// The CURVE keys the options name, unless the service runs insecure (no --server-key).

@@ -48,9 +48,9 @@ void fail(self_ptr self, std::string why) {
 void report_finished(self_ptr self, engine_sim& e) {
   std::map<uint64_t, requests_finished> per_step;
   for (auto& f : e.take_finished()) {
-    auto& r = per_step[f.id >> 32];
+    auto& r = per_step[f.step];
     r.engine = e.id();
-    r.step = f.id >> 32;
+    r.step = f.step;
     r.done.push_back({f.id, f.output_tokens, at_ns(self, f.at_s)});
   }
   for (auto& [step, r] : per_step)

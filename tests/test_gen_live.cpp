@@ -97,7 +97,9 @@ std::unique_ptr<lt::child_process> start_engine(const lt::live_service& s, const
 /// The framework's router, in the test: starts steps and waits for their end.
 class router {
 public:
-  explicit router(const lt::live_service& s) : client_(options(s)) {
+  /// `from_zero`: each step's requests are numbered 0..n-1 (ids unique within a step only).
+  explicit router(const lt::live_service& s, bool from_zero = false)
+    : client_(options(s)), from_zero_(from_zero) {
     auto r = client_.register_router("router", "gen");
     BOOST_REQUIRE_MESSAGE(r && r->has_registered(),
                           (r && r->has_error() ? r->error().message() : "no answer"));
@@ -109,7 +111,7 @@ public:
     m.set_step(step);
     for (size_t i = 0; i < requests; ++i) {
       auto* r = m.add_requests();
-      r->set_request(step << 32 | i);
+      r->set_request(from_zero_ ? i : step << 32 | i);
       r->set_prompt_tokens(300);
     }
     auto placed = client_.start_step(m);
@@ -127,6 +129,7 @@ public:
       if (auto c = client_.next_command(200ms); c && c->has_step_done()
                                                    && c->step_done().step() == step) {
         BOOST_CHECK_EQUAL(c->step_done().requests(), requests);
+        BOOST_CHECK_MESSAGE(!c->step_done().aborted(), c->step_done().reason());
         return c->step_done().last_finished_at_ns();
       }
       if (std::chrono::steady_clock::now() > ask_again) {
@@ -138,6 +141,16 @@ public:
     return std::nullopt;
   }
 
+  /// The StepDone of `step`, as the service sent it, or nothing within the limit.
+  std::optional<v1::StepDone> step_done(uint64_t step) {
+    auto deadline = std::chrono::steady_clock::now() + lt::live_limit;
+    while (std::chrono::steady_clock::now() < deadline)
+      if (auto c = client_.next_command(200ms); c && c->has_step_done()
+                                                   && c->step_done().step() == step)
+        return c->step_done();
+    return std::nullopt;
+  }
+
 private:
   static client_options options(const lt::live_service& s) {
     auto o = s.keys("router");
@@ -145,6 +158,7 @@ private:
     return o;
   }
   client client_;
+  bool from_zero_ = false;
 };
 
 json generation_of(const lt::live_service& s) {
@@ -285,6 +299,49 @@ BOOST_AUTO_TEST_CASE(a_straggler_is_relieved_by_migrating_its_requests) {
   BOOST_CHECK_GE(std::count_if(lines.begin(), lines.end(),
                                [](auto& l) { return l.find("admit: ok") != std::string::npos; }),
                  2);
+}
+
+// OrchestrRL's cross-node configs run live: one TP16 instance over both engines (engine-b
+// leads nothing and reports nothing, and is not taken for lost). A router numbering each
+// step's requests from 0 runs step after step; an operator aborts a step that runs, the
+// engines let its requests go, and the router hears why.
+BOOST_AUTO_TEST_CASE(a_cross_node_instance_runs_steps_numbered_from_zero_and_one_is_aborted) {
+  // Steps outlast an engine's grace (command_timeout_s x 3 = 2.25 s of silence), so a silent
+  // engine-b would be lost in each.
+  auto text = deployment_text("TP16", false, false);
+  text.replace(text.find("command_timeout_s = 2"), 21, "command_timeout_s = 0.75");
+  lt::live_service s{{.fabric = false, .extra = text}};
+  auto serve = s.serve();
+  auto scenario = scenario_file(s, 3, two_lengths(32, 4, 300, 8000));
+  engine_pair p{start_engine(s, "engine-a", scenario, "TP16"),
+                start_engine(s, "engine-b", scenario, "TP16")};
+  await_layout(s, 1);
+  router r{s, true};
+  for (uint64_t step : {0, 1}) {
+    auto t0 = std::chrono::steady_clock::now();
+    r.start(step, 32);
+    BOOST_REQUIRE_MESSAGE(r.done(step, 32), "step " << step << " did not end");
+    BOOST_CHECK_GT(std::chrono::steady_clock::now() - t0, 2250ms);
+  }
+  BOOST_CHECK_EQUAL(generation_of(s)["engines_lost"], 0);
+  r.start(2, 32);
+  auto aborted = s.admin({"generation", "abort", "gen", "--reason", "bad batch"});
+  BOOST_CHECK_MESSAGE(aborted.exit_code == 0, aborted.err);
+  BOOST_CHECK_MESSAGE(aborted.out.find("gen: step 2 aborted") != std::string::npos, aborted.out);
+  auto done = r.step_done(2);
+  BOOST_REQUIRE(done);
+  BOOST_CHECK(done->aborted());
+  BOOST_CHECK_EQUAL(done->reason(), "aborted by an operator: bad batch");
+  // Nothing runs now: a second abort is refused, and the next step is taken.
+  BOOST_CHECK_EQUAL(s.admin({"generation", "abort", "gen"}).exit_code, 3);
+  r.start(3, 32);
+  BOOST_REQUIRE_MESSAGE(r.done(3, 32), "the step after the aborted one did not end");
+  BOOST_CHECK_EQUAL(generation_of(s)["engines_lost"], 0);
+  serve->send_signal(SIGTERM);
+  BOOST_REQUIRE(serve->wait(lt::live_limit));
+  auto events = events_in(s.dir / "db");
+  BOOST_CHECK_EQUAL(count_prefix(events, "gen_step_aborted"), 1u);
+  BOOST_CHECK_EQUAL(count_prefix(events, "gen_step_done"), 3u);
 }
 
 BOOST_AUTO_TEST_CASE(an_engine_killed_mid_step_leaves_the_deployment_running_on_the_rest) {

@@ -263,6 +263,18 @@ BOOST_AUTO_TEST_CASE(balancer_moves_work_off_the_straggler) {
   BOOST_CHECK_LT(balanced.log.makespans[0], alone.log.makespans[0]);
 }
 
+// An instance over two engines (TP16 on two 8-GPU nodes) is reported by its leader alone; the
+// other engine is not taken for lost, and every step ends (it hung before: engine-1 was lost
+// for its silence and no TP16 fitted the GPUs left).
+BOOST_AUTO_TEST_CASE(a_cross_node_instance_runs_its_steps_to_the_end) {
+  auto run = run_engines({parallel_config{16}, 1}, two_length_steps(2, 32, 4, 3000), false,
+                         false);
+  BOOST_CHECK_MESSAGE(run.log.error.empty(), run.log.error);
+  BOOST_CHECK_EQUAL(count_events(run, "gen_engine_lost"), 0u);
+  BOOST_CHECK_EQUAL(count_events(run, "gen_step_aborted"), 0u);
+  BOOST_CHECK_EQUAL(count_events(run, "gen_step_done"), 2u);
+}
+
 BOOST_AUTO_TEST_CASE(a_request_no_instance_can_hold_stops_the_run_with_the_reason) {
   auto run = run_engines({1, 8}, {{{300, 100}, {50'000'000, 100}}}, false, false);
   BOOST_CHECK(!run.log.done);

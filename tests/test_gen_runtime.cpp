@@ -10,6 +10,8 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "core/gpu.hpp"
 #include "generation/deployment_runtime.hpp"
 #include "generation/engine_sim.hpp"
@@ -355,6 +357,121 @@ BOOST_AUTO_TEST_CASE(a_step_is_placed_round_robin_without_a_planner_and_ends_wit
   BOOST_CHECK_EQUAL(rt.step_outputs().size(), 8u);
   BOOST_CHECK(rt.start_step(batch_of(0, 8), 7) == deployment_runtime::step_admission::done);
   BOOST_CHECK_EQUAL(rt.done_outcome(0)->last_finished_at_ns, 500);
+}
+
+// A router may number each step's requests 0..n-1 (docs/protocol.md asks only that ids be
+// unique within a step): admissions carry the step, finishes name it, and a report for a step
+// that does not run is refused with why, never dropped silently.
+BOOST_AUTO_TEST_CASE(admissions_carry_the_step_and_finishes_for_another_step_are_refused) {
+  auto engine = qwen14b();
+  auto rt = started(engine, small_deployment());
+  auto batch = [](uint64_t step) {
+    step_batch b;
+    b.step = step;
+    for (uint64_t i = 0; i < 4; ++i)
+      b.requests.push_back({i, 100, 0, -1});
+    return b;
+  };
+  auto finish_all = [](uint64_t step) {
+    requests_finished f{"e0", step, {}};
+    for (uint64_t i = 0; i < 4; ++i)
+      f.done.push_back({i, 10, int64_t(100 + i)});
+    return f;
+  };
+  for (uint64_t step : {7, 8}) {
+    BOOST_REQUIRE(rt.start_step(batch(step), 1) == deployment_runtime::step_admission::started);
+    for (auto& a : rt.take_commands()) {
+      BOOST_CHECK_EQUAL(a.step, step);
+      rt.on_ack(ack_for(a), 1);
+    }
+    auto wrong = rt.on_finished(finish_all(step + 5), 2);
+    BOOST_CHECK(wrong.fresh.empty());
+    BOOST_CHECK_EQUAL(wrong.refused, fmt::format("step {} is not running (step {} is)", step + 5,
+                                                 step));
+    auto right = rt.on_finished(finish_all(step), 3);
+    BOOST_CHECK(right.refused.empty());
+    BOOST_REQUIRE(right.step_done);
+    BOOST_CHECK(rt.on_finished(finish_all(step), 4).refused.empty()); // a repeat, answered Ok
+  }
+  BOOST_CHECK_EQUAL(rt.on_finished(finish_all(3), 5).refused,
+                    "step 3 is not running (no step is)");
+  // The step survives the wire on its admissions.
+  gen_command admit;
+  admit.kind = gen_command_kind::admit;
+  admit.step = 8;
+  v1::Envelope e;
+  fill_command(e, admit, "gen");
+  BOOST_CHECK_EQUAL(command_of(e, "e0")->step, 8u);
+}
+
+// A step that can never finish does not hold the deployment: past step_timeout_s it is
+// aborted, the engines release its requests, the next step starts.
+BOOST_AUTO_TEST_CASE(a_step_past_its_timeout_is_aborted_and_the_next_one_runs) {
+  auto engine = qwen14b();
+  auto d = small_deployment();
+  d.step_timeout_s = 100;
+  auto rt = started(engine, d);
+  rt.start_step(batch_of(0, 8), 0);
+  rt.plan_now(0);
+  auto admits = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(admits.size(), 4u);
+  for (auto& a : admits)
+    rt.on_ack(ack_for(a), 0);
+  for (double t = 1; t < 99; t += 1) { // the engines keep reporting: nothing is lost
+    for (auto& a : admits)
+      rt.on_stats(stats_of(a, 1, 5), t);
+    BOOST_CHECK(!rt.expire(t));
+    BOOST_CHECK_LE(*rt.next_deadline(), 100.0);
+  }
+  auto aborted = rt.expire(100);
+  BOOST_REQUIRE(aborted);
+  BOOST_CHECK(aborted->aborted);
+  BOOST_CHECK_EQUAL(aborted->step, 0u);
+  BOOST_CHECK_MESSAGE(aborted->reason.find("step_timeout_s = 100 s (8 of 8 requests left)")
+                        != std::string::npos,
+                      aborted->reason);
+  size_t released = 0;
+  for (auto& c : rt.take_commands()) {
+    BOOST_CHECK(c.kind == gen_command_kind::migrate);
+    released += c.moves.size();
+  }
+  BOOST_CHECK_EQUAL(released, 8u);
+  auto records = rt.take_records();
+  BOOST_CHECK(std::any_of(records.begin(), records.end(),
+                          [](auto& r) { return r.kind == gen_record_kind::step_aborted; }));
+  BOOST_CHECK(rt.done_outcome(0)->aborted); // a router asking again hears it too
+  BOOST_CHECK(!rt.abort_step("again", 101));  // nothing runs
+  // It survives a restart as the record says.
+  deployment_runtime back{engine, d};
+  back.restore(rt.record(), std::nullopt, {}, 0);
+  BOOST_CHECK_EQUAL(back.done_outcome(0)->reason, aborted->reason);
+  BOOST_CHECK(rt.start_step(batch_of(1, 8), 102) == deployment_runtime::step_admission::started);
+}
+
+// A TP16 instance spans both engines; only its leader reports it. The other engine is not
+// taken for lost for its silence (OrchestrRL's cross-node configs, e.g. EP16 of a MoE).
+BOOST_AUTO_TEST_CASE(an_instance_over_two_engines_is_reported_by_its_leader_alone) {
+  auto engine = qwen14b();
+  auto d = small_deployment();
+  d.initial = parallel_config{16};
+  auto rt = started(engine, d);
+  BOOST_CHECK_EQUAL(rt.serving().name(), "1xTP16");
+  rt.start_step(batch_of(0, 8), 0);
+  rt.plan_now(0);
+  auto admits = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(admits.size(), 1u);
+  BOOST_CHECK_EQUAL(admits[0].engine, "e0");
+  rt.on_ack(ack_for(admits[0]), 0);
+  for (double t = 1; t <= 40; t += 1) {
+    rt.on_stats(stats_of(admits[0], 1, int64_t(t)), t);
+    rt.expire(t);
+  }
+  BOOST_CHECK_EQUAL(rt.status().counters.engines_lost, 0);
+  BOOST_CHECK_EQUAL(rt.serving().name(), "1xTP16");
+  requests_finished f{"e0", 0, {}};
+  for (uint64_t i = 0; i < 8; ++i)
+    f.done.push_back({i, 10, 100});
+  BOOST_CHECK(rt.on_finished(f, 41).step_done);
 }
 
 BOOST_AUTO_TEST_CASE(a_contiguous_dispatch_deals_the_batch_in_slices) {

@@ -189,6 +189,45 @@ BOOST_AUTO_TEST_CASE(sigterm_under_load_stops_and_workers_move_to_the_next_servi
   BOOST_CHECK(serve->wait(lt::live_limit));
 }
 
+// A worker outlives a service outage however long it lasts: the C++ example worker (whose
+// calls time out after 5 s) and the Python Job loop (30 s) wait through a 60 s outage, say so,
+// register with the next service and finish their iterations, counted as the service counts.
+BOOST_AUTO_TEST_CASE(workers_outlive_a_sixty_second_outage) {
+  lt::live_service s{{.rollout_nodes = 4, .training_nodes = 4}};
+  auto serve = s.serve();
+  BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("outage-cpp", 4)}).exit_code, 0);
+  BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("outage-py", 4)}).exit_code, 0);
+  auto cpp = s.cpp_worker("driver-a", "outage-cpp", "driver", 4, 200);
+  lt::child_process py{{"/usr/bin/env", "PYTHONPATH=" + lt::source_path("python"),
+                        "LOOM_ENDPOINT=" + s.endpoint(),
+                        "LOOM_SERVER_KEY=" + s.dir / "db/keys/server.pub",
+                        "LOOM_KEY=" + s.dir / "keys/driver-b", "LOOM_JOB=outage-py",
+                        "/usr/bin/python3", lt::source_path("python/examples/rl_loop.py"),
+                        "--steps", "4", "--phase-ms", "200"}};
+  BOOST_REQUIRE(cpp->read_until(
+    false, [](const std::string& l) { return l.rfind("grant", 0) == 0; }, lt::live_limit));
+  BOOST_REQUIRE(py.read_until(
+    false, [](const std::string& l) { return l.rfind("loom on", 0) == 0; }, lt::live_limit));
+  serve->send_signal(SIGKILL);
+  BOOST_REQUIRE(serve->wait(lt::live_limit));
+  std::this_thread::sleep_for(60s);
+  serve = s.serve();
+  BOOST_REQUIRE_MESSAGE(lt::finished(*cpp), cpp->stderr_text());
+  BOOST_CHECK_EQUAL(cpp->wait(lt::live_limit).value_or(-1), 0);
+  BOOST_CHECK(py.read_until(
+    false, [](const std::string& l) { return l.rfind("done", 0) == 0; }, lt::live_limit));
+  BOOST_CHECK_EQUAL(py.wait(lt::live_limit).value_or(-1), 0);
+  for (auto* w : {cpp.get(), &py}) {
+    auto err = w->stderr_text();
+    BOOST_CHECK_MESSAGE(err.find("event=service_unreachable") != std::string::npos, err);
+    BOOST_CHECK_MESSAGE(err.find("event=service_reachable") != std::string::npos, err);
+  }
+  for (auto& j : jobs_of(s))
+    BOOST_CHECK_EQUAL(j["state"], "finished");
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
 BOOST_AUTO_TEST_CASE(the_python_package_installs_offline_and_its_job_api_drives_a_job) {
   lt::live_service s;
   auto serve = s.serve();

@@ -13,7 +13,9 @@
 // A release names its grant's iteration: the service acknowledges one whose iteration end it
 // already counted, and answers ERROR_RESTART_ITERATION to any other (run the job's iteration
 // again from its rollout, where the restarted service resumes it). Any other request in flight
-// is answered ERROR_RESTART_ITERATION by the client.
+// is answered ERROR_RESTART_ITERATION by the client. A registered client's calls wait through
+// an outage of any length (client_options::outage_limit bounds it), so a worker outlives a
+// restart however long it takes.
 
 #include <chrono>
 #include <functional>
@@ -36,6 +38,13 @@ struct client_options {
   // Calls other than PhaseAcquire (which waits for its turn as long as it takes unless given
   // a timeout); no_timeout waits for every call as long as it takes.
   std::chrono::milliseconds timeout{5000};
+  // Once registered, a call waits through an outage (the service restarting, its link down)
+  // for this long and counts its timeout from when the service is back; no_timeout: however
+  // long the outage lasts.
+  std::chrono::milliseconds outage_limit = no_timeout;
+  // Where the client says that the service went away and came back (one line each); default:
+  // standard error.
+  std::function<void(const std::string&)> log;
 };
 
 /// Reads a key file written by `loom keygen` (one Z85 key); empty if it cannot.

@@ -76,8 +76,7 @@ class Engine:
             if a.instance not in self.instances or a.epoch != self.epoch:
                 return a.command, False, f"instance {a.instance} is not led here", []
             for q in a.requests:
-                self.instances[a.instance][q.request] = [q.prompt_tokens, q.generated,
-                                                         q.request >> 32]
+                self.instances[a.instance][q.request] = [q.prompt_tokens, q.generated, a.step]
             return a.command, True, "", []
         if body == "migrate_requests":
             m = env.migrate_requests

@@ -13,6 +13,7 @@ resumes it). Any other request in flight fails with Restarted too.
 import collections
 import itertools
 import os
+import sys
 import threading
 import time
 
@@ -84,9 +85,13 @@ def _error_reply(rid, code, message):
 
 class Client:
     """Thread-safe: any thread may call. `timeout_s` bounds calls other than acquire (which
-    waits for its turn as long as it takes unless given a timeout); None: no bound."""
+    waits for its turn as long as it takes unless given a timeout); None: no bound. Once
+    registered, a call waits through an outage of the service (a restart, a link down) for at
+    most `outage_limit_s` (None: as long as it lasts) and counts its timeout from when the
+    service is back, so a worker outlives a restart however long it takes."""
 
-    def __init__(self, endpoint, server_key=None, key=None, timeout_s=30.0):
+    def __init__(self, endpoint, server_key=None, key=None, timeout_s=30.0,
+                 outage_limit_s=None):
         self._ctx = zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 200)
@@ -97,6 +102,7 @@ class Client:
             self._sock.curve_publickey = read_key(key + ".pub").encode()
             self._sock.curve_secretkey = read_key(key + ".secret").encode()
         self._sock.connect(endpoint)
+        self._endpoint = endpoint
         # Callers wake the I/O thread through an inproc pair (sockets are not thread-safe).
         address = f"inproc://loom-client-wake-{os.getpid()}-{next(_wake_ids)}"
         self._wake_rx = self._ctx.socket(zmq.PAIR)
@@ -104,6 +110,13 @@ class Client:
         self._wake_tx = self._ctx.socket(zmq.PAIR)
         self._wake_tx.connect(address)
         self._timeout_s = timeout_s
+        self._outage_limit_s = outage_limit_s
+        # The link to the service, from the socket's monitor: since when it is down (None while
+        # up), and when it last came back.
+        self._monitor = self._sock.get_monitor_socket(zmq.EVENT_CONNECTED
+                                                      | zmq.EVENT_DISCONNECTED)
+        self._outage_since = None
+        self._back_at = 0.0
         self._incarnation = os.urandom(8).hex()
         self._cond = threading.Condition()
         self._pending = {}          # request id -> [request envelope, reply or None]
@@ -151,12 +164,56 @@ class Client:
             while self._pending[rid][1] is None and not self._stop:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    break
+                    deadline = self._outlasting(time.monotonic(), timeout_s)
+                    if deadline is None:
+                        break
+                    continue
                 self._cond.wait(left)
             request, reply = self._pending.pop(rid)
         if reply is None:
             raise TimeoutError(f"no reply to {request.WhichOneof('body')} in {timeout_s} s")
         return reply
+
+    def _outlasting(self, now, timeout_s):
+        """A call's deadline passed at `now`: the next one if the service was away meanwhile
+        (waiting through the outage up to its limit, and while registering again), else None.
+        Under the lock."""
+        if self._registration is None or self._fatal is not None:
+            return None
+        if self._outage_since is not None:
+            limit = self._outage_limit_s
+            if limit is not None and now - self._outage_since >= limit:
+                return None
+            return now + 0.1
+        if self._lost:
+            return now + 0.1
+        if self._back_at + timeout_s > now:
+            return self._back_at + timeout_s
+        return None
+
+    def _on_link_event(self):
+        """The link to the service went down or came back (the socket's monitor)."""
+        while True:
+            try:
+                frames = self._monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            event = int.from_bytes(frames[0][:2], "little")
+            with self._cond:
+                now = time.monotonic()
+                if event == zmq.EVENT_DISCONNECTED and self._outage_since is None:
+                    self._outage_since = now
+                    if self._registration is not None:
+                        print(f"loom-client: event=service_unreachable endpoint={self._endpoint} "
+                              "waiting for it to come back", file=sys.stderr, flush=True)
+                elif event == zmq.EVENT_CONNECTED and self._outage_since is not None:
+                    away = now - self._outage_since
+                    self._outage_since = None
+                    self._back_at = now
+                    if self._registration is not None:
+                        print(f"loom-client: event=service_reachable endpoint={self._endpoint} "
+                              f"after {away:.0f} s", file=sys.stderr, flush=True)
+                    self._cond.notify_all()
 
     def call(self, env, timeout_s=...):
         """Sends a request and returns its reply; raises LoomError (Restarted, JobEnded) on an
@@ -436,6 +493,7 @@ class Client:
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
         poller.register(self._wake_rx, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
         next_beat = time.monotonic()
         while True:
             with self._cond:
@@ -449,9 +507,13 @@ class Client:
                         self._wake_rx.recv(zmq.NOBLOCK)
                     except zmq.Again:
                         break
+            if self._monitor in events:
+                self._on_link_event()
             self._receive()
             next_beat = self._tick(next_beat)
             self._flush()
         self._flush()  # a goodbye queued last still goes out
+        self._sock.disable_monitor()
+        self._monitor.close(linger=0)
         for s in (self._sock, self._wake_rx, self._wake_tx):
             s.close()

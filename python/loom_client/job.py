@@ -81,10 +81,11 @@ class Job:
 
     Arguments default to the environment: LOOM_ENDPOINT, LOOM_SERVER_KEY (the service's
     public key file), LOOM_KEY (this worker's key pair prefix), LOOM_JOB, LOOM_ROLE,
-    LOOM_WORKER_ID. Without an endpoint the job is disabled: every call is a no-op."""
+    LOOM_WORKER_ID, LOOM_OUTAGE_LIMIT_S (how long to wait through a service outage; unset:
+    as long as it lasts). Without an endpoint the job is disabled: every call is a no-op."""
 
     def __init__(self, job=None, role=None, worker_id=None, endpoint=None, server_key=None,
-                 key=None, node="", timeout_s=30.0):
+                 key=None, node="", timeout_s=30.0, outage_limit_s=None):
         env = os.environ
         self.name = job or env.get("LOOM_JOB", "")
         self.role = role or env.get("LOOM_ROLE", "driver")
@@ -100,8 +101,10 @@ class Job:
             raise ValueError("a job name is needed (job= or LOOM_JOB)")
         worker_id = worker_id or env.get("LOOM_WORKER_ID") or (
             f"{self.name}-{self.role}-{socket.gethostname()}-{os.getpid()}")
+        if outage_limit_s is None and env.get("LOOM_OUTAGE_LIMIT_S"):
+            outage_limit_s = float(env["LOOM_OUTAGE_LIMIT_S"])
         self.client = Client(endpoint, server_key or env.get("LOOM_SERVER_KEY"),
-                             key or env.get("LOOM_KEY"), timeout_s)
+                             key or env.get("LOOM_KEY"), timeout_s, outage_limit_s)
         self.client.on_command(self._command)
         self.registration = self.client.register(self.role, worker_id, self.name, node)
 

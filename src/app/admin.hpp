@@ -12,9 +12,9 @@ namespace loom {
 
 struct admin_request {
   std::string command;     // submit | jobs | groups | job | cancel | node | fabric | generation
-  std::string argument;    // the job file, job id or node id
+  std::string argument;    // the job file, job id, node id or (generation abort) deployment
   bool node_back = false;  // node: back in service (else out of service)
-  std::string reason;      // node: why it is out
+  std::string reason;      // node: why it is out; generation abort: why
   bool json = false;
   std::string key;         // key pair path prefix (PREFIX.pub, PREFIX.secret); default: the
                            // service's local admin key in its keys_dir

@@ -275,6 +275,15 @@ int show(const admin_request& req, const v1::Envelope& reply) {
     case v1::Envelope::kGenerationList:
       out = show_generation(req, reply.generation_list());
       break;
+    case v1::Envelope::kStepDone: {
+      auto& d = reply.step_done();
+      out = {{"deployment", d.deployment()}, {"step", d.step()}, {"aborted", d.aborted()},
+             {"reason", d.reason()}};
+      if (!req.json)
+        std::printf("%s: step %llu aborted: %s\n", d.deployment().c_str(),
+                    static_cast<unsigned long long>(d.step()), d.reason().c_str());
+      break;
+    }
     case v1::Envelope::kOk:
       out = {{"ok", true}};
       if (!req.json)

@@ -212,9 +212,15 @@ public:
     node->add_flag("--up", request_.node_back, "The node is back in service");
     node->add_option("--reason", request_.reason, "Why it is out (e.g. \"GPU 3 XID 79\")");
     add(app, "fabric", "List committed circuit plans.", nullptr);
-    add(app, "generation", "Show each generation deployment: what serves, its engines, the "
-                           "step,\nthe forecast and the last decisions.",
-        nullptr);
+    auto* gen = add(app, "generation",
+                    "Show each generation deployment: what serves, its engines, the step,\nthe "
+                    "forecast and the last decisions.",
+                    nullptr);
+    auto* abort = gen->add_subcommand("abort", "Abort a deployment's running step: its engines "
+                                               "let its requests go,\nits routers hear why.");
+    abort->add_option("deployment", request_.argument, "The deployment")->required();
+    abort->add_option("--reason", request_.reason, "Why (logged and told to its routers)");
+    abort->fallthrough(); // -c, --json and the rest belong to `generation`
   }
 
   std::optional<int> run_if_given() override {

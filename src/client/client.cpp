@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -133,6 +134,11 @@ struct client::impl {
   uint64_t next_id = 1;
   std::atomic<bool> stop{false};
   std::thread io;
+  // The link to the service, from the socket's monitor: since when it is down (nothing while
+  // it is up), and when it last came back.
+  zmq::socket_t monitor{shared_context(), zmq::socket_type::pair};
+  std::optional<clock_type::time_point> outage_since;
+  clock_type::time_point back_at{};
 
   ~impl() {
     if (wake >= 0)
@@ -176,10 +182,74 @@ struct client::impl {
     if (timeout == no_timeout)
       arrived.wait(lock, ready);
     else
-      arrived.wait_for(lock, timeout, ready);
+      for (auto deadline = clock_type::now() + timeout;
+           !arrived.wait_until(lock, deadline, ready);) {
+        auto next = outlasting(clock_type::now(), timeout);
+        if (!next)
+          break;
+        deadline = *next;
+      }
     auto reply = std::move(pending.at(rid).reply);
     pending.erase(rid);
     return reply;
+  }
+
+  /// A call's deadline passed at `now`: the next one if the service was away meanwhile. A
+  /// registered client waits through an outage (up to the limit) and while it registers again,
+  /// and gives the service its timeout from when it is back. Under the mutex.
+  std::optional<clock_type::time_point> outlasting(clock_type::time_point now,
+                                                   std::chrono::milliseconds timeout) const {
+    if (!registration || fatal)
+      return std::nullopt;
+    const auto limit = options.outage_limit;
+    if (outage_since)
+      return limit != no_timeout && now - *outage_since >= limit
+               ? std::nullopt
+               : std::optional{now + std::chrono::milliseconds{100}};
+    if (lost)
+      return now + std::chrono::milliseconds{100};
+    if (back_at + timeout > now)
+      return back_at + timeout;
+    return std::nullopt;
+  }
+
+  void say(const std::string& line) const {
+    if (options.log)
+      options.log(line);
+    else
+      std::fprintf(stderr, "%s\n", line.c_str());
+  }
+
+  /// A monitor event: the link to the service went down or came back.
+  void on_link_event() {
+    zmq::message_t event;
+    zmq::message_t address;
+    while (monitor.recv(event, zmq::recv_flags::dontwait)) {
+      (void)monitor.recv(address, zmq::recv_flags::dontwait);
+      if (event.size() < sizeof(uint16_t))
+        continue;
+      uint16_t id;
+      std::memcpy(&id, event.data(), sizeof id);
+      std::lock_guard<std::mutex> lock{mutex};
+      const auto now = clock_type::now();
+      if (id == ZMQ_EVENT_DISCONNECTED && !outage_since) {
+        outage_since = now;
+        if (registration)
+          say(fmt_line("service_unreachable", "waiting for it to come back"));
+      } else if (id == ZMQ_EVENT_CONNECTED && outage_since) {
+        auto away = std::chrono::duration<double>(now - *outage_since).count();
+        outage_since.reset();
+        back_at = now;
+        if (registration)
+          say(fmt_line("service_reachable", "after " + std::to_string(int(away)) + " s"));
+        arrived.notify_all();
+      }
+    }
+  }
+
+  std::string fmt_line(const char* event, const std::string& what) const {
+    return std::string{"loom-client: event="} + event + " endpoint=" + options.endpoint + " "
+           + what;
   }
 
   std::optional<v1::Envelope> call(v1::Envelope e, std::chrono::milliseconds timeout) {
@@ -371,17 +441,20 @@ struct client::impl {
     auto next_beat = clock_type::now();
     while (!stop.load()) {
       zmq::pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
-                                 {nullptr, wake, ZMQ_POLLIN, 0}};
+                                 {nullptr, wake, ZMQ_POLLIN, 0},
+                                 {monitor.handle(), 0, ZMQ_POLLIN, 0}};
       bool backlog;
       {
         std::lock_guard<std::mutex> lock{mutex};
         backlog = !outbox.empty() || lost;
       }
-      zmq::poll(items, 2, std::chrono::milliseconds{backlog ? 20 : 100});
+      zmq::poll(items, 3, std::chrono::milliseconds{backlog ? 20 : 100});
       if (items[1].revents & ZMQ_POLLIN) {
         uint64_t n;
         [[maybe_unused]] auto r = ::read(wake, &n, sizeof n);
       }
+      if (items[2].revents & ZMQ_POLLIN)
+        on_link_event();
       receive();
       tick(next_beat);
       flush();
@@ -401,6 +474,14 @@ client::client(client_options options) : impl_(std::make_unique<impl>()) {
     s.set(zmq::sockopt::curve_publickey, impl_->options.public_key);
     s.set(zmq::sockopt::curve_secretkey, impl_->options.secret_key);
   }
+  // The monitor tells the I/O thread when the link drops and comes back (an outage).
+  static std::atomic<uint64_t> monitors{0};
+  const auto monitor_at = "inproc://loom-client-monitor-" + std::to_string(monitors++);
+  impl_->monitor.set(zmq::sockopt::linger, 0);
+  if (zmq_socket_monitor(s.handle(), monitor_at.c_str(),
+                         ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED)
+      == 0)
+    impl_->monitor.connect(monitor_at);
   s.connect(impl_->options.endpoint);
   impl_->io = std::thread([this] { impl_->run(); });
 }

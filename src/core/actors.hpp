@@ -238,6 +238,9 @@ using gen_controller_actor = caf::typed_actor<
   // The router starts a step: answered with where its requests run, once that is durable.
   caf::replies_to<step_atom, step_batch>::with<step_placement>,
   caf::replies_to<status_atom>::with<gen_status>,
+  // An operator aborts the running step (why): answered with its outcome once durable;
+  // errc::not_found when no step runs.
+  caf::replies_to<cancel_atom, std::string>::with<step_outcome>,
   // Internal: the controller's alarm (its version).
   caf::reacts_to<tick_atom, uint64_t>>;
 

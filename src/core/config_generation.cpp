@@ -149,6 +149,7 @@ void read_command_knobs(table_reader& d, deployment_config& out) {
   positive_into(d, "command_timeout_s", out.command_timeout_s);
   positive_into(d, "reshard_timeout_s", out.reshard_timeout_s);
   bounded_into(d, "command_retries", out.command_retries, 0, 10);
+  positive_into(d, "step_timeout_s", out.step_timeout_s);
 }
 
 } // namespace

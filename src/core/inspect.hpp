@@ -240,7 +240,7 @@ typename Inspector::result_type inspect(Inspector& f, admitted_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_command& x) {
   return f(caf::meta::type_name("gen_command"), x.id, x.engine, x.kind, x.epoch, x.config,
-           x.slots, x.instance, x.resume, x.requests, x.moves);
+           x.slots, x.instance, x.step, x.resume, x.requests, x.moves);
 }
 
 template <class Inspector>
@@ -263,7 +263,7 @@ typename Inspector::result_type inspect(Inspector& f, step_placement& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_outcome& x) {
   return f(caf::meta::type_name("step_outcome"), x.deployment, x.step, x.last_finished_at_ns,
-           x.requests);
+           x.requests, x.aborted, x.reason);
 }
 
 template <class Inspector>

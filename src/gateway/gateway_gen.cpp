@@ -181,6 +181,24 @@ void step_finished(self_ptr self, const step_outcome& o) {
   }
 }
 
+void abort_step(self_ptr self, const std::string& identity, uint64_t rid,
+                const v1::AbortStep& m) {
+  auto it = self->state.deployments.find(m.deployment());
+  if (it == self->state.deployments.end()) {
+    send_error(self, identity, rid, v1::ERROR_NOT_FOUND,
+               fmt::format("no generation deployment '{}'", m.deployment()));
+    return;
+  }
+  auto why = m.reason().empty() ? std::string{"aborted by an operator"}
+                                : "aborted by an operator: " + m.reason();
+  self->request(it->second, caf::infinite, cancel_atom::value, std::move(why))
+    .then(
+      [self, identity, rid](const step_outcome& o) {
+        reply(self, identity, rid, [&](v1::Envelope& e) { wire::fill(*e.mutable_step_done(), o); });
+      },
+      [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+}
+
 void list_generation(self_ptr self, const std::string& identity, uint64_t rid) {
   auto& deployments = self->state.deployments;
   if (deployments.empty()) {

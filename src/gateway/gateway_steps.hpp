@@ -85,6 +85,8 @@ void step_finished(self_ptr self, const step_outcome& o);
 
 /// `loom generation`: every deployment's status.
 void list_generation(self_ptr self, const std::string& identity, uint64_t rid);
+void abort_step(self_ptr self, const std::string& identity, uint64_t rid,
+                const v1::AbortStep& m);
 
 // -- OCS agents (gateway_ocs.cpp) ------------------------------------------------------------
 

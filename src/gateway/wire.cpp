@@ -192,6 +192,8 @@ void fill(v1::StepDone& out, const step_outcome& o) {
   out.set_step(o.step);
   out.set_last_finished_at_ns(o.last_finished_at_ns);
   out.set_requests(uint32_t(o.requests));
+  out.set_aborted(o.aborted);
+  out.set_reason(o.reason);
 }
 
 void fill(v1::GenerationInfo& out, const gen_status& s) {

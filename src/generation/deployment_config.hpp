@@ -41,6 +41,10 @@ struct deployment_config {
   double command_timeout_s = 10;
   double reshard_timeout_s = 600;
   int command_retries = 2;
+  // A step not finished this long after it started is aborted (its router hears why), so a
+  // step that can never finish (no layout left that fits, requests no engine reports) does not
+  // hold the deployment for good.
+  double step_timeout_s = 3600;
 
   /// GPUs of one engine (a node's server).
   int gpus_per_engine() const { return planner.gpus_per_node; }

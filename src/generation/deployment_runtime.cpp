@@ -167,6 +167,45 @@ gen_deployment deployment_runtime::deployment_of(const std::vector<uint32_t>& id
   return d;
 }
 
+bool deployment_runtime::leads(const std::string& engine) const {
+  return std::any_of(instances_.begin(), instances_.end(),
+                     [&](auto& i) { return i.second.engines.front() == engine; });
+}
+
+std::optional<step_outcome> deployment_runtime::abort_step(const std::string& why, double now) {
+  if (!step_)
+    return std::nullopt;
+  // The engines let the step's requests go, as a migration's source does; their answers
+  // change nothing (the commands are not tracked), so a lost one costs nothing.
+  std::map<uint32_t, gen_command> releases;
+  for (auto& r : requests_)
+    if ((r.where == place::on_instance || r.where == place::moving) && instances_.count(r.instance)) {
+      auto& c = releases[r.instance];
+      c.kind = gen_command_kind::migrate;
+      c.engine = instances_.at(r.instance).engines.front();
+      c.epoch = epoch_;
+      c.moves.push_back({r.id, r.instance, r.instance, false});
+    }
+  for (auto& [instance, c] : releases) {
+    c.id = next_command_++;
+    outbox_.push_back(std::move(c));
+  }
+  const auto unfinished_n = unfinished();
+  last_done_ = done_step{*step_, last_finished_at_ns_, requests_.size(), why};
+  note(fmt::format("aborted with {} of {} requests unfinished: {}", unfinished_n,
+                   requests_.size(), why));
+  gen_record r;
+  r.kind = gen_record_kind::step_aborted;
+  r.pending = int64_t(unfinished_n);
+  r.detail = why;
+  emit(std::move(r), now);
+  auto outcome = done_outcome(*step_);
+  step_.reset();
+  held_.clear();
+  dirty_ = true;
+  return outcome;
+}
+
 bool deployment_runtime::carries(const std::string& engine) const {
   return std::any_of(instances_.begin(), instances_.end(), [&](auto& i) {
     auto& e = i.second.engines;
@@ -323,17 +362,27 @@ std::optional<step_placement> deployment_runtime::placement() const {
 std::optional<step_outcome> deployment_runtime::done_outcome(uint64_t step) const {
   if (!last_done_ || last_done_->step != step)
     return std::nullopt;
-  return step_outcome{config_.name, step, last_done_->at_ns, last_done_->requests};
+  return step_outcome{config_.name, step, last_done_->at_ns, last_done_->requests,
+                      !last_done_->aborted.empty(), last_done_->aborted};
 }
 
 deployment_runtime::finished_result
 deployment_runtime::on_finished(const requests_finished& f, double now) {
   finished_result out;
-  if (!step_ || f.step != *step_)
+  if (last_done_ && f.step == last_done_->step)
+    return out; // a repeat of what the last step counted (its answer was lost)
+  if (!step_ || f.step != *step_) {
+    out.refused = step_ ? fmt::format("step {} is not running (step {} is)", f.step, *step_)
+                        : fmt::format("step {} is not running (no step is)", f.step);
     return out;
+  }
   for (auto& d : f.done) {
     auto* r = find(d.id);
-    if (!r || r->where == place::finished)
+    if (!r) {
+      out.refused = fmt::format("request {} is not in step {}", d.id, f.step);
+      continue; // the rest of the report still counts
+    }
+    if (r->where == place::finished)
       continue;
     set_place(*r, place::finished);
     r->output = d.output_tokens;
@@ -415,6 +464,7 @@ deployment_record deployment_runtime::record() const {
     r.last_done_step = last_done_->step;
     r.last_done_at_ns = last_done_->at_ns;
     r.last_done_requests = last_done_->requests;
+    r.last_done_aborted = last_done_->aborted;
   }
   r.next_command = next_command_;
   for (auto& [id, c] : commands_)
@@ -453,7 +503,8 @@ void deployment_runtime::restore(const deployment_record& r, const std::optional
     for (auto& e : s.engines)
       ran(e, s.config);
   if (r.any_done)
-    last_done_ = done_step{r.last_done_step, r.last_done_at_ns, r.last_done_requests};
+    last_done_ = done_step{r.last_done_step, r.last_done_at_ns, r.last_done_requests,
+                           r.last_done_aborted};
   next_command_ = r.next_command;
   // Deadlines start over: engines get their commands again when they register.
   const double grace = config_.command_timeout_s * (config_.command_retries + 1);

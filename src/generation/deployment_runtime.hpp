@@ -71,6 +71,7 @@ public:
   struct finished_result {
     std::vector<request_done> fresh;
     std::optional<step_outcome> step_done;
+    std::string refused; // why the report was refused (another step's, or no step runs)
   };
   finished_result on_finished(const requests_finished& r, double now);
   /// The output lengths of the step that ran last (or runs), finished ones only.
@@ -80,8 +81,12 @@ public:
 
   void on_ack(const command_ack& a, double now);
   /// Commands past their deadline are sent again or abandoned; engines restored from the
-  /// record that never came back, or that stopped reporting, are lost.
-  void expire(double now);
+  /// record that never came back, or that lead an instance and stopped reporting, are lost. A
+  /// step past its timeout is aborted: its outcome, for its routers.
+  std::optional<step_outcome> expire(double now);
+  /// Ends the running step unfinished (its timeout, or an operator): the engines release its
+  /// requests, its routers hear why. Nothing when no step runs.
+  std::optional<step_outcome> abort_step(const std::string& why, double now);
   /// When expire or a tick is next due, if anything waits.
   std::optional<double> next_deadline() const;
 
@@ -171,6 +176,7 @@ private:
   std::vector<uint32_t> serving_ids(bool all = false) const;
   gen_deployment deployment_of(const std::vector<uint32_t>& ids) const;
   bool carries(const std::string& engine) const;
+  bool leads(const std::string& engine) const;
   /// The configs every engine ran: a switch to one skips the engines' warm-up.
   std::vector<parallel_config> standby() const;
   void ran(const std::string& engine, const parallel_config& c);
@@ -231,6 +237,7 @@ private:
     uint64_t step = 0;
     int64_t at_ns = 0;
     uint64_t requests = 0;
+    std::string aborted; // why it ended unfinished; empty: it finished
   };
   std::optional<done_step> last_done_;
 

@@ -68,8 +68,10 @@ engine_sim::answer engine_sim::drain(const gen_command& c, double t) {
     retired_preemptions_ += h.sim.preemptions();
   }
   instances_.clear();
-  for (auto& r : a.ack.released)
+  for (auto& r : a.ack.released) {
     prompts_.erase(r.id);
+    steps_.erase(r.id);
+  }
   epoch_ = c.epoch;
   return a;
 }
@@ -123,8 +125,10 @@ engine_sim::answer engine_sim::admit(const gen_command& c, double t) {
   }
   auto& h = it->second;
   const auto& config = h.sim.config();
-  for (auto& r : c.requests)
+  for (auto& r : c.requests) {
     prompts_[r.id] = r.prompt_tokens;
+    steps_[r.id] = c.step;
+  }
   if (c.resume) {
     // The instance starts once the KV moved onto it has arrived; those requests go first.
     int64_t sequences = 0;
@@ -169,6 +173,7 @@ engine_sim::answer engine_sim::release(const gen_command& c, double t) {
       if (auto s = h->second.sim.take(m.request)) {
         a.ack.released.push_back(state_of(m.request, *s, s->kv_resident));
         prompts_.erase(m.request);
+        steps_.erase(m.request);
       }
   return a;
 }
@@ -177,8 +182,10 @@ void engine_sim::harvest(hosted& h) {
   auto& done = h.sim.finished();
   for (; h.harvested < done.size(); ++h.harvested) {
     auto [id, at] = done[h.harvested];
-    finished_.push_back({id, output_of_(id), at});
+    auto step = steps_.find(id);
+    finished_.push_back({id, step == steps_.end() ? 0 : step->second, output_of_(id), at});
     prompts_.erase(id);
+    steps_.erase(id);
   }
 }
 

@@ -63,6 +63,7 @@ public:
   /// Requests finished since the last call, with the engine time they finished at.
   struct finish {
     uint64_t id = 0;
+    uint64_t step = 0; // as its admission said
     int64_t output_tokens = 0;
     double at_s = 0;
   };
@@ -105,6 +106,7 @@ private:
   uint64_t epoch_ = 0;
   std::map<uint32_t, hosted> instances_;   // the instances it leads
   std::unordered_map<uint64_t, int64_t> prompts_; // prompt tokens of every request it holds
+  std::unordered_map<uint64_t, uint64_t> steps_;  // the step of every request it holds
   std::map<uint64_t, answer> answered_;    // recent commands, for repeats
   std::vector<finish> finished_;
   int64_t retired_preemptions_ = 0;        // of instances torn down

@@ -38,6 +38,10 @@ std::optional<loom_event> event_of(const gen_record& r) {
       return loom_event{event_kind::gen_step_done, r.deployment,
                         fmt::format("step={} step_s={:.1f} preemptions={}", r.step, r.step_s,
                                     r.preemptions)};
+    case gen_record_kind::step_aborted:
+      return loom_event{event_kind::gen_step_aborted, r.deployment,
+                        fmt::format("step={} unfinished={} reason=\"{}\"", r.step, r.pending,
+                                    r.detail)};
     case gen_record_kind::engine_lost:
       return loom_event{event_kind::gen_engine_lost, r.deployment, detail};
     case gen_record_kind::command_abandoned:
@@ -221,6 +225,11 @@ caf::result<ok_atom> on_finished(self_ptr self, const requests_finished& f) {
   for (auto& d : result.fresh)
     extra.records.push_back({record_kind::gen_steps, gen_finished_key(name_of(self), f.step, d.id),
                              encode_request_done(d), false});
+  if (!result.refused.empty())
+    spdlog::warn("event=gen_finish_refused deployment={} engine={} step={} reason=\"{}\"",
+                 name_of(self), f.engine, f.step, result.refused);
+  if (result.fresh.empty() && !result.refused.empty())
+    return make_error(errc::conflict, result.refused);
   auto promise = self->make_response_promise<ok_atom>();
   std::optional<step_outcome> done = result.step_done;
   std::vector<int64_t> step_outputs;
@@ -230,6 +239,18 @@ caf::result<ok_atom> on_finished(self_ptr self, const requests_finished& f) {
     promise.deliver(ok_atom::value);
     if (done)
       step_over(self, *done, step_outputs);
+  });
+  after_event(self);
+  return promise;
+}
+
+/// The step ended unfinished: once that is durable its routers hear why. The planner does
+/// not learn from it (its lengths are cut short).
+caf::result<step_outcome> step_aborted(self_ptr self, const step_outcome& outcome) {
+  auto promise = self->make_response_promise<step_outcome>();
+  commit(self, {}, [self, promise, outcome]() mutable {
+    promise.deliver(outcome);
+    self->send(self->state.links.edge, step_done_atom::value, outcome);
   });
   after_event(self);
   return promise;
@@ -327,8 +348,17 @@ gen_controller(gen_controller_actor::stateful_pointer<gen_controller_state> self
       if (version != st.alarm)
         return;
       st.alarm_at.reset();
-      st.runtime->expire(now_s(self));
-      after_event(self);
+      if (auto aborted = st.runtime->expire(now_s(self)))
+        step_aborted(self, *aborted);
+      else
+        after_event(self);
+    },
+    [self](cancel_atom, const std::string& why) -> caf::result<step_outcome> {
+      auto aborted = self->state.runtime->abort_step(why, now_s(self));
+      if (!aborted)
+        return make_error(errc::not_found,
+                          fmt::format("deployment '{}' runs no step", name_of(self)));
+      return step_aborted(self, *aborted);
     },
   };
 }

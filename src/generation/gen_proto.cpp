@@ -141,6 +141,7 @@ void fill_command(v1::Envelope& out, const gen_command& c, const std::string& de
       a->set_epoch(c.epoch);
       a->set_instance(c.instance);
       a->set_resume(c.resume);
+      a->set_step(c.step);
       for (auto& r : c.requests)
         fill(*a->add_requests(), r);
       return;
@@ -186,6 +187,7 @@ std::optional<gen_command> command_of(const v1::Envelope& e, const std::string& 
     c.epoch = a.epoch();
     c.instance = a.instance();
     c.resume = a.resume();
+    c.step = a.step();
     for (auto& r : a.requests())
       c.requests.push_back(admitted_of(r));
     return c;

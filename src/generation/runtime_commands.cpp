@@ -181,6 +181,7 @@ void deployment_runtime::admit_to(uint32_t instance, std::vector<admitted_reques
   c.epoch = epoch_;
   c.instance = instance;
   c.resume = resume;
+  c.step = step_.value_or(0);
   c.requests = std::move(requests);
   send(std::move(c), now);
 }
@@ -278,7 +279,7 @@ void deployment_runtime::finish_reconfiguration(double now) {
   extend_layout(now); // engines that joined meanwhile
 }
 
-void deployment_runtime::expire(double now) {
+std::optional<step_outcome> deployment_runtime::expire(double now) {
   std::vector<uint64_t> due;
   for (auto& [id, c] : commands_)
     if (c.deadline <= now)
@@ -319,11 +320,17 @@ void deployment_runtime::expire(double now) {
       continue;
     if (!e.alive)
       gone.emplace_back(id, "did not register again after the service restarted");
-    else if (step_ && carries(id))
+    else if (step_ && leads(id)) // an instance's other engines report nothing (its leader does)
       gone.emplace_back(id, fmt::format("no stats for {:.1f} s", now - e.seen));
   }
   for (auto& [id, why] : gone)
     lose(id, why, now);
+  if (step_ && now - step_started_ >= config_.step_timeout_s)
+    return abort_step(fmt::format("not finished within step_timeout_s = {:g} s ({} of {} "
+                                  "requests left)",
+                                  config_.step_timeout_s, unfinished(), requests_.size()),
+                      now);
+  return std::nullopt;
 }
 
 std::optional<double> deployment_runtime::next_deadline() const {
@@ -335,6 +342,8 @@ std::optional<double> deployment_runtime::next_deadline() const {
   for (auto& [id, e] : engines_)
     if (!e.alive || step_)
       earliest(e.seen + grace);
+  if (step_)
+    earliest(step_started_ + config_.step_timeout_s);
   if (step_ && std::any_of(instances_.begin(), instances_.end(),
                            [](auto& i) { return i.second.fresh; }))
     earliest(last_tick_ + 2 * config_.tick_s);

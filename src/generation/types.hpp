@@ -217,6 +217,7 @@ struct gen_command {
   parallel_config config;           // drain, reshard: the new layout's (first) config
   std::vector<instance_slot> slots; // reshard: the instances this engine carries, each's config
   uint32_t instance = 0;            // admit: the instance, led by this engine
+  uint64_t step = 0;                // admit: the RL step its requests belong to
   bool resume = false;              // admit: the instance's first batch after a reshard
   std::vector<admitted_request> requests; // admit
   std::vector<migration> moves;     // migrate: the requests to release (instance ids)
@@ -255,6 +256,8 @@ struct step_outcome {
   uint64_t step = 0;
   int64_t last_finished_at_ns = 0; // the latest finish, in the engines' clock
   uint64_t requests = 0;
+  bool aborted = false;            // ended unfinished (its timeout, or an operator): see reason
+  std::string reason;
 };
 
 /// What happened in a deployment, for observers (replay's recorder, live metrics).
@@ -265,6 +268,7 @@ enum class gen_record_kind : uint8_t {
   migrated,        // one request moved (KV transferred, recomputed, or queued without KV)
   progress,        // a monitoring tick: requests left in the step
   step_done,
+  step_aborted,    // the step ended unfinished; detail says why
   forecast_scored, // the planner scored its forecast of the step that ended
   engine_lost,
   command_retried,
@@ -273,13 +277,14 @@ enum class gen_record_kind : uint8_t {
 
 template <>
 struct enum_names<gen_record_kind> {
-  static constexpr std::array<std::pair<gen_record_kind, std::string_view>, 10> table{{
+  static constexpr std::array<std::pair<gen_record_kind, std::string_view>, 11> table{{
     {gen_record_kind::step_started, "step_started"},
     {gen_record_kind::planned, "planned"},
     {gen_record_kind::reconfigured, "reconfigured"},
     {gen_record_kind::migrated, "migrated"},
     {gen_record_kind::progress, "progress"},
     {gen_record_kind::step_done, "step_done"},
+    {gen_record_kind::step_aborted, "step_aborted"},
     {gen_record_kind::forecast_scored, "forecast_scored"},
     {gen_record_kind::engine_lost, "engine_lost"},
     {gen_record_kind::command_retried, "command_retried"},
@@ -382,6 +387,7 @@ struct deployment_record {
   uint64_t last_done_step = 0;         // the latest step that finished, and when
   int64_t last_done_at_ns = 0;
   uint64_t last_done_requests = 0;
+  std::string last_done_aborted;       // why it ended unfinished; empty: it finished
   bool any_done = false;
   uint64_t next_command = 1;
   std::vector<pending_command> commands;

@@ -79,6 +79,7 @@ std::string encode_gen_deployment(const std::string& name, const deployment_reco
   m.set_last_done_step(r.last_done_step);
   m.set_last_done_at_ns(r.last_done_at_ns);
   m.set_last_done_requests(r.last_done_requests);
+  m.set_last_done_aborted(r.last_done_aborted);
   m.set_next_command(r.next_command);
   for (auto& c : r.commands)
     *m.add_commands() = encode_command(c);
@@ -115,6 +116,7 @@ std::optional<deployment_record> decode_gen_deployment(std::string_view bytes) {
   r.last_done_step = m.last_done_step();
   r.last_done_at_ns = m.last_done_at_ns();
   r.last_done_requests = m.last_done_requests();
+  r.last_done_aborted = m.last_done_aborted();
   r.next_command = m.next_command();
   for (auto& c : m.commands())
     if (auto p = decode_command(c))

@@ -21,6 +21,7 @@ std::string_view subject_key(event_kind k) {
     case event_kind::gen_reconfigured:
     case event_kind::gen_step_started:
     case event_kind::gen_step_done:
+    case event_kind::gen_step_aborted:
     case event_kind::gen_engine_lost:
     case event_kind::gen_command_abandoned: return "deployment";
     case event_kind::node_failed:
@@ -34,6 +35,7 @@ spdlog::level::level_enum level_of(event_kind k) {
     case event_kind::fabric_commit_failed:
     case event_kind::ocs_port_masked:
     case event_kind::ocs_device_down:
+    case event_kind::gen_step_aborted:
     case event_kind::node_failed:
     case event_kind::opus_fallback: return spdlog::level::warn;
     default: return spdlog::level::info;

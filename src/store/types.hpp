@@ -73,11 +73,12 @@ enum class event_kind : uint8_t {
   node_recovered,     // ... and is back in the pools
   opus_profiled,      // an Opus job's phase table, learned from its shims' traces
   job_moved,          // consolidation: left its group to be placed where it costs less
+  gen_step_aborted,   // a generation step ended unfinished (its timeout, or an operator)
 };
 
 template <>
 struct enum_names<event_kind> {
-  static constexpr std::array<std::pair<event_kind, std::string_view>, 25> table{{
+  static constexpr std::array<std::pair<event_kind, std::string_view>, 26> table{{
     {event_kind::job_placed, "job_placed"},
     {event_kind::job_rejected, "job_rejected"},
     {event_kind::job_finished, "job_finished"},
@@ -103,6 +104,7 @@ struct enum_names<event_kind> {
     {event_kind::node_recovered, "node_recovered"},
     {event_kind::opus_profiled, "opus_profiled"},
     {event_kind::job_moved, "job_moved"},
+    {event_kind::gen_step_aborted, "gen_step_aborted"},
   }};
 };
 
