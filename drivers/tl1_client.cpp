@@ -36,9 +36,11 @@ bool retryable(const caf::error& err) {
 }
 
 caf::error deny_error(const tl1::reply& r, std::string_view what) {
-  auto code = (r.code == tl1::code::login_required || r.code == tl1::code::bad_login)
-                ? errc::driver_auth
-                : errc::driver_denied;
+  // PLNA on a command: the switch logged the session out (an idle timer, an operator): retried
+  // after a new login. A refused login itself is final.
+  auto code = r.code == tl1::code::login_required ? errc::driver_protocol
+              : r.code == tl1::code::bad_login    ? errc::driver_auth
+                                                  : errc::driver_denied;
   return make_error(code, fmt::format("{} denied: {} {}", what, r.code, r.reason));
 }
 
@@ -183,13 +185,14 @@ struct tl1_client::impl {
 
   caf::error connect() {
     disconnect();
+    // A host name resolves at every connect, as check-config accepts it (a lab's DNS).
     boost::system::error_code ec;
-    auto address = asio::ip::make_address(endpoint.host, ec);
-    if (ec)
+    tcp::resolver resolver{io};
+    auto found = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
+    if (ec || found.empty())
       return make_error(errc::driver_unreachable,
-                        fmt::format("{} is not an IP address", endpoint.host));
-    tcp::endpoint ep{address, endpoint.port};
-    ec = run_for([&](auto handler) { socket.async_connect(ep, handler); },
+                        fmt::format("{} does not resolve: {}", endpoint.host, ec.message()));
+    ec = run_for([&](auto handler) { asio::async_connect(socket, found, handler); },
                  options.command_timeout);
     if (ec)
       return transport_error(ec, "connect");
@@ -234,6 +237,9 @@ struct tl1_client::impl {
       auto result = op(attempt);
       if (result || !retryable(result.error()))
         return result;
+      // Whatever went wrong (a lost link, a session the switch logged out, bytes that are not
+      // TL1), the next attempt starts from a fresh login.
+      disconnect();
       last = std::move(result.error());
     }
     return last;
@@ -292,16 +298,13 @@ caf::expected<std::vector<uint32_t>> tl1_client::alarms() {
       auto lines = impl_->retrieve({"RTRV-ALM-ALL::", ""}, "RTRV-ALM-ALL");
       if (!lines)
         return lines.error();
-      // "<port>:<severity>,<condition>,<service effect>"
       std::vector<uint32_t> ports;
-      for (auto& line : *lines) {
-        uint32_t port = 0;
-        auto colon = line.find(':');
-        auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), port);
-        if (ec != std::errc{} || colon == std::string::npos || end != line.data() + colon)
-          return make_error(errc::driver_protocol, fmt::format("bad alarm line '{}'", line));
-        ports.push_back(port);
-      }
+      for (auto& line : *lines)
+        if (auto port = tl1::alarmed_port(line))
+          ports.push_back(*port);
+        else // equipment (a fan, a power supply): reported, not a port to mask
+          spdlog::debug("event=tl1_equipment_alarm address={}:{} alarm=\"{}\"",
+                        impl_->endpoint.host, impl_->endpoint.port, line);
       return ports;
     },
     "RTRV-ALM-ALL");

@@ -170,8 +170,29 @@ std::string format_reply(std::string_view sid, std::string_view date, std::strin
   return out;
 }
 
+std::optional<uint32_t> alarmed_port(std::string_view line) {
+  line = trim(line);
+  if (!line.empty() && line.front() == '"')
+    line = trim(line.substr(1));
+  uint32_t port = 0;
+  auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), port);
+  if (ec != std::errc{} || end == line.data() + line.size() || port == 0)
+    return std::nullopt;
+  auto rest = std::string_view{end, size_t(line.data() + line.size() - end)};
+  if (rest.front() == ':' || rest.starts_with(",PORT:"))
+    return port;
+  return std::nullopt;
+}
+
 void reply_parser::feed(std::string_view bytes) {
   for (char ch : bytes) {
+    // A terminator alone on what is so far an empty line ends the message at once: a switch
+    // need not send a line break after it (GR-831).
+    if ((ch == ';' || ch == '>') && (current_ || continued_) && trim(partial_).empty()) {
+      line(std::string_view{&ch, 1});
+      partial_.clear();
+      continue;
+    }
     if (ch == '\n') {
       line(partial_);
       partial_.clear();
@@ -194,6 +215,11 @@ void reply_parser::line(std::string_view text) {
     r.ctag = std::string{rest.substr(0, space)};
     auto status = space == std::string_view::npos ? std::string_view{} : trim(rest.substr(space));
     r.completed = status.rfind("COMPLD", 0) == 0;
+    if (continued_ && continued_->ctag == r.ctag) { // the next part of a '>' reply
+      current_ = std::move(continued_);
+      continued_.reset();
+      return;
+    }
     current_ = std::move(r);
     reply_bytes_ = 0;
     return;
@@ -206,7 +232,10 @@ void reply_parser::line(std::string_view text) {
     return;
   }
   auto t = trim(text);
-  if (t == ";") {
+  if (t == ">") {
+    continued_ = std::move(current_);
+    current_.reset();
+  } else if (t == ";") {
     done_.push_back(std::move(*current_));
     current_.reset();
   } else if (t.size() >= 2 && t.front() == '"' && t.back() == '"') {

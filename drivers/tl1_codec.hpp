@@ -70,6 +70,11 @@ private:
   bool skipping_ = false;
 };
 
+/// The port an alarm line (RTRV-ALM-ALL) is about, in the layouts GR-833 and vendors use:
+/// "<port>:<severity>,<condition>,..." or "<port>,PORT:<severity>,...". Nothing for an
+/// equipment alarm ("FAN-2,EQPT:MN,...") or a line of another shape.
+std::optional<uint32_t> alarmed_port(std::string_view line);
+
 struct reply {
   std::string ctag;
   bool completed = false;         // COMPLD vs DENY
@@ -82,7 +87,9 @@ struct reply {
 std::string format_reply(std::string_view sid, std::string_view date, std::string_view time,
                          const reply& r);
 
-/// Client side: collects replies from a byte stream. A line longer than its bound, or a reply
+/// Client side: collects replies from a byte stream, framed as GR-831 frames them: a message
+/// ends at a ';' (with or without a line break after it) or, when more of the same reply
+/// follows under the same ctag, at a '>', whose parts are joined. A line longer than its bound, or a reply
 /// whose data lines exceed theirs, is a protocol error (the peer is not a TL1 switch): memory
 /// stays bounded whatever the peer sends. 4 MiB holds every patch of a 4096-port switch
 /// many times over.
@@ -100,6 +107,7 @@ private:
 
   size_t max_line_;
   size_t max_reply_;
+  std::optional<reply> continued_; // a reply whose message ended with '>': more comes
   size_t reply_bytes_ = 0; // data held for the current reply
   std::string partial_;
   std::optional<reply> current_;

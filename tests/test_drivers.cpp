@@ -108,6 +108,38 @@ BOOST_AUTO_TEST_CASE(splitter_ignores_line_endings_and_bounds_memory) {
   BOOST_CHECK_EQUAL(out[1].text, "D:::4:");
 }
 
+// Replies framed as GR-831 frames them and real switches send them: a ';' with no line break
+// after it (CR LF LF leads the next), a reply continued under the same ctag with '>', and a
+// peer that sends endless data for one reply (memory stays bounded).
+BOOST_AUTO_TEST_CASE(replies_framed_by_gr831_bare_terminators_and_continuations) {
+  tl1::reply_parser parser;
+  parser.feed("\r\n\n   SW 26-11-27 10:00:00\r\nM  5 COMPLD\r\n   \"1,33\"\r\n;");
+  auto bare = parser.next();
+  BOOST_REQUIRE(bare);
+  BOOST_CHECK_EQUAL(bare->ctag, "5");
+  BOOST_CHECK(bare->data == std::vector<std::string>{"1,33"});
+  parser.feed("\r\n\n   SW 26-11-27 10:00:01\r\nM  6 COMPLD\r\n   \"1,33\"\r\n   \"2,34\"\r\n>"
+              "\r\n\n   SW 26-11-27 10:00:01\r\nM  6 COMPLD\r\n   \"3,35\"\r\n;\r\n");
+  auto joined = parser.next();
+  BOOST_REQUIRE(joined);
+  BOOST_CHECK((joined->data == std::vector<std::string>{"1,33", "2,34", "3,35"}));
+  BOOST_CHECK(!parser.next());
+  tl1::reply_parser bounded{65536, 1 << 16};
+  bounded.feed("M  7 COMPLD\r\n");
+  for (int i = 0; i < 10000 && !bounded.failed(); ++i)
+    bounded.feed("   \"1,2\"\r\n");
+  BOOST_CHECK(bounded.failed());
+}
+
+BOOST_AUTO_TEST_CASE(alarm_lines_in_gr833_and_vendor_layouts) {
+  BOOST_CHECK_EQUAL(tl1::alarmed_port("3:MJ,LOS,SA").value_or(0), 3u);
+  BOOST_CHECK_EQUAL(tl1::alarmed_port("17,PORT:MJ,LOS,SA,11-27,10-00-00").value_or(0), 17u);
+  BOOST_CHECK(!tl1::alarmed_port("FAN-2,EQPT:MN,FANFLT,NSA"));
+  BOOST_CHECK(!tl1::alarmed_port("PSU-1,EQPT:CR,PWR,SA"));
+  BOOST_CHECK(!tl1::alarmed_port("garbage"));
+  BOOST_CHECK(!tl1::alarmed_port("12"));
+}
+
 BOOST_AUTO_TEST_CASE(replies_round_trip_and_never_carry_a_semicolon) {
   tl1::reply deny{"17", false, {}, "SAAL", "port 3 in use; try another"};
   auto text = tl1::format_reply("SW", "26-11-21", "10:00:00", deny);

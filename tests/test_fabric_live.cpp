@@ -550,7 +550,8 @@ BOOST_AUTO_TEST_CASE(foreign_patches_survive_start_resync_and_a_switch_coming_ba
   lt::temp_dir logins;
   lt::live_options o;
   o.fabric = false;
-  o.extra = tl1_fabric(logins.path(), pod0.address(), pod1.address());
+  // pod1 by host name, as a lab's DNS names its switches: resolved at every connect.
+  o.extra = tl1_fabric(logins.path(), pod0.address(), "localhost:" + std::to_string(pod1.port));
   lt::live_service s{o};
   auto serve = s.serve();
   for (auto* dev : {"device=agg-pod0", "device=agg-pod1"}) {

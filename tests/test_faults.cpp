@@ -319,6 +319,9 @@ BOOST_AUTO_TEST_CASE(settings_that_would_wrap_or_fail_serve_exit_2_naming_the_ke
     {"heartbeat_ms = 2000", "heartbeat_ms = 4294967296", "security.heartbeat_ms"},
     {"heartbeat_misses = 3", "heartbeat_misses = 4294967296", "security.heartbeat_misses"},
     {"heartbeat_ms = 2000", "heartbeat_ms = 0", "security.heartbeat_ms"},
+    // A switch of 10^8 ports took serve to 4.6 GB before its fabric controller died.
+    {"ports = 32", "ports = 100000000", "fabric.ocs[0].ports"},
+    {"ports = 16", "ports = 100000000", "fabric.tors[0].ports"},
     {"link_gbps = 400", "link_gbps = inf", "fabric.link_gbps"},
     {"link_gbps = 400", "link_gbps = nan", "fabric.link_gbps"},
     {"metrics = \"127.0.0.1:9464\"", "metrics = \"127.0.0.1:5555\"", "endpoints.metrics"},

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/config_parts.hpp"
+#include "drivers/xc_table.hpp"
 
 namespace loom::config_parts {
 
@@ -135,7 +136,8 @@ private:
                                   out_.nics_per_server));
       rail.reset();
     }
-    auto nports = at_least<int64_t>(t, "ports", t.required<int64_t>("ports"), 1);
+    auto nports = within<int64_t>(t, "ports", t.required<int64_t>("ports"), 1,
+                                  int64_t{max_switch_ports});
     std::vector<std::string> rack;
     bool rack_ok = read_rack(t, pod_id, rack);
     t.reject_unknown();
@@ -192,7 +194,9 @@ private:
   /// Ports, technology and its reconfiguration delay (OrchestrRL Table 2 unless overridden).
   bool read_device_switch(table_reader& o, ocs_device& dev) {
     bool ok = true;
-    auto nports = at_least<int64_t>(o, "ports", o.required<int64_t>("ports"), 1);
+    // A switch side holds at most max_switch_ports: the bound every driver enforces.
+    auto nports = within<int64_t>(o, "ports", o.required<int64_t>("ports"), 1,
+                                  int64_t{max_switch_ports});
     ok &= nports.has_value();
     dev.ports = static_cast<int>(nports.value_or(0));
     std::vector<std::pair<std::string_view, ocs_technology>> techs;
