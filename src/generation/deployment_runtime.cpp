@@ -178,14 +178,16 @@ std::optional<step_outcome> deployment_runtime::abort_step(const std::string& wh
   // The engines let the step's requests go, as a migration's source does; their answers
   // change nothing (the commands are not tracked), so a lost one costs nothing.
   std::map<uint32_t, gen_command> releases;
-  for (auto& r : requests_)
-    if ((r.where == place::on_instance || r.where == place::moving) && instances_.count(r.instance)) {
+  for (auto& r : requests_) {
+    const bool held_there = r.where == place::on_instance || r.where == place::moving;
+    if (held_there && instances_.count(r.instance)) {
       auto& c = releases[r.instance];
       c.kind = gen_command_kind::migrate;
       c.engine = instances_.at(r.instance).engines.front();
       c.epoch = epoch_;
       c.moves.push_back({r.id, r.instance, r.instance, false});
     }
+  }
   for (auto& [instance, c] : releases) {
     c.id = next_command_++;
     outbox_.push_back(std::move(c));
@@ -206,12 +208,6 @@ std::optional<step_outcome> deployment_runtime::abort_step(const std::string& wh
   return outcome;
 }
 
-bool deployment_runtime::carries(const std::string& engine) const {
-  return std::any_of(instances_.begin(), instances_.end(), [&](auto& i) {
-    auto& e = i.second.engines;
-    return std::find(e.begin(), e.end(), engine) != e.end();
-  });
-}
 
 std::vector<parallel_config> deployment_runtime::standby() const {
   std::vector<parallel_config> common;

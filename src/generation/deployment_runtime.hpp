@@ -175,7 +175,6 @@ private:
   /// the planner's instances (a mixed deployment's latency instances last).
   std::vector<uint32_t> serving_ids(bool all = false) const;
   gen_deployment deployment_of(const std::vector<uint32_t>& ids) const;
-  bool carries(const std::string& engine) const;
   bool leads(const std::string& engine) const;
   /// The configs every engine ran: a switch to one skips the engines' warm-up.
   std::vector<parallel_config> standby() const;
