@@ -42,8 +42,9 @@ struct client_options {
   // for this long and counts its timeout from when the service is back; no_timeout: however
   // long the outage lasts.
   std::chrono::milliseconds outage_limit = no_timeout;
-  // Where the client says that the service went away and came back (one line each); default:
-  // standard error.
+  // Where the client says that the service went away and came back (one line each; called on
+  // the client's I/O thread, under its lock: it must not call the client); default: standard
+  // error.
   std::function<void(const std::string&)> log;
 };
 
