@@ -8,7 +8,8 @@ setup(
     name="loom-client",
     version="0.1.0",
     description="Loom's worker client (loom.v1 over ZeroMQ) for RL frameworks",
-    packages=["loom_client"],
+    # loom_torch needs PyTorch, which comes from Debian (python3-torch), not from pip.
+    packages=["loom_client", "loom_torch"],
     python_requires=">=3.9",
     install_requires=["pyzmq", "protobuf"],
 )

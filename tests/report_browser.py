@@ -3,7 +3,12 @@
 canvas with pixels) and the page logged no error. The page checks itself (report_page.html's
 self-check sets data-charts, data-drawn, data-errors on <body>); this reads the rendered DOM.
 Two scenarios at a time: the replays are most of the suite's longest test.
-   report_browser.py LOOM_BINARY SCENARIOS_DIR [--screenshots DIR]"""
+
+--sanitized (an ASan/UBSan build): every scenario replays on its first seed and the first two
+points of each sweep axis, and no page is drawn. The sanitizers watch the C++ code, which one
+seed and a small sweep run through as all of them do (they repeat it on other numbers, ten
+times slower under ASan); the pages are the unsanitized suite's to draw.
+   report_browser.py LOOM_BINARY SCENARIOS_DIR [--screenshots DIR | --sanitized]"""
 import concurrent.futures
 import os
 import re
@@ -22,7 +27,48 @@ def chromium(args, profile):
                           capture_output=True, text=True, timeout=120)
 
 
-def check(loom, scenario, work, shots):
+def thinned(text):
+    """The scenario on its first seed, each sweep axis on its first two points."""
+    lines, table = [], ""
+    for line in text.splitlines(keepends=True):
+        header = re.match(r"\s*\[([^\]]+)\]", line)
+        if header:
+            table = header.group(1)
+        keep = 1 if table == "scenario" and re.match(r"\s*seeds\s*=", line) else \
+            2 if table.endswith("_sweep") else 0
+        axis = re.match(r"(\s*[\w-]+\s*=\s*)\[([^\]]*)\](.*)", line, flags=re.S)
+        if keep and axis:
+            items = [i for i in axis.group(2).split(",") if i.strip()]
+            line = axis.group(1) + "[" + ",".join(items[:keep]) + "]" + axis.group(3)
+        lines.append(line)
+    return "".join(lines)
+
+
+def sanitized_copy(scenario, work):
+    """A thinned copy of `scenario` whose relative paths resolve as from the original: the
+    copy sits two levels down a mirror of the original's grandparent, whose other entries are
+    links to the real ones."""
+    scenarios = os.path.dirname(os.path.abspath(scenario))
+    parent = os.path.dirname(scenarios)
+    root = os.path.dirname(parent)
+    mirror = os.path.join(work, "mirror")
+    copy_dir = os.path.join(mirror, os.path.basename(parent), os.path.basename(scenarios))
+    for real, fake, skip in ((root, mirror, parent), (parent, os.path.dirname(copy_dir), scenarios)):
+        os.makedirs(fake, exist_ok=True)
+        for entry in os.listdir(real):
+            link = os.path.join(fake, entry)
+            if os.path.join(real, entry) != skip and not os.path.lexists(link):
+                os.symlink(os.path.join(real, entry), link)
+    os.makedirs(copy_dir, exist_ok=True)
+    with open(scenario) as f:
+        text = thinned(f.read())
+    copy = os.path.join(copy_dir, os.path.basename(scenario))
+    with open(copy, "w") as f:
+        f.write(text)
+    return copy
+
+
+def check(loom, scenario, work, shots, sanitized):
     name = os.path.splitext(os.path.basename(scenario))[0]
     out = os.path.join(work, name)
     # Sanitized builds run several times slower (scripts/test --sanitize sets the scale).
@@ -31,6 +77,8 @@ def check(loom, scenario, work, shots):
                        timeout=600 * scale)
     if r.returncode != 0:
         return None, f"{name}: replay exited {r.returncode}: {r.stderr.strip()}"
+    if sanitized:
+        return f"{name}: replayed (sanitized: {r.stdout.splitlines()[0] if r.stdout else ''})", None
     page = "file://" + os.path.join(out, "report.html")
     profile = os.path.join(work, name + "-profile")  # one Chromium per profile at a time
     dom = chromium(["--dump-dom", page], profile)
@@ -55,7 +103,8 @@ def check(loom, scenario, work, shots):
 def main():
     loom, scenarios = sys.argv[1], sys.argv[2]
     shots = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--screenshots" else None
-    if not os.path.exists(CHROMIUM):
+    sanitized = sys.argv[3:] == ["--sanitized"]
+    if not sanitized and not os.path.exists(CHROMIUM):
         print("chromium is not installed: scripts/bootstrap installs it", file=sys.stderr)
         return 1
     files = [os.path.join(scenarios, f) for f in sorted(os.listdir(scenarios))
@@ -63,7 +112,9 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory(prefix="loom-report-") as work, \
             concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        for passed, problem in pool.map(lambda f: check(loom, f, work, shots), files):
+        if sanitized:
+            files = [sanitized_copy(f, work) for f in files]
+        for passed, problem in pool.map(lambda f: check(loom, f, work, shots, sanitized), files):
             if passed:
                 print(passed, flush=True)
             else:

@@ -501,7 +501,7 @@ std::map<std::string, std::string> listed_states(const lt::live_service& s) {
   loom::client admin{s.keys("admin")};
   loom::v1::Envelope list;
   list.mutable_list_jobs();
-  auto reply = admin.call(list, std::chrono::milliseconds{10'000});
+  auto reply = admin.call(list, lt::live_limit);
   BOOST_REQUIRE(reply && reply->has_job_list());
   std::map<std::string, std::string> out;
   for (auto& j : reply->job_list().jobs())

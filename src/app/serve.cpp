@@ -62,12 +62,13 @@ private:
   std::vector<caf::actor> started_;
 };
 
-/// A store request answered before anything else starts.
-template <class T, class... Ts>
-caf::expected<T> ask_store(caf::actor_system& sys, const store_actor& store, Ts... xs) {
+/// A request answered before the service goes on starting (the store's records, or an actor
+/// confirming it has restored its state).
+template <class T, class Handle, class... Ts>
+caf::expected<T> ask_now(caf::actor_system& sys, const Handle& actor, Ts... xs) {
   caf::expected<T> out{caf::error{}};
   caf::scoped_actor self{sys};
-  self->request(store, caf::infinite, xs...)
+  self->request(actor, caf::infinite, xs...)
     .receive([&](T& r) { out = std::move(r); }, [&](caf::error& err) { out = std::move(err); });
   return out;
 }
@@ -106,7 +107,7 @@ caf::expected<fabric_controller_actor> start_fabric(caf::actor_system& sys, cons
   fabric_restored restored;
   for (auto [kind, into] : {std::pair{record_kind::circuit_plans, &restored.plans},
                             std::pair{record_kind::opus_jobs, &restored.opus_jobs}}) {
-    auto records = ask_store<std::vector<stored_record>>(sys, store, scan_atom::value, kind,
+    auto records = ask_now<std::vector<stored_record>>(sys, store, scan_atom::value, kind,
                                                          std::string{});
     if (!records)
       return records.error();
@@ -185,13 +186,13 @@ caf::expected<cluster_scheduler_actor> start_scheduler(caf::actor_system& sys,
                             std::pair{record_kind::groups, &sc.restore.groups},
                             std::pair{record_kind::placements, &sc.restore.placements},
                             std::pair{record_kind::progress, &sc.restore.progress}}) {
-    auto records = ask_store<std::vector<stored_record>>(sys, store, scan_atom::value, kind,
+    auto records = ask_now<std::vector<stored_record>>(sys, store, scan_atom::value, kind,
                                                          std::string{});
     if (!records)
       return records.error();
     *into = std::move(*records);
   }
-  auto meta = ask_store<std::string>(sys, store, get_atom::value, record_kind::meta,
+  auto meta = ask_now<std::string>(sys, store, get_atom::value, record_kind::meta,
                                      std::string{scheduler_meta_key});
   if (meta)
     sc.restore.meta = std::move(*meta);
@@ -207,7 +208,7 @@ caf::expected<cluster_scheduler_actor> start_scheduler(caf::actor_system& sys,
 /// A record the store may not have: nothing when it is missing, an error when unreadable.
 caf::expected<std::optional<std::string>> stored(caf::actor_system& sys, const store_actor& store,
                                                  record_kind kind, const std::string& key) {
-  auto got = ask_store<std::string>(sys, store, get_atom::value, kind, key);
+  auto got = ask_now<std::string>(sys, store, get_atom::value, kind, key);
   if (got)
     return std::optional<std::string>{std::move(*got)};
   if (code_of(got.error()) == errc::not_found)
@@ -240,7 +241,7 @@ restore_deployment(caf::actor_system& sys, const store_actor& store, const std::
       return batch.error();
     if (*batch && !(out.step = decode_gen_step(**batch)))
       return unreadable("step");
-    auto done = ask_store<std::vector<stored_record>>(sys, store, scan_atom::value,
+    auto done = ask_now<std::vector<stored_record>>(sys, store, scan_atom::value,
                                                       record_kind::gen_steps, key + "/");
     if (!done)
       return done.error();
@@ -326,7 +327,7 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, const serve_op
   const bool store_created = db->created();
   auto store_handle = actors.add("store", sys.spawn(store, std::move(db), metrics));
   // Actors initialise asynchronously: one round trip makes "ready" mean the store answers.
-  if (auto ready = ask_store<ok_atom>(sys, store_handle, flush_atom::value); !ready)
+  if (auto ready = ask_now<ok_atom>(sys, store_handle, flush_atom::value); !ready)
     return ready.error();
   std::map<std::string, agent_driver_actor> agents;
   auto fabric = start_fabric(sys, cfg, store_handle, metrics, actors, agents);
@@ -345,6 +346,10 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, const serve_op
                                    observer, *fabric, actors);
   if (!scheduler)
     return scheduler.error();
+  // Ready means ready: the scheduler has restored every stored job and answers.
+  if (auto restored = ask_now<std::vector<group_status>>(sys, *scheduler, groups_atom::value);
+      !restored)
+    return restored.error();
   poll_scheduler_metrics(sys, *scheduler, metrics, std::chrono::seconds{1});
   caf::anon_send(gw, connect_atom::value, *scheduler, *fabric);
   for (auto& [device, driver] : agents)

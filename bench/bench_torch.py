@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""The reference engine (python/loom_torch) against its floors, side by side, as ratios:
+  decode step   Batcher.step (scheduling, memory accounting, a forward) vs the bare batched
+                forward of the same model on the same caches;
+  KV transfer   a cache pulled over the engine's channel (KvServer/pull: pack, send, unpack)
+                vs the same bytes over a bare ZeroMQ REQ/REP on loopback.
+   bench_torch.py [PYTHON_DIR] [--rounds N]"""
+
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("--") else
+                os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+import torch  # noqa: E402
+import zmq  # noqa: E402
+
+from loom_torch import Decoder, KvCache, ModelConfig, init_weights  # noqa: E402
+from loom_torch.batching import Batcher, Request  # noqa: E402
+from loom_torch.generate import pack  # noqa: E402
+from loom_torch.kv_channel import KvServer, pull  # noqa: E402
+from loom_torch.tokenizer import encode  # noqa: E402
+
+CFG = ModelConfig(layers=4, hidden=256, heads=8, kv_heads=4, ffn=512)
+BATCH, CONTEXT, STEPS = 16, 256, 16
+
+
+def median_of(fn, rounds):
+    return statistics.median(fn() for _ in range(rounds))
+
+
+def decode_step(decoder, rounds):
+    def engine():
+        b = Batcher(decoder, BATCH, 1 << 30)
+        for i in range(BATCH):
+            b.add(Request(i, encode("x" * CONTEXT), 1 << 20))
+        b.step()  # prefill
+        start = time.perf_counter()
+        for _ in range(STEPS):
+            b.step()
+        return (time.perf_counter() - start) / STEPS
+
+    def bare():
+        caches = [KvCache(CFG.layers) for _ in range(BATCH)]
+        decoder.forward([encode("x" * CONTEXT)] * BATCH, caches)
+        start = time.perf_counter()
+        for _ in range(STEPS):
+            decoder.forward([[65]] * BATCH, caches)
+        return (time.perf_counter() - start) / STEPS
+    return median_of(engine, rounds), median_of(bare, rounds)
+
+
+def kv_transfer(decoder, rounds):
+    cache = KvCache(CFG.layers)
+    decoder.forward([encode("y" * 2048)], [cache])
+    server = KvServer()
+    nbytes = pack(cache)[1].nbytes
+
+    def channel():
+        start = time.perf_counter()
+        server.park(1, cache)
+        pull(server.address, 1)
+        return time.perf_counter() - start
+
+    ctx = zmq.Context.instance()
+    rep, req = ctx.socket(zmq.REP), ctx.socket(zmq.REQ)
+    port = rep.bind_to_random_port("tcp://127.0.0.1")
+    req.connect(f"tcp://127.0.0.1:{port}")
+    payload = b"\0" * nbytes
+
+    def floor():
+        start = time.perf_counter()
+        req.send(b"1")
+        rep.recv()
+        rep.send(payload)
+        req.recv()
+        return time.perf_counter() - start
+    result = median_of(channel, rounds), median_of(floor, rounds), nbytes
+    server.close()
+    rep.close()
+    req.close()
+    return result
+
+
+def main():
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
+    torch.set_num_threads(1)
+    decoder = Decoder(CFG, init_weights(CFG, seed=1))
+    engine, bare = decode_step(decoder, rounds)
+    print(f"decode step, batch {BATCH}, context {CONTEXT}: engine {engine * 1e3:.2f} ms, "
+          f"bare forward {bare * 1e3:.2f} ms, ratio {engine / bare:.2f}")
+    channel, floor, nbytes = kv_transfer(decoder, rounds)
+    print(f"KV transfer, {nbytes / 1e6:.1f} MB: channel {nbytes / channel / 1e6:.0f} MB/s, "
+          f"loopback REQ/REP {nbytes / floor / 1e6:.0f} MB/s, ratio {floor / channel:.2f}")
+
+
+if __name__ == "__main__":
+    main()

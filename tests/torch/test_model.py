@@ -1,0 +1,179 @@
+"""The reference engine's decoder computes what a transformer computes: cached decoding equals
+recomputing from scratch, batching changes nothing, a moved or recomputed KV cache continues a
+request exactly, and a TP2 instance of two processes (gloo) decodes as TP1 does."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, sys.argv.pop(1) if len(sys.argv) > 1 else
+                os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+
+import torch  # noqa: E402
+
+from loom_torch import Decoder, KvCache, ModelConfig, init_weights, shard  # noqa: E402
+from loom_torch.batching import Batcher, Request  # noqa: E402
+from loom_torch.generate import greedy, pack, unpack  # noqa: E402
+from loom_torch.kv_channel import KvServer, pull  # noqa: E402
+from loom_torch.parallel import tp_greedy  # noqa: E402
+from loom_torch.tokenizer import decode, encode  # noqa: E402
+
+CFG = ModelConfig(layers=2, hidden=64, heads=4, kv_heads=2, ffn=128)
+PROMPTS = [encode("12+34="), encode("reverse: 98765"), encode("a")]
+
+
+def uncached_greedy(decoder, prompt, max_new):
+    """The reference: every step a fresh forward over the whole sequence."""
+    seq, out = list(prompt), []
+    for _ in range(max_new):
+        t = int(decoder.forward([seq], [KvCache(decoder.cfg.layers)]).argmax(-1))
+        out.append(t)
+        seq.append(t)
+    return out
+
+
+class DecoderTest(unittest.TestCase):
+    def setUp(self):
+        torch.set_num_threads(1)
+        self.weights = init_weights(CFG, seed=7)
+        self.decoder = Decoder(CFG, self.weights)
+
+    def test_cached_decoding_equals_recomputing_every_step(self):
+        for p in PROMPTS:
+            self.assertEqual(greedy(self.decoder, [p], 12)[0], uncached_greedy(self.decoder, p, 12))
+
+    def test_a_batch_decodes_each_request_as_alone(self):
+        batched = greedy(self.decoder, PROMPTS, 12)
+        for p, out in zip(PROMPTS, batched):
+            self.assertEqual(out, greedy(self.decoder, [p], 12)[0])
+        self.assertEqual(len({tuple(o) for o in batched}), len(PROMPTS))  # not one constant
+
+    def test_a_moved_cache_and_a_recomputed_one_continue_the_request_exactly(self):
+        prompt, whole = PROMPTS[1], greedy(self.decoder, [PROMPTS[1]], 16)[0]
+        cache = KvCache(CFG.layers)
+        feed, got = list(prompt), []
+        for _ in range(6):  # six tokens here, then the request moves
+            t = int(self.decoder.forward([feed], [cache]).argmax(-1))
+            got.append(t)
+            feed = [t]
+        header, body = pack(cache)
+        self.assertEqual(body.nbytes, cache.tokens * CFG.kv_bytes_per_token())
+        elsewhere = Decoder(CFG, self.weights)  # another instance of the same model
+        for moved, first in ((unpack(header, body), feed),                 # KV transfer
+                             (KvCache(CFG.layers), prompt + got)):  # recompute from tokens
+            out, step = list(got), first
+            while len(out) < 16:
+                t = int(elsewhere.forward([step], [moved]).argmax(-1))
+                out.append(t)
+                step = [t]
+            self.assertEqual(out, whole)
+
+    def test_shards_are_slices_of_the_full_weights(self):
+        halves = [shard(self.weights, r, 2) for r in range(2)]
+        q = "layers.0.q_proj"
+        self.assertTrue(torch.equal(torch.cat([h[q] for h in halves]), self.weights[q]))
+        o = "layers.1.o_proj"
+        self.assertTrue(torch.equal(torch.cat([h[o] for h in halves], dim=1), self.weights[o]))
+        with self.assertRaisesRegex(ValueError, "kv_heads 2 does not split over TP4"):
+            Decoder(CFG, self.weights, 0, 4)
+
+    def test_tp2_over_two_processes_decodes_as_tp1(self):
+        one = greedy(self.decoder, PROMPTS, 12)
+        two = tp_greedy(CFG, 7, 2, PROMPTS, 12)
+        same = sum(a == b for x, y in zip(one, two) for a, b in zip(x, y))
+        total = sum(len(x) for x in one)
+        self.assertGreaterEqual(same / total, 0.99, (one, two))
+
+    def test_bytes_round_trip(self):
+        self.assertEqual(decode(encode("héllo")), "héllo")
+
+
+def _source_engine(prompt, steps, out, done):
+    """Another process: decodes `steps` tokens, then parks the cache as a migration does."""
+    torch.set_num_threads(1)
+    decoder = Decoder(CFG, init_weights(CFG, seed=7))
+    cache, feed, got = KvCache(CFG.layers), list(prompt), []
+    for _ in range(steps):
+        t = int(decoder.forward([feed], [cache]).argmax(-1))
+        got.append(t)
+        feed = [t]
+    server = KvServer()
+    sent = server.park(42, cache)
+    out.put((server.address, got, sent))
+    done.wait(60)
+    server.close()
+
+
+class KvChannelTest(unittest.TestCase):
+    def test_a_cache_pulled_from_another_process_continues_the_request_exactly(self):
+        import multiprocessing as mp
+        ctx = mp.get_context("spawn")
+        out, done = ctx.Queue(), ctx.Event()
+        source = ctx.Process(target=_source_engine, args=(PROMPTS[0], 5, out, done))
+        source.start()
+        try:
+            address, got, sent = out.get(timeout=120)
+            cache = pull(address, 42)
+            self.assertIsNotNone(cache)
+            self.assertEqual(cache.tokens, len(PROMPTS[0]) + 4)  # the last token is fed next
+            self.assertIsNone(pull(address, 42))  # pulled once: it left the source
+            self.assertIsNone(pull(address, 7))   # never parked
+        finally:
+            done.set()
+            source.join(60)
+        decoder = Decoder(CFG, init_weights(CFG, seed=7))
+        out_tokens, step = list(got), [got[-1]]
+        while len(out_tokens) < 12:
+            t = int(decoder.forward([step], [cache]).argmax(-1))
+            out_tokens.append(t)
+            step = [t]
+        self.assertEqual(out_tokens, greedy(decoder, [PROMPTS[0]], 12)[0])
+        self.assertGreater(sent, 0)
+
+
+class BatchingTest(unittest.TestCase):
+    """Continuous batching changes when tokens are computed, never which."""
+
+    def setUp(self):
+        torch.set_num_threads(1)
+        self.decoder = Decoder(CFG, init_weights(CFG, seed=7))
+        self.prompts = [encode(f"{i * 37}+{i * 11}=") for i in range(6)]
+        self.alone = [greedy(self.decoder, [p], 10)[0] for p in self.prompts]
+
+    def run_all(self, batcher):
+        for i, p in enumerate(self.prompts):
+            batcher.add(Request(i, p, 10))
+        done, steps = {}, 0
+        while len(done) < len(self.prompts):
+            for r in batcher.step():
+                done[r.id] = r.output
+            steps += 1
+            self.assertLess(steps, 500)
+            self.assertLessEqual(batcher.kv_used(), batcher.kv_capacity)
+            self.assertLessEqual(len(batcher.running), batcher.max_batch)
+        return [done[i] for i in range(len(self.prompts))]
+
+    def test_a_bounded_batch_gives_every_request_its_own_output(self):
+        self.assertEqual(self.run_all(Batcher(self.decoder, 3, 10_000)), self.alone)
+
+    def test_memory_pressure_preempts_and_recomputes_without_changing_outputs(self):
+        batcher = Batcher(self.decoder, 6, 40)  # room for about two requests' caches
+        self.assertEqual(self.run_all(batcher), self.alone)
+        self.assertGreater(batcher.preemptions, 0)
+
+    def test_a_request_released_midway_finishes_elsewhere_as_it_would_have(self):
+        here, there = Batcher(self.decoder, 4, 10_000), Batcher(self.decoder, 4, 10_000)
+        here.add(Request(0, self.prompts[0], 10))
+        for _ in range(4):
+            here.step()
+        moved = here.remove(0)
+        self.assertIsNotNone(moved)
+        there.add(moved)  # its cache travels with it
+        out = []
+        while not out:
+            out = there.step()
+        self.assertEqual(out[0].output, self.alone[0])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
