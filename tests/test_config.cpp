@@ -92,6 +92,29 @@ BOOST_AUTO_TEST_CASE(embedded_defaults_load) {
   BOOST_CHECK_EQUAL(c.policy.weave.tail_migration_threshold, 0.8);
 }
 
+BOOST_AUTO_TEST_CASE(a_reload_names_the_settings_that_changed) {
+  const std::string text{embedded_config_text()};
+  auto before = parse_config(text, "<embedded>");
+  auto edit = [&](std::string from, std::string to) {
+    auto t = text;
+    auto at = t.find(from);
+    BOOST_REQUIRE(at != std::string::npos);
+    t.replace(at, from.size(), to);
+    auto r = parse_config(t, "<embedded>");
+    BOOST_REQUIRE_MESSAGE(r.value, (r.errors.empty() ? "" : r.errors[0].to_string()));
+    return *r.value;
+  };
+  BOOST_REQUIRE(before.value);
+  BOOST_CHECK(changed_settings(*before.value, *before.value, {}).empty());
+  auto quieter = edit("log_level = \"info\"", "log_level = \"warn\"");
+  BOOST_CHECK(changed_settings(*before.value, quieter, {"service.log_level"}).empty());
+  BOOST_CHECK(changed_settings(*before.value, quieter, {})
+              == std::vector<std::string>{"service.log_level"});
+  auto threshold = edit("tail_migration_threshold = 0.8", "tail_migration_threshold = 0.7");
+  BOOST_CHECK(changed_settings(*before.value, threshold, {})
+              == std::vector<std::string>{"policy.weave"});
+}
+
 BOOST_AUTO_TEST_CASE(generation_deployments_default_to_the_policy_knobs) {
   auto result = parse_config(embedded_config_text(), "<embedded>");
   BOOST_REQUIRE(result.value);

@@ -604,3 +604,56 @@ BOOST_AUTO_TEST_CASE(a_collective_shim_announces_an_intent_and_the_fabric_commit
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
 }
+
+// SIGHUP reloads what can change under a running service (client keys, log level) and names
+// what needs a restart; a config with errors changes nothing; the service keeps serving.
+BOOST_AUTO_TEST_CASE(sighup_reloads_client_keys_and_log_level_and_names_what_needs_a_restart) {
+  lt::live_service s{{.fabric = false}};
+  auto serve = s.serve();
+  auto intruder_options = s.keys("intruder");
+  intruder_options.timeout = 1s;
+  v1::Envelope list;
+  list.mutable_list_jobs();
+  {
+    client intruder{intruder_options};
+    BOOST_CHECK(!intruder.call(list)); // not a configured key: the handshake fails
+    intruder.goodbye("leaving", false);
+  }
+  const auto original = lt::read_file(s.config);
+  auto edited = original;
+  auto driver = edited.find("driver = [");
+  BOOST_REQUIRE(driver != std::string::npos);
+  edited.insert(driver + std::string{"driver = ["}.size(), "\"keys/intruder.pub\", ");
+  auto gbps = edited.find("cross_link_gbps = 20.0");
+  BOOST_REQUIRE(gbps != std::string::npos);
+  edited.replace(gbps, std::string{"cross_link_gbps = 20.0"}.size(), "cross_link_gbps = 40.0");
+  edited.replace(edited.find("[service]\n"), 10, "[service]\nlog_level = \"warn\"\n");
+  lt::write_file(s.config, edited);
+  serve->send_signal(SIGHUP);
+  BOOST_REQUIRE(logged(*serve, "event=config_reloaded"));
+  auto line = serve->stderr_text().substr(serve->stderr_text().find("event=config_reloaded"));
+  line = line.substr(0, line.find('\n'));
+  BOOST_CHECK_MESSAGE(line.find("needs_restart=\"cluster.cross_link_gbps\"") != std::string::npos,
+                      line);
+  BOOST_CHECK_MESSAGE(line.find("log_level=warn") != std::string::npos, line);
+  {
+    client intruder{s.keys("intruder")}; // now a driver key: answered (a driver may not list)
+    auto reply = intruder.call(list);
+    BOOST_REQUIRE(reply);
+    BOOST_CHECK(reply->has_error() || reply->has_job_list());
+    intruder.goodbye("leaving", false);
+  }
+  lt::write_file(s.config, edited + "\n[policy.weave]\nno_such_knob = 1\n");
+  serve->send_signal(SIGHUP);
+  BOOST_CHECK(logged(*serve, "event=reload_refused"));
+  BOOST_CHECK(serve->stderr_text().find("no_such_knob") != std::string::npos); // file, line, key
+  {
+    client admin{s.keys("admin")}; // still served, on the config it had
+    auto jobs = admin.call(list);
+    BOOST_CHECK(jobs && jobs->has_job_list());
+  }
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK_EQUAL(serve->wait(lt::live_limit).value_or(-1), 0);
+  // At warn, the info lines of the stop are no longer written.
+  BOOST_CHECK(serve->stderr_text().find("event=shutdown_requested") == std::string::npos);
+}

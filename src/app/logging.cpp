@@ -59,6 +59,14 @@ void setup_logging(log_level level) {
   auto logger = std::make_shared<spdlog::logger>("loom", std::make_shared<line_sink>());
   spdlog::register_logger(logger);
   logger->set_pattern("ts=%Y-%m-%dT%H:%M:%S.%f%z level=%l %v");
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+  set_log_level(level);
+  google::protobuf::SetLogHandler(protobuf_log);
+}
+
+void set_log_level(log_level level) {
+  auto* logger = spdlog::default_logger_raw();
   switch (level) {
     case log_level::trace: logger->set_level(spdlog::level::trace); break;
     case log_level::debug: logger->set_level(spdlog::level::debug); break;
@@ -66,9 +74,6 @@ void setup_logging(log_level level) {
     case log_level::warn: logger->set_level(spdlog::level::warn); break;
     case log_level::error: logger->set_level(spdlog::level::err); break;
   }
-  logger->flush_on(spdlog::level::trace);
-  spdlog::set_default_logger(logger);
-  google::protobuf::SetLogHandler(protobuf_log);
 }
 
 } // namespace loom

@@ -199,7 +199,7 @@ int run_agent(const agent_settings& s) {
       return exit_config_error;
     }
   }
-  block_shutdown_signals();
+  block_service_signals();
   caf::actor_system_config cfg;
   register_loom_types(cfg);
   caf::actor_system sys{cfg};
@@ -215,7 +215,8 @@ int run_agent(const agent_settings& s) {
     if (code != 0)
       kill(getpid(), SIGTERM); // ends the wait below
   }};
-  await_shutdown_signal();
+  while (await_service_signal() == SIGHUP)
+    spdlog::info("event=reload_ignored reason=\"the agent's settings are its command line\"");
   stop = true;
   agent.wake();
   loop.join();

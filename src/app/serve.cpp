@@ -12,6 +12,7 @@
 
 #include "app/admin.hpp"
 #include "app/device_probe.hpp"
+#include "app/logging.hpp"
 #include "app/metrics.hpp"
 #include "app/metrics_observer.hpp"
 #include "app/signals.hpp"
@@ -131,6 +132,23 @@ caf::expected<fabric_controller_actor> start_fabric(caf::actor_system& sys, cons
 
 /// The gateway's security: the server key pair and a local admin pair (made on first start),
 /// and the configured clients' public keys by role.
+/// The client keys the gateway admits: the local admin key and every [security.clients] file.
+caf::expected<std::map<std::string, worker_role>> client_keys(const config& cfg) {
+  std::map<std::string, worker_role> out;
+  auto admin = load_or_create_keypair(keys_dir(cfg), "admin");
+  if (!admin)
+    return admin.error();
+  out[admin->public_key] = worker_role::admin;
+  for (auto& [role, files] : cfg.security.clients)
+    for (auto& f : files) {
+      auto key = read_key_file(f);
+      if (!key)
+        return key.error();
+      out[*key] = role;
+    }
+  return out;
+}
+
 caf::expected<zmq_server_config> gateway_security(const config& cfg, bool store_created,
                                                   bool new_keys) {
   zmq_server_config z;
@@ -155,17 +173,10 @@ caf::expected<zmq_server_config> gateway_security(const config& cfg, bool store_
   if (!server)
     return server.error();
   z.server = *server;
-  auto admin = load_or_create_keypair(dir, "admin");
-  if (!admin)
-    return admin.error();
-  z.clients[admin->public_key] = worker_role::admin;
-  for (auto& [role, files] : cfg.security.clients)
-    for (auto& f : files) {
-      auto key = read_key_file(f);
-      if (!key)
-        return key.error();
-      z.clients[*key] = role;
-    }
+  auto clients = client_keys(cfg);
+  if (!clients)
+    return clients.error();
+  z.clients = std::move(*clients);
   spdlog::info("event=gateway_keys dir={} server_key={} created={} clients={}", dir,
                server->public_key, created, z.clients.size());
   return z;
@@ -320,6 +331,37 @@ void tell_sessions_stopping(caf::actor_system& sys, const gateway_actor& gw) {
              });
 }
 
+/// SIGHUP: what can change safely changes now (client keys, log level); what cannot is named
+/// in the log and waits for a restart. A config with errors changes nothing.
+void reload(config& running, const serve_options& options, zmq_server& socket) {
+  auto next = options.reload ? options.reload() : std::optional<config>{};
+  if (!next) {
+    spdlog::error("event=reload_refused reason=\"the config has errors (printed above); the "
+                  "running one stays\"");
+    return;
+  }
+  auto clients = client_keys(*next);
+  if (!running.security.insecure && !clients) {
+    spdlog::error("event=reload_refused reason=\"{}; the running config stays\"",
+                  render(clients.error()));
+    return;
+  }
+  auto restart = changed_settings(running, *next, {"security.clients", "service.log_level"});
+  const size_t keys = clients ? clients->size() : 0;
+  if (!running.security.insecure)
+    socket.set_clients(std::move(*clients));
+  running.security.clients = next->security.clients;
+  running.level = next->level;
+  // What was applied becomes the baseline; what was not keeps being reported until restart.
+  // Logged before the new level applies, so that a quieter level still shows the reload.
+  spdlog::info("event=config_reloaded source={} client_keys={} log_level={} "
+               "needs_restart=\"{}\" note=\"a removed key's open connections stay until they "
+               "reconnect\"",
+               next->source, keys, to_string(next->level),
+               fmt::join(restart, ","));
+  set_log_level(next->level);
+}
+
 /// Every actor of the service, then the gateway's socket; runs until a shutdown signal.
 caf::error run_service(caf::actor_system& sys, const config& cfg, const serve_options& options,
                        std::shared_ptr<database> db, std::shared_ptr<service_metrics> metrics) {
@@ -364,7 +406,10 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, const serve_op
   spdlog::info("event=gateway_listening endpoint={} secure={}", socket->endpoint(),
                !cfg.security.insecure);
   spdlog::info("event=serve_ready pid={}", static_cast<long>(getpid()));
-  int sig = await_shutdown_signal();
+  config running = cfg;
+  int sig = 0;
+  while ((sig = await_service_signal()) == SIGHUP)
+    reload(running, options, *socket);
   spdlog::info("event=shutdown_requested signal={}", sigabbrev_np(sig));
   tell_sessions_stopping(sys, gw);
   socket->stop(); // what the gateway queued goes out first
@@ -394,7 +439,7 @@ caf::expected<std::unique_ptr<database>> open_storage(const std::string& path,
 
 int serve(const config& cfg, const serve_options& options) {
   // Before any thread exists: only the main thread will ever receive SIGINT/SIGTERM.
-  block_shutdown_signals();
+  block_service_signals();
   spdlog::info("event=serve_starting service={} config={} cluster={} rollout_nodes={} "
                "training_nodes={} fabric={}",
                cfg.service_name, cfg.source, cfg.cluster.name, cfg.cluster.rollout.size(),

@@ -49,6 +49,14 @@ public:
       return exit_config_error;
     setup_logging(level_.empty() ? cfg->level : level_named(level_));
     options_.recovery = salvage_ ? wal_recovery::salvage : wal_recovery::strict;
+    options_.reload = [this]() -> std::optional<config> {
+      auto again = load_config(config_);
+      if (!again || !apply_overrides(*again, overrides_).empty())
+        return std::nullopt;
+      if (!level_.empty())
+        again->level = level_named(level_); // the command line still wins
+      return again;
+    };
     return serve(*cfg, options_);
   }
 

@@ -12,17 +12,18 @@ sigset_t shutdown_set() {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   return set;
 }
 
 } // namespace
 
-void block_shutdown_signals() {
+void block_service_signals() {
   auto set = shutdown_set();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int await_shutdown_signal() {
+int await_service_signal() {
   auto set = shutdown_set();
   int sig = 0;
   while (sigwait(&set, &sig) != 0) {

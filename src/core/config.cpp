@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -360,6 +361,7 @@ config_result parse_config(std::string_view text, std::string source_name) {
   table_reader root{*doc, "", diag};
   config cfg;
   cfg.source = source_name;
+  cfg.text = std::string{text};
   read_service(root, cfg);
   read_endpoints(root, cfg);
   read_storage(root, cfg);
@@ -386,6 +388,44 @@ config_result load_config_file(const std::string& path) {
   if (auto text = read_text_file(path, result.errors))
     return parse_config(*text, path);
   return result;
+}
+
+std::vector<std::string> changed_settings(const config& before, const config& after,
+                                          const std::set<std::string>& except) {
+  std::vector<config_error> ignored;
+  auto a = parse_toml(before.text, before.source, ignored);
+  auto b = parse_toml(after.text, after.source, ignored);
+  std::set<std::string> changed;
+  if (!a || !b)
+    return {"(unreadable)"};
+  auto rendered = [](const toml::node& n) {
+    std::ostringstream os;
+    n.visit([&](auto& v) { os << v; });
+    return os.str();
+  };
+  auto differs = [&](const toml::node* x, const toml::node* y) {
+    return !x || !y || rendered(*x) != rendered(*y);
+  };
+  for (const auto* doc : {&*a, &*b})
+    for (auto& [section, node] : *doc) {
+      const auto* x = a->get(section);
+      const auto* y = b->get(section);
+      if (!differs(x, y))
+        continue;
+      if (!x || !y || !x->is_table() || !y->is_table()) {
+        changed.insert(std::string{section.str()});
+        continue;
+      }
+      for (const auto* t : {x->as_table(), y->as_table()})
+        for (auto& [key, _] : *t)
+          if (differs(x->as_table()->get(key), y->as_table()->get(key)))
+            changed.insert(fmt::format("{}.{}", section.str(), key.str()));
+    }
+  std::vector<std::string> out;
+  for (auto& c : changed)
+    if (!except.count(c))
+      out.push_back(c);
+  return out;
 }
 
 std::vector<std::string> apply_overrides(config& cfg, const service_overrides& o) {

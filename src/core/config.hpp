@@ -3,6 +3,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,7 @@ struct storage_config {
 
 struct config {
   std::string source;     // file name, or "<embedded>"
+  std::string text;       // the TOML it was read from (a reload compares against it)
   std::string service_name = "loom";
   log_level level = log_level::info;
   loom::endpoints endpoints;
@@ -75,6 +77,11 @@ config_result parse_config(std::string_view text, std::string source_name);
 
 /// Reads and validates a file.
 config_result load_config_file(const std::string& path);
+
+/// The settings whose TOML differs between two configs, as `table.key` ("cluster.rollout",
+/// "policy.weave", "security.heartbeat_ms"), leaving out `except` (the same form).
+std::vector<std::string> changed_settings(const config& before, const config& after,
+                                          const std::set<std::string>& except);
 
 /// What `loom serve` takes from its command line over the config file (empty: keep).
 struct service_overrides {

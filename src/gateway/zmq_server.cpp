@@ -71,6 +71,7 @@ struct zmq_server::impl {
       char z85[41] = {};
       zmq_z85_encode(z85, static_cast<const uint8_t*>(parts[6].data()), 32);
       key = z85;
+      std::lock_guard<std::mutex> guard{mutex}; // set_clients() may swap the keys
       auto it = config.clients.find(key);
       if (it != config.clients.end())
         user = fmt::format("{}:{}", it->second, key);
@@ -203,6 +204,11 @@ void zmq_server::serve() {
         spdlog::error("event=gateway_io_error error=\"{}\"", e.what());
     }
   }
+}
+
+void zmq_server::set_clients(std::map<std::string, worker_role> clients) {
+  std::lock_guard<std::mutex> guard{impl_->mutex};
+  impl_->config.clients = std::move(clients);
 }
 
 void zmq_server::send(std::string identity, std::string payload) {

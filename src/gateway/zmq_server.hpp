@@ -54,6 +54,9 @@ public:
   zmq_server& operator=(const zmq_server&) = delete;
 
   void send(std::string identity, std::string payload);
+  /// The client keys admitted from the next handshake on (a reload); sessions already
+  /// admitted keep their connection.
+  void set_clients(std::map<std::string, worker_role> clients);
   /// The gateway handled a frame of `bytes` payload (any thread).
   void handled(size_t bytes);
   /// The endpoint actually bound (a tcp port 0 resolved).
