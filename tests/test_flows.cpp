@@ -142,6 +142,9 @@ CAF_TEST(submit_place_join_grant_release) {
   // the emptied group's executor stops.
   inject((done_atom, std::string, phase_kind, double),
          from(self).to(executor).with(done_atom::value, "A", phase_kind::sync, 1.0));
+  // Its final count goes ahead of the finish, so that the job's record keeps it.
+  expect((progress_atom, job_progress),
+         from(executor).to(scheduler).with(progress_atom::value, _));
   expect((leave_atom, std::string, job_state),
          from(executor).to(worker).with(leave_atom::value, "A", job_state::finished));
   expect((finish_atom, std::string), from(executor).to(scheduler).with(finish_atom::value, "A"));
@@ -153,6 +156,7 @@ CAF_TEST(submit_place_join_grant_release) {
   expect((caf::exit_msg), from(scheduler).to(executor).with(_));
   CAF_CHECK(st.executors.empty());
   CAF_CHECK(st.jobs.at("A").state == job_state::finished);
+  CAF_CHECK_EQUAL(st.jobs.at("A").iterations_done, 1); // kept (and written) with the finish
   caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
 }

@@ -183,8 +183,15 @@ BOOST_AUTO_TEST_CASE(sigterm_under_load_stops_and_workers_move_to_the_next_servi
   for (auto& w : workers)
     BOOST_CHECK_MESSAGE(w->wait(lt::live_limit).value_or(-1) == 0, w->stderr_text());
   auto jobs = jobs_of(s);
-  for (auto& j : jobs)
+  for (auto& j : jobs) {
     BOOST_CHECK_EQUAL(j["state"], "finished");
+    BOOST_CHECK_EQUAL(j["iterations_done"], 40); // an ended job keeps its count
+  }
+  serve->send_signal(SIGTERM);
+  BOOST_REQUIRE(serve->wait(lt::live_limit));
+  serve = s.serve(); // and so does the next service
+  for (auto& j : jobs_of(s))
+    BOOST_CHECK_MESSAGE(j["iterations_done"] == 40 && j["iterations"] == 40, j.dump());
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
 }

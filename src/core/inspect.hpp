@@ -78,7 +78,7 @@ typename Inspector::result_type inspect(Inspector& f, rl_job& x) {
   return f(caf::meta::type_name("rl_job"), x.id, x.rollout_gpus, x.training_gpus,
            x.rollout_memory_gb, x.training_memory_gb, x.slo, x.rollout_s, x.training_s, x.sync_s,
            x.name, x.model, x.max_response_tokens, x.batch_size, x.multi_turn, x.model_gb,
-           x.iterations, x.rollout_switch_s, x.training_switch_s);
+           x.iterations, x.iterations_before, x.rollout_switch_s, x.training_switch_s);
 }
 
 template <class Inspector>
@@ -129,7 +129,8 @@ typename Inspector::result_type inspect(Inspector& f, member_status& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_status& x) {
   return f(caf::meta::type_name("job_status"), x.job, x.state, x.group, x.slo, x.solo_s,
-           x.reason, x.iterations, x.rollout_nodes, x.training_nodes, x.member);
+           x.reason, x.iterations, x.iterations_completed, x.rollout_nodes, x.training_nodes,
+           x.member);
 }
 
 template <class Inspector>

@@ -92,7 +92,7 @@ void fill(v1::JobInfo& out, const job_status& s) {
   out.set_solo_s(s.solo_s);
   out.set_reason(s.reason);
   out.set_iterations(uint64_t(std::max<int64_t>(0, s.iterations)));
-  out.set_iterations_done(uint64_t(s.member.iterations_done));
+  out.set_iterations_done(uint64_t(std::max<int64_t>(0, s.iterations_completed)));
 }
 
 void fill_detail(v1::JobInfo& out, const job_status& s) {

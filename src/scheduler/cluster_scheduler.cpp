@@ -218,7 +218,8 @@ write_batch departure_batch(scheduler_ptr self, const job_entry& entry, uint64_t
   write_batch batch;
   batch.sync = st.config.sync_writes;
   batch.records.push_back(
-    {record_kind::jobs, id, encode_job({entry.job, entry.state, "", entry.reason}), false});
+    {record_kind::jobs, id,
+     encode_job({entry.job, entry.state, "", entry.reason, entry.iterations_done}), false});
   batch.records.push_back({record_kind::placements, id, {}, true});
   batch.records.push_back({record_kind::progress, id, {}, true});
   batch.records.push_back(group_write(*st.engine, group));
@@ -245,12 +246,10 @@ void replace_drifted(scheduler_ptr self, const std::string& id, double rollout_s
   auto it = self->state.jobs.find(id);
   if (it == self->state.jobs.end() || it->second.state != job_state::placed)
     return;
-  rl_job job = it->second.job;
+  rl_job job = it->second.job.continued(done_iterations);
   const double grown = 1 + self->state.config.policy.drift_margin;
   job.rollout_s = rollout_s * grown;
   job.training_s = training_s * grown;
-  if (job.iterations > 0)
-    job.iterations = std::max<int64_t>(1, job.iterations - done_iterations);
   depart(self, id, job_state::drifted, "measured phases saturate its group",
          [self, job](caf::error err) {
            if (err)
@@ -313,7 +312,11 @@ void scheduler_steps::depart(scheduler_ptr self, const std::string& id, job_stat
   auto& entry = it->second;
   const uint64_t group = entry.group;
   st.engine->remove(id);
-  st.progress.erase(id);
+  auto progress = st.progress.find(id);
+  entry.iterations_done = entry.job.iterations_before
+                          + (progress == st.progress.end() ? 0 : progress->second.iterations_done);
+  if (progress != st.progress.end())
+    st.progress.erase(progress);
   entry.state = state;
   entry.reason = reason;
   leave_group(self, id, group, state);

@@ -43,6 +43,7 @@ struct cluster_scheduler_state {
     job_state state = job_state::placed;
     uint64_t group = 0;
     std::string reason;
+    int64_t iterations_done = 0; // once ended: completed over every placement
   };
   using placed_callback = std::function<void(caf::expected<placement_reply>)>;
 

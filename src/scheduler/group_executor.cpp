@@ -97,12 +97,18 @@ void save_progress(executor_ptr self, const std::string& job, Then then) {
       });
 }
 
-/// The job ran its last iteration: it leaves the schedule now, before its next rollout is
-/// permitted, and the scheduler hears it finished.
-void complete(executor_ptr self, const std::string& job, executor_actions& actions) {
+/// The job ran its last iteration (`done` in this placement): it leaves the schedule now,
+/// before its next rollout is permitted, and the scheduler hears it finished.
+void complete(executor_ptr self, const std::string& job, int64_t done,
+              executor_actions& actions) {
   auto& st = self->state;
   std::erase_if(actions.grants, [&](auto& g) { return g.job == job; });
   std::erase_if(actions.resizes, [&](auto& r) { return r.job == job; });
+  // The last iteration's count reaches the scheduler before the finish (one sender: in order),
+  // and the job's record keeps it with its departure.
+  if (auto place = st.schedule->place_of(job); place && st.scheduler)
+    self->send(st.scheduler, progress_atom::value,
+               job_progress{job, st.config.group, place->position, place->round, done});
   auto freed = st.schedule->remove(job);
   st.watched.erase(job);
   actions.grants.insert(actions.grants.end(), freed.grants.begin(), freed.grants.end());
@@ -165,7 +171,7 @@ caf::result<ok_atom> phase_done(executor_ptr self, const std::string& job, phase
   if (st.observer)
     self->send(st.observer, iteration_atom::value, end->record);
   if (end->completed) {
-    complete(self, job, actions);
+    complete(self, job, end->record.index + 1, actions);
     hand_out(self, actions);
     return ok_atom::value;
   }

@@ -111,8 +111,8 @@ restore_plan plan_restore(const stored_schedule& stored,
   for (auto& [key, rec] : jobs) {
     if (rec.state == job_state::placed)
       placed.emplace(rec.job.id, rec);
-    else if (placed_again(rec.state))
-      plan.readmit.push_back(rec.job);
+    else if (placed_again(rec.state)) // moved before the restart: it goes on from its count
+      plan.readmit.push_back(rec.job.continued(rec.iterations_done - rec.job.iterations_before));
     else
       plan.ended.push_back(rec);
   }

@@ -61,10 +61,9 @@ void consolidate(scheduler_ptr self, uint64_t group) {
   // All leave first, then each is admitted in turn order: the engine goes through the states
   // the plan was tried on.
   std::vector<rl_job> moving;
-  for (auto job : plan.moves) {
-    job.iterations -= iterations_done(st, job.id);
+  for (auto& job : plan.moves) {
+    moving.push_back(job.continued(iterations_done(st, job.id)));
     depart(self, job.id, job_state::moved, reason, [](caf::error) {});
-    moving.push_back(std::move(job));
   }
   for (auto& job : moving)
     admit(self, job, [self, id = job.id](caf::expected<placement_reply> r) {

@@ -54,7 +54,7 @@ void readmit(scheduler_ptr self, const rl_job& job) {
 void restore_jobs(scheduler_ptr self, restore_plan& plan) {
   auto& st = self->state;
   for (auto& rec : plan.ended)
-    st.jobs[rec.job.id] = {rec.job, rec.state, 0, rec.reason};
+    st.jobs[rec.job.id] = {rec.job, rec.state, 0, rec.reason, rec.iterations_done};
   size_t placed = 0;
   for (auto& g : plan.groups) {
     if (restore_group(self, g, plan)) {

@@ -14,10 +14,14 @@ namespace {
 job_status status_of(const cluster_scheduler_state& st, const std::string& id,
                      const job_entry& e) {
   job_status s{id,          e.state, e.state == job_state::placed ? group_name(e.group) : "",
-               e.job.slo,   e.job.solo_s(), e.reason, e.job.iterations};
+               e.job.slo,   e.job.solo_s(), e.reason,
+               e.job.iterations > 0 ? e.job.iterations + e.job.iterations_before : 0};
   s.member.job = id;
   if (auto p = st.progress.find(id); p != st.progress.end())
     s.member.iterations_done = p->second.iterations_done;
+  s.iterations_completed = e.state == job_state::placed
+                             ? e.job.iterations_before + s.member.iterations_done
+                             : e.iterations_done;
   return s;
 }
 

@@ -3,6 +3,7 @@
 // through, the run permits of its group, the placement decisions, and what the scheduler
 // reports. Messages between the scheduler, its group executors, the workers and observers.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -33,6 +34,7 @@ struct rl_job {
   bool multi_turn = false;
   double model_gb = 0;           // weights to sync to the rollout pool every iteration
   int64_t iterations = 0;        // iterations to run; 0: until finished or cancelled
+  int64_t iterations_before = 0; // completed in placements it left (a move carries its count)
   // Warm starts each phase pays when it follows another job's phase on the same GPUs
   // (derived from the working sets, like sync_s); planning adds them once a group is shared.
   double rollout_switch_s = 0;
@@ -40,6 +42,16 @@ struct rl_job {
 
   /// Iteration time alone on dedicated pools: rollout -> train -> sync.
   double solo_s() const { return rollout_s + training_s + sync_s; }
+
+  /// The job placed again after `done` more iterations (a move, drift, or a restart that
+  /// re-admits it): what it has left to run, and its count so far.
+  rl_job continued(int64_t done) const {
+    rl_job next = *this;
+    if (iterations > 0)
+      next.iterations = std::max<int64_t>(1, iterations - done);
+    next.iterations_before += done;
+    return next;
+  }
 };
 
 /// A job in a co-execution group: the job and the rollout nodes (rollout-pool indices) it is
@@ -231,7 +243,8 @@ struct job_status {
   double slo = 0;
   double solo_s = 0;
   std::string reason;
-  int64_t iterations = 0; // to run; 0: until finished or cancelled
+  int64_t iterations = 0; // to run in all; 0: until finished or cancelled
+  int64_t iterations_completed = 0; // over every placement, also once it ended
   // Filled when one job is inspected while placed: where it runs and how far it got.
   std::vector<std::string> rollout_nodes;
   std::vector<std::string> training_nodes;

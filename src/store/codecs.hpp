@@ -41,6 +41,7 @@ struct job_record {
   job_state state = job_state::placed;
   std::string group; // while placed
   std::string reason;
+  int64_t iterations_done = 0; // once ended: completed over every placement
 };
 
 std::string encode_job(const job_record& r);
