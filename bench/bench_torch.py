@@ -17,8 +17,9 @@ sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswi
 import torch  # noqa: E402
 import zmq  # noqa: E402
 
-from loom_torch import Decoder, KvCache, ModelConfig, init_weights  # noqa: E402
+from loom_torch import KvCache, ModelConfig  # noqa: E402
 from loom_torch.batching import Batcher, Request  # noqa: E402
+from loom_torch.instance import Instance  # noqa: E402
 from loom_torch.generate import pack  # noqa: E402
 from loom_torch.kv_channel import KvServer, pull  # noqa: E402
 from loom_torch.tokenizer import encode  # noqa: E402
@@ -31,16 +32,20 @@ def median_of(fn, rounds):
     return statistics.median(fn() for _ in range(rounds))
 
 
-def decode_step(decoder, rounds):
+def decode_step(instance, rounds):
+    decoder = instance.decoder
+
     def engine():
-        b = Batcher(decoder, BATCH, 1 << 30)
+        b = Batcher(instance, BATCH, 1 << 30)
         for i in range(BATCH):
             b.add(Request(i, encode("x" * CONTEXT), 1 << 20))
         b.step()  # prefill
         start = time.perf_counter()
         for _ in range(STEPS):
             b.step()
-        return (time.perf_counter() - start) / STEPS
+        elapsed = (time.perf_counter() - start) / STEPS
+        instance.drop(list(range(BATCH)))
+        return elapsed
 
     def bare():
         caches = [KvCache(CFG.layers) for _ in range(BATCH)]
@@ -87,8 +92,9 @@ def kv_transfer(decoder, rounds):
 def main():
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
     torch.set_num_threads(1)
-    decoder = Decoder(CFG, init_weights(CFG, seed=1))
-    engine, bare = decode_step(decoder, rounds)
+    instance = Instance(CFG, 1)
+    decoder = instance.decoder
+    engine, bare = decode_step(instance, rounds)
     print(f"decode step, batch {BATCH}, context {CONTEXT}: engine {engine * 1e3:.2f} ms, "
           f"bare forward {bare * 1e3:.2f} ms, ratio {engine / bare:.2f}")
     channel, floor, nbytes = kv_transfer(decoder, rounds)

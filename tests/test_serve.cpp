@@ -131,6 +131,7 @@ BOOST_AUTO_TEST_CASE(help_says_what_each_command_does) {
   auto serve = lt::run({lt::loom_binary(), "serve", "--help"});
   BOOST_CHECK_EQUAL(serve.exit_code, 0);
   BOOST_CHECK(serve.out.find("SIGINT/SIGTERM") != std::string::npos);
+  BOOST_CHECK(serve.out.find("SIGHUP") != std::string::npos);
   BOOST_CHECK(serve.out.find("--config") != std::string::npos);
   auto check = lt::run({lt::loom_binary(), "check-config", "--help"});
   BOOST_CHECK_EQUAL(check.exit_code, 0);

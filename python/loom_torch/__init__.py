@@ -2,8 +2,13 @@
 real tensor parallelism, small enough for CI, on CPU or CUDA.
 
 Modules by idea: `config` (the model's sizes), `tokenizer` (bytes), `model` (the decoder and
-its TP shards), `parallel` (TP instances over torch.distributed), `generate` (greedy decoding
-with KV caches, and moving a request's cache).
+its TP shards), `parallel` (process groups over torch.distributed), `instance` (a TPk serving
+instance: rank 0 here, the others mirroring it, caches by request), `batching` (continuous
+batching with KV memory accounting and preemption), `generate` (greedy decoding, a cache as
+bytes), `kv_channel` (a cache pulled from another engine).
+
+What is not here yet (issue 44): the engine process that obeys Loom's commands over
+`loom_client`, request bodies from a router, the measured profile, the adapter contract.
 """
 
 from .config import ModelConfig

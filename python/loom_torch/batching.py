@@ -11,21 +11,22 @@ again it recomputes its cache from its tokens (vLLM's recompute preemption).
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Deque, Dict, List, Optional
+from typing import Deque, Dict, List, Optional, Tuple
 
-from .model import Decoder, KvCache
+from .instance import Instance
+from .model import KvCache
 from .tokenizer import EOS
 
 
 @dataclass
 class Request:
-    """A request on this instance: its prompt, what it generated, and its cache once it runs."""
+    """A request on this instance: its prompt and what it generated (its cache lives on the
+    instance's ranks, by id)."""
 
     id: int
     prompt: List[int]
     max_new: int
     output: List[int] = field(default_factory=list)
-    cache: Optional[KvCache] = None
 
     @property
     def context(self) -> int:
@@ -37,10 +38,10 @@ class Request:
 
 
 class Batcher:
-    """One instance's scheduler over its decoder (on every TP rank alike)."""
+    """One instance's scheduler, run by the engine that leads the instance (rank 0)."""
 
-    def __init__(self, decoder: Decoder, max_batch: int, kv_capacity_tokens: int):
-        self.decoder = decoder
+    def __init__(self, instance: Instance, max_batch: int, kv_capacity_tokens: int):
+        self.instance = instance
         self.max_batch = max_batch
         self.kv_capacity = kv_capacity_tokens
         self.waiting: Deque[Request] = deque()
@@ -49,27 +50,33 @@ class Batcher:
         self.decode_rate_tps = 0.0  # tokens per second over the last step
 
     def kv_used(self) -> int:
-        return sum(r.cache.tokens for r in self.running.values() if r.cache is not None)
+        return sum(self.instance.cached(i) for i in self.running)
 
-    def add(self, request: Request) -> None:
-        """Queues a request; one arriving with a cache (a KV transfer) keeps it."""
+    def add(self, request: Request, cache: Optional[KvCache] = None) -> None:
+        """Queues a request; one arriving with its cache (a KV transfer) keeps it."""
+        if cache is not None:
+            self.instance.put(request.id, cache)
         self.waiting.append(request)
 
-    def remove(self, request_id: int) -> Optional[Request]:
-        """Takes a request out (a migration's source releases it), cache included."""
-        if request_id in self.running:
-            return self.running.pop(request_id)
-        for r in self.waiting:
-            if r.id == request_id:
-                self.waiting.remove(r)
-                return r
-        return None
+    def release(self, request_id: int) -> Optional[Tuple[Request, Optional[KvCache]]]:
+        """Takes a request out (a migration's source lets it go) with its cache where the
+        instance can hand it over whole (TP1); otherwise the cache is freed (recompute)."""
+        r = self.running.pop(request_id, None)
+        if r is None:
+            r = next((w for w in self.waiting if w.id == request_id), None)
+            if r is None:
+                return None
+            self.waiting.remove(r)
+        if self.instance.cached(request_id) and self.instance.tp == 1:
+            return r, self.instance.take(request_id)
+        self.instance.drop([request_id])
+        return r, None
 
     def _admit(self) -> None:
         free = self.kv_capacity - self.kv_used() - len(self.running)  # a token each this step
         while self.waiting and len(self.running) < self.max_batch:
             r = self.waiting[0]
-            need = r.context - (r.cache.tokens if r.cache else 0) + 1
+            need = r.context - self.instance.cached(r.id) + 1
             if need > free:
                 break
             free -= need
@@ -79,7 +86,7 @@ class Batcher:
         # The newest running request gives its memory back first (vLLM's recompute policy).
         while self.running and self.kv_used() + len(self.running) > self.kv_capacity:
             victim = self.running.pop(next(reversed(self.running)))
-            victim.cache = None
+            self.instance.drop([victim.id])
             self.waiting.appendleft(victim)
             self.preemptions += 1
 
@@ -90,13 +97,11 @@ class Batcher:
         if not self.running:
             return []
         batch = list(self.running.values())
-        feeds = []
-        for r in batch:
-            if r.cache is None:  # first run, or after preemption: (re)compute every token
-                r.cache = KvCache(self.decoder.cfg.layers)
-            feeds.append((r.prompt + r.output)[r.cache.tokens:])
+        # A request's first run, or its run after preemption or a recompute migration,
+        # (re)computes every token its cache lacks; the others feed their last token.
+        feeds = [(r.id, (r.prompt + r.output)[self.instance.cached(r.id):]) for r in batch]
         started = time.perf_counter()
-        tokens = self.decoder.forward(feeds, [r.cache for r in batch]).argmax(-1).tolist()
+        tokens = self.instance.forward(feeds).argmax(-1).tolist()
         elapsed = time.perf_counter() - started
         self.decode_rate_tps = len(batch) / elapsed if elapsed > 0 else 0.0
         finished = []
@@ -104,4 +109,5 @@ class Batcher:
             r.output.append(t)
             if r.done:
                 finished.append(self.running.pop(r.id))
+        self.instance.drop([r.id for r in finished])
         return finished

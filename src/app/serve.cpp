@@ -109,7 +109,7 @@ caf::expected<fabric_controller_actor> start_fabric(caf::actor_system& sys, cons
   for (auto [kind, into] : {std::pair{record_kind::circuit_plans, &restored.plans},
                             std::pair{record_kind::opus_jobs, &restored.opus_jobs}}) {
     auto records = ask_now<std::vector<stored_record>>(sys, store, scan_atom::value, kind,
-                                                         std::string{});
+                                                       std::string{});
     if (!records)
       return records.error();
     *into = std::move(*records);
@@ -130,8 +130,6 @@ caf::expected<fabric_controller_actor> start_fabric(caf::actor_system& sys, cons
   return ctl;
 }
 
-/// The gateway's security: the server key pair and a local admin pair (made on first start),
-/// and the configured clients' public keys by role.
 /// The client keys the gateway admits: the local admin key and every [security.clients] file.
 caf::expected<std::map<std::string, worker_role>> client_keys(const config& cfg) {
   std::map<std::string, worker_role> out;
@@ -149,6 +147,8 @@ caf::expected<std::map<std::string, worker_role>> client_keys(const config& cfg)
   return out;
 }
 
+/// The gateway's security: the server key pair and a local admin pair (made on first start),
+/// and the configured clients' public keys by role.
 caf::expected<zmq_server_config> gateway_security(const config& cfg, bool store_created,
                                                   bool new_keys) {
   zmq_server_config z;
@@ -198,13 +198,13 @@ caf::expected<cluster_scheduler_actor> start_scheduler(caf::actor_system& sys,
                             std::pair{record_kind::placements, &sc.restore.placements},
                             std::pair{record_kind::progress, &sc.restore.progress}}) {
     auto records = ask_now<std::vector<stored_record>>(sys, store, scan_atom::value, kind,
-                                                         std::string{});
+                                                       std::string{});
     if (!records)
       return records.error();
     *into = std::move(*records);
   }
   auto meta = ask_now<std::string>(sys, store, get_atom::value, record_kind::meta,
-                                     std::string{scheduler_meta_key});
+                                   std::string{scheduler_meta_key});
   if (meta)
     sc.restore.meta = std::move(*meta);
   else if (code_of(meta.error()) != errc::not_found)
@@ -253,7 +253,7 @@ restore_deployment(caf::actor_system& sys, const store_actor& store, const std::
     if (*batch && !(out.step = decode_gen_step(**batch)))
       return unreadable("step");
     auto done = ask_now<std::vector<stored_record>>(sys, store, scan_atom::value,
-                                                      record_kind::gen_steps, key + "/");
+                                                    record_kind::gen_steps, key + "/");
     if (!done)
       return done.error();
     for (auto& r : *done)

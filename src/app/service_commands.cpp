@@ -18,7 +18,8 @@ public:
   void add_to(CLI::App& app) override {
     cmd_ = app.add_subcommand(
       "serve", "Run the Loom service for one cluster in the foreground until SIGINT/SIGTERM:\n"
-               "opens RocksDB storage, serves Prometheus /metrics, hosts the actors.");
+               "opens RocksDB storage, serves Prometheus /metrics, hosts the actors. SIGHUP\n"
+               "reloads the config: client keys and log level at once, the rest at restart.");
     cmd_->add_option("-c,--config", config_, "Config file (TOML); default: the embedded "
                                               "conf/loom.toml")
       ->check(CLI::ExistingFile);

@@ -206,8 +206,10 @@ public:
     add(app, "job", "Show one job.", "id");
     add(app, "cancel", "Cancel a job: it leaves its group, the others go on.", "id");
     auto* node = add(app, "node",
-                     "Take a node out of service (its jobs fail and are offered again as new\n"
-                     "arrivals; placements and the fabric avoid it), or put it back with --up.",
+                     "Take a node out of service (the jobs pinned to it fail; Loom does not\n"
+                     "place them again, their frameworks submit them again: WEAVE 5.3's new\n"
+                     "arrivals; placements and the fabric avoid the node), or put it back with\n"
+                     "--up.",
                      "id");
     node->add_flag("--up", request_.node_back, "The node is back in service");
     node->add_option("--reason", request_.reason, "Why it is out (e.g. \"GPU 3 XID 79\")");

@@ -13,6 +13,7 @@ import torch  # noqa: E402
 
 from loom_torch import Decoder, KvCache, ModelConfig, init_weights, shard  # noqa: E402
 from loom_torch.batching import Batcher, Request  # noqa: E402
+from loom_torch.instance import Instance  # noqa: E402
 from loom_torch.generate import greedy, pack, unpack  # noqa: E402
 from loom_torch.kv_channel import KvServer, pull  # noqa: E402
 from loom_torch.parallel import tp_greedy  # noqa: E402
@@ -134,45 +135,71 @@ class KvChannelTest(unittest.TestCase):
 class BatchingTest(unittest.TestCase):
     """Continuous batching changes when tokens are computed, never which."""
 
-    def setUp(self):
+    @classmethod
+    def setUpClass(cls):
         torch.set_num_threads(1)
-        self.decoder = Decoder(CFG, init_weights(CFG, seed=7))
-        self.prompts = [encode(f"{i * 37}+{i * 11}=") for i in range(6)]
-        self.alone = [greedy(self.decoder, [p], 10)[0] for p in self.prompts]
+        cls.prompts = [encode(f"{i * 37}+{i * 11}=") for i in range(6)]
+        decoder = Decoder(CFG, init_weights(CFG, seed=7))
+        cls.alone = [greedy(decoder, [p], 10)[0] for p in cls.prompts]
 
-    def run_all(self, batcher):
-        for i, p in enumerate(self.prompts):
-            batcher.add(Request(i, p, 10))
+    def run_all(self, batcher, requests=None):
+        requests = requests or [Request(i, p, 10) for i, p in enumerate(self.prompts)]
+        for r in requests:
+            batcher.add(r)
         done, steps = {}, 0
-        while len(done) < len(self.prompts):
+        while len(done) < len(requests):
             for r in batcher.step():
                 done[r.id] = r.output
             steps += 1
             self.assertLess(steps, 500)
             self.assertLessEqual(batcher.kv_used(), batcher.kv_capacity)
             self.assertLessEqual(len(batcher.running), batcher.max_batch)
-        return [done[i] for i in range(len(self.prompts))]
+        self.assertEqual(batcher.instance.caches, {})  # every finished request's memory freed
+        return [done[r.id] for r in requests]
 
     def test_a_bounded_batch_gives_every_request_its_own_output(self):
-        self.assertEqual(self.run_all(Batcher(self.decoder, 3, 10_000)), self.alone)
+        self.assertEqual(self.run_all(Batcher(Instance(CFG, 7), 3, 10_000)), self.alone)
 
     def test_memory_pressure_preempts_and_recomputes_without_changing_outputs(self):
-        batcher = Batcher(self.decoder, 6, 40)  # room for about two requests' caches
+        batcher = Batcher(Instance(CFG, 7), 6, 40)  # room for about two requests' caches
         self.assertEqual(self.run_all(batcher), self.alone)
         self.assertGreater(batcher.preemptions, 0)
 
     def test_a_request_released_midway_finishes_elsewhere_as_it_would_have(self):
-        here, there = Batcher(self.decoder, 4, 10_000), Batcher(self.decoder, 4, 10_000)
+        here, there = Batcher(Instance(CFG, 7), 4, 10_000), Batcher(Instance(CFG, 7), 4, 10_000)
         here.add(Request(0, self.prompts[0], 10))
         for _ in range(4):
             here.step()
-        moved = here.remove(0)
-        self.assertIsNotNone(moved)
-        there.add(moved)  # its cache travels with it
+        request, cache = here.release(0)
+        self.assertIsNotNone(cache)
+        self.assertEqual(here.instance.caches, {})
+        there.add(request, cache)  # its cache travels with it
         out = []
         while not out:
             out = there.step()
         self.assertEqual(out[0].output, self.alone[0])
+
+    def test_a_reshard_to_tp2_and_back_mid_generation_keeps_the_outputs(self):
+        # Loom's Reconfigure: drain (the requests are released with what they generated), the
+        # instance is rebuilt over the new degree (two processes, gloo), the requests are
+        # admitted again and recompute their caches from their tokens.
+        requests = [Request(i, p, 10) for i, p in enumerate(self.prompts)]
+        batcher = Batcher(Instance(CFG, 7, tp=1), 6, 10_000)
+        for tp in (2, 1):
+            for r in requests:
+                if not r.done:
+                    batcher.add(r)
+            for _ in range(3):
+                batcher.step()
+            held = [batcher.release(r.id) for r in requests if not r.done]
+            self.assertTrue(all(h is not None for h in held))
+            batcher.instance.close()
+            batcher = Batcher(Instance(CFG, 7, tp=tp), 6, 10_000)
+            self.assertEqual(batcher.instance.tp, tp)
+        self.run_all(batcher, [r for r in requests if not r.done])
+        same = sum(a == b for r in requests for a, b in zip(r.output, self.alone[r.id]))
+        self.assertGreaterEqual(same / sum(map(len, self.alone)), 0.99)
+        batcher.instance.close()
 
 
 if __name__ == "__main__":
