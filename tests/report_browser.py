@@ -53,7 +53,8 @@ def sanitized_copy(scenario, work):
     root = os.path.dirname(parent)
     mirror = os.path.join(work, "mirror")
     copy_dir = os.path.join(mirror, os.path.basename(parent), os.path.basename(scenarios))
-    for real, fake, skip in ((root, mirror, parent), (parent, os.path.dirname(copy_dir), scenarios)):
+    levels = ((root, mirror, parent), (parent, os.path.dirname(copy_dir), scenarios))
+    for real, fake, skip in levels:
         os.makedirs(fake, exist_ok=True)
         for entry in os.listdir(real):
             link = os.path.join(fake, entry)

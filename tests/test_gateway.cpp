@@ -627,7 +627,8 @@ BOOST_AUTO_TEST_CASE(sighup_reloads_client_keys_and_log_level_and_names_what_nee
   auto gbps = edited.find("cross_link_gbps = 20.0");
   BOOST_REQUIRE(gbps != std::string::npos);
   edited.replace(gbps, std::string{"cross_link_gbps = 20.0"}.size(), "cross_link_gbps = 40.0");
-  edited.replace(edited.find("[service]\n"), 10, "[service]\nlog_level = \"warn\"\n");
+  const std::string service = "[service]\n";
+  edited.replace(edited.find(service), service.size(), service + "log_level = \"warn\"\n");
   lt::write_file(s.config, edited);
   serve->send_signal(SIGHUP);
   BOOST_REQUIRE(logged(*serve, "event=config_reloaded"));

@@ -128,7 +128,8 @@ class Decoder:
         outs, start = [], 0
         for n, cache in zip(spans, caches):
             past = 0 if cache.keys[layer] is None else int(cache.keys[layer].shape[1])
-            cache.append(layer, k[start:start + n].transpose(0, 1), v[start:start + n].transpose(0, 1))
+            cache.append(layer, k[start:start + n].transpose(0, 1),
+                         v[start:start + n].transpose(0, 1))
             keys = cache.keys[layer].repeat_interleave(group, dim=0)      # [heads, T, d]
             values = cache.values[layer].repeat_interleave(group, dim=0)
             scores = q[start:start + n].transpose(0, 1) @ keys.transpose(1, 2) * d ** -0.5

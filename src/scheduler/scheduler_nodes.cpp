@@ -1,9 +1,9 @@
 // Nodes out of service. WEAVE isolates faults per job (§5.3): a node that fails takes down the
 // jobs pinned to it (rollout on it, or training in the group that trains on it), which leave
-// their groups as failed (their frameworks submit them again: new arrivals); the others go on. Algorithm 1 offers
-// the node to nobody until an operator says it is back, and the fabric re-materialises
-// connectivity around the server (RFabric §5.4 (i)). The outage is durable before anyone hears
-// of it, and a restart keeps the node out.
+// their groups as failed (their frameworks submit them again: new arrivals); the others go on.
+// Algorithm 1 offers the node to nobody until an operator says it is back, and the fabric
+// re-materialises connectivity around the server (RFabric §5.4 (i)). The outage is durable
+// before anyone hears of it, and a restart keeps the node out.
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
