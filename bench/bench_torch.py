@@ -2,7 +2,7 @@
 """The reference engine (python/loom_torch) against its floors, side by side, as ratios:
   decode step   Batcher.step (scheduling, memory accounting, a forward) vs the bare batched
                 forward of the same model on the same caches;
-  KV transfer   a cache pulled over the engine's channel (KvServer/pull: pack, send, unpack)
+  KV transfer   a cache pulled over the engine's channel (Parking/pull: pack, send, unpack)
                 vs the same bytes over a bare ZeroMQ REQ/REP on loopback.
    bench_torch.py [PYTHON_DIR] [--rounds N]"""
 
@@ -21,7 +21,7 @@ from loom_torch import KvCache, ModelConfig  # noqa: E402
 from loom_torch.batching import Batcher, Request  # noqa: E402
 from loom_torch.instance import Instance  # noqa: E402
 from loom_torch.generate import pack  # noqa: E402
-from loom_torch.kv_channel import KvServer, pull  # noqa: E402
+from loom_torch.kv_channel import DataServer, Parking, pull  # noqa: E402
 from loom_torch.tokenizer import encode  # noqa: E402
 
 CFG = ModelConfig(layers=4, hidden=256, heads=8, kv_heads=4, ffn=512)
@@ -60,12 +60,13 @@ def decode_step(instance, rounds):
 def kv_transfer(decoder, rounds):
     cache = KvCache(CFG.layers)
     decoder.forward([encode("y" * 2048)], [cache])
-    server = KvServer()
+    server, parking = DataServer(), Parking()
+    parking.serve_on(server)
     nbytes = pack(cache)[1].nbytes
 
     def channel():
         start = time.perf_counter()
-        server.park(1, cache)
+        parking.park(1, {}, cache)
         pull(server.address, 1)
         return time.perf_counter() - start
 

@@ -12,4 +12,7 @@ setup(
     packages=["loom_client", "loom_torch"],
     python_requires=">=3.9",
     install_requires=["pyzmq", "protobuf"],
+    # The reference engine and its router (docs/engines.md).
+    entry_points={"console_scripts": ["loom-engine-torch=loom_torch.engine:main",
+                                      "loom-router-torch=loom_torch.router:main"]},
 )

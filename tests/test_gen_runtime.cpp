@@ -46,6 +46,7 @@ deployment_config small_deployment(bool planner = false, bool balancer = false) 
 step_batch batch_of(uint64_t step, size_t n) {
   step_batch b;
   b.step = step;
+  b.data_address = "tcp://router:9";
   for (size_t i = 0; i < n; ++i)
     b.requests.push_back({step << 32 | i, 100, 0, -1});
   return b;
@@ -74,8 +75,8 @@ std::vector<gen_command> ack_all(deployment_runtime& rt, std::vector<gen_command
 /// Two engines of 8 GPUs joined, their first layout loaded.
 deployment_runtime started(const engine_model& engine, deployment_config d) {
   deployment_runtime rt{engine, std::move(d)};
-  rt.join({"e0", "n0", 8, false}, 0);
-  rt.join({"e1", "n1", 8, false}, 0);
+  rt.join({"e0", "n0", 8, false, "tcp://e0:9"}, 0);
+  rt.join({"e1", "n1", 8, false, "tcp://e1:9"}, 0);
   ack_all(rt, rt.take_commands(), gen_command_kind::reshard, 0);
   return rt;
 }
@@ -577,9 +578,13 @@ BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
   BOOST_CHECK(resumed[0].resume);
   BOOST_CHECK_EQUAL(resumed[0].engine, "e1");
   BOOST_CHECK_EQUAL(resumed[0].requests.size(), 8u);
+  // Prompts come from the step's router; each request's tokens (and its KV, when it moves
+  // rather than being recomputed, App. A) from the engine that released it.
+  BOOST_CHECK_EQUAL(resumed[0].router_address, "tcp://router:9");
   for (auto& r : resumed[0].requests) {
     BOOST_CHECK_EQUAL(r.generated, 80);
-    BOOST_CHECK(r.kv_transfer || r.kv_source.empty()); // moved (App. A) or recomputed
+    BOOST_CHECK(r.kv_source == "e0" || r.kv_source == "e1");
+    BOOST_CHECK_EQUAL(r.source_address, "tcp://" + r.kv_source + ":9");
   }
   rt.on_ack(ack_for(resumed[0]), 25);
   BOOST_CHECK(rt.phase() == reconfig_phase::none);
@@ -832,6 +837,33 @@ BOOST_AUTO_TEST_CASE(a_restored_runtime_resumes_where_the_record_stood) {
   back.expire(100 + 5 * 2 + 1);
   BOOST_CHECK_EQUAL(back.status().counters.engines_lost, 1);
   BOOST_CHECK_EQUAL(back.serving().name(), "2xTP4");
+}
+
+// An operator's layout (`loom generation reconfigure`) runs the drain-reshard-admit sequence a
+// planner's switch does, over as many instances as the engines hold, and says why when it
+// cannot be.
+BOOST_AUTO_TEST_CASE(an_operators_layout_is_switched_to_as_a_plan_is) {
+  auto engine = qwen14b();
+  auto rt = started(engine, small_deployment(true));
+  BOOST_CHECK_EQUAL(rt.force_layout(parallel_config{4}, 1).value_or(""), "it already serves 4xTP4");
+  BOOST_CHECK_EQUAL(rt.force_layout(parallel_config{32}, 1).value_or(""),
+                    "no TP32 instance fits the engines registered");
+  auto admits = place_on_four(rt);
+  BOOST_CHECK(!rt.force_layout(parallel_config{16}, 1)); // mid-step, nothing in flight: at once
+  BOOST_CHECK(rt.take_dirty());
+  BOOST_CHECK(rt.phase() == reconfig_phase::draining);
+  BOOST_CHECK_EQUAL(rt.force_layout(parallel_config{8}, 1).value_or(""),
+                    "a reconfiguration is under way");
+  auto drains = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(drains.size(), 2u);
+  release_admitted(rt, drains, admits, 2);
+  ack_all(rt, rt.take_commands(), gen_command_kind::reshard, 3);
+  auto resumed = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(resumed.size(), 1u); // one TP16 instance over both engines, led by one
+  BOOST_CHECK_EQUAL(resumed[0].requests.size(), 8u);
+  rt.on_ack(ack_for(resumed[0]), 4);
+  BOOST_CHECK(rt.phase() == reconfig_phase::none);
+  BOOST_CHECK_EQUAL(rt.serving().name(), "1xTP16");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

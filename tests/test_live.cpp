@@ -55,6 +55,12 @@ public:
     return answers_;
   }
 
+  /// How the latest submission that got no decision ended (for a failure's message).
+  std::string last_unanswered() {
+    std::lock_guard<std::mutex> lock{mutex_};
+    return last_unanswered_;
+  }
+
   /// Waits until more than `count` submissions were acknowledged; whether they were.
   bool answered_more_than(size_t count, std::chrono::milliseconds limit) {
     for (auto until = std::chrono::steady_clock::now() + limit;
@@ -78,11 +84,14 @@ private:
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       e.mutable_submit_job()->set_spec_toml(text);
       auto r = admin.call(e);
+      std::lock_guard<std::mutex> lock{mutex_};
       if (r && r->has_submit_reply()) {
         auto& reply = r->submit_reply();
-        std::lock_guard<std::mutex> lock{mutex_};
         answers_[name] = {reply.group().empty() ? "rejected" : "placed", reply.group()};
-      }
+      } else
+        last_unanswered_ = name + ": " + (!r                ? std::string{"no answer in time"}
+                                          : r->has_error() ? r->error().message()
+                                                           : r->ShortDebugString());
       std::this_thread::sleep_for(50ms);
     }
   }
@@ -91,6 +100,7 @@ private:
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
   std::map<std::string, acknowledged> answers_;
+  std::string last_unanswered_;
   std::thread thread_;
 };
 
@@ -118,8 +128,14 @@ BOOST_AUTO_TEST_CASE(thirty_sigkills_change_no_acknowledged_decision) {
   for (int kill = 0; kill < 30; ++kill) {
     // Each service lives until it acknowledged a submission (however slow the machine), then
     // a random while more, and dies mid-stream.
-    BOOST_REQUIRE_MESSAGE(stream.answered_more_than(stream.answers().size(), lt::live_limit),
-                          "no submission acknowledged after restart " << kill);
+    if (!stream.answered_more_than(stream.answers().size(), lt::live_limit)) {
+      serve->read_until(true, [](const std::string&) { return false; }, 100ms);
+      auto log = serve->stderr_lines();
+      for (size_t i = log.size() > 20 ? log.size() - 20 : 0; i < log.size(); ++i)
+        BOOST_TEST_MESSAGE("serve: " << log[i]);
+      BOOST_FAIL("no submission acknowledged after restart " << kill << "; the last unanswered "
+                                                              << stream.last_unanswered());
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds{pause_ms(rng)});
     for (auto& w : workers) // read their output as it comes, so that they never block on it
       w->read_until(false, [](const std::string&) { return false; }, 5ms);

@@ -231,7 +231,8 @@ class Client:
             self._outbox.append(env.SerializeToString())
             self._wake()
 
-    def register(self, role, worker_id, job="", node="", deployment="", gpus=0):
+    def register(self, role, worker_id, job="", node="", deployment="", gpus=0,
+                 data_address=""):
         env = pb.Envelope()
         env.register.role = ROLES[role]
         env.register.worker_id = worker_id
@@ -239,6 +240,7 @@ class Client:
         env.register.node = node
         env.register.deployment = deployment
         env.register.gpus = gpus
+        env.register.data_address = data_address
         env.register.incarnation = self._incarnation
         reply = self.call(env).registered
         with self._cond:
@@ -249,12 +251,13 @@ class Client:
 
     # -- generation (OrchestrRL §4): engines and routers ----------------------------------------
 
-    def register_engine(self, engine_id, deployment, gpus, node=""):
+    def register_engine(self, engine_id, deployment, gpus, node="", data_address=""):
         """An inference engine (role gen-instance): one node's server with `gpus` GPUs. Loom's
         commands (Reconfigure, AdmitRequests, MigrateRequests) arrive at the callbacks or
-        next_command; answer each with ack(). Report loads every stats_interval_ms."""
+        next_command; answer each with ack(). Report loads every stats_interval_ms.
+        data_address: where other engines pull the requests it released (tokens, KV)."""
         return self.register("gen-instance", engine_id, node=node, deployment=deployment,
-                             gpus=gpus)
+                             gpus=gpus, data_address=data_address)
 
     def register_router(self, router_id, deployment):
         """The framework's request router of a deployment (role gen-router)."""
@@ -288,13 +291,14 @@ class Client:
             a.released.add().CopyFrom(r)
         self.send(env)
 
-    def start_step(self, deployment, step, requests, timeout_s=None):
+    def start_step(self, deployment, step, requests, timeout_s=None, data_address=""):
         """The router starts a step: requests = [(request id, prompt tokens)]. Blocks until
         they are placed; returns the StepPlaced (done is set when the step already
-        finished)."""
+        finished). data_address: where engines fetch the prompts and deliver the outputs."""
         env = pb.Envelope()
         env.step_start.deployment = deployment
         env.step_start.step = step
+        env.step_start.data_address = data_address
         for request, prompt in requests:
             r = env.step_start.requests.add()
             r.request, r.prompt_tokens = request, prompt

@@ -5,10 +5,11 @@ Modules by idea: `config` (the model's sizes), `tokenizer` (bytes), `model` (the
 its TP shards), `parallel` (process groups over torch.distributed), `instance` (a TPk serving
 instance: rank 0 here, the others mirroring it, caches by request), `batching` (continuous
 batching with KV memory accounting and preemption), `generate` (greedy decoding, a cache as
-bytes), `kv_channel` (a cache pulled from another engine).
+bytes), `kv_channel` (the data channels: prompts, outputs and moved requests with their
+caches), `engine` (loom-engine-torch: one node's server obeying Loom's commands), `router`
+(the framework's side of a step). docs/engines.md is the adapter contract.
 
-What is not here yet (issue 44): the engine process that obeys Loom's commands over
-`loom_client`, request bodies from a router, the measured profile, the adapter contract.
+Not here yet (issue 44): the measured profile (`--profile`), instances spanning engines.
 """
 
 from .config import ModelConfig

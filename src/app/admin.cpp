@@ -95,6 +95,10 @@ std::optional<v1::Envelope> request_for(const config& cfg, const admin_request& 
     r->set_reason(req.reason);
   } else if (req.command == "groups") {
     request.mutable_list_groups();
+  } else if (req.command == "generation" && !req.layout.empty()) {
+    auto* s = request.mutable_set_layout();
+    s->set_deployment(req.argument);
+    s->set_layout(req.layout);
   } else if (req.command == "generation" && !req.argument.empty()) {
     auto* a = request.mutable_abort_step();
     a->set_deployment(req.argument);

@@ -15,6 +15,7 @@ struct admin_request {
   std::string argument;    // the job file, job id, node id or (generation abort) deployment
   bool node_back = false;  // node: back in service (else out of service)
   std::string reason;      // node: why it is out; generation abort: why
+  std::string layout;      // generation reconfigure: the parallel config to switch to
   bool json = false;
   std::string key;         // key pair path prefix (PREFIX.pub, PREFIX.secret); default: the
                            // service's local admin key in its keys_dir

@@ -223,6 +223,14 @@ public:
     abort->add_option("deployment", request_.argument, "The deployment")->required();
     abort->add_option("--reason", request_.reason, "Why (logged and told to its routers)");
     abort->fallthrough(); // -c, --json and the rest belong to `generation`
+    auto* layout = gen->add_subcommand(
+      "reconfigure", "Switch a deployment to a parallel config now, as many instances as its\n"
+                     "engines hold (drain, reshard, admit; mid-step once moves settle). With\n"
+                     "its planner on, the planner may switch again at its next period.");
+    layout->add_option("deployment", request_.argument, "The deployment")->required();
+    layout->add_option("layout", request_.layout, "The config: TP2, EP8/TP2, AFD4:4")
+      ->required();
+    layout->fallthrough();
   }
 
   std::optional<int> run_if_given() override {

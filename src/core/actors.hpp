@@ -241,6 +241,7 @@ using gen_controller_actor = caf::typed_actor<
   // An operator aborts the running step (why): answered with its outcome once durable;
   // errc::not_found when no step runs.
   caf::replies_to<cancel_atom, std::string>::with<step_outcome>,
+  caf::replies_to<plan_atom, parallel_config>::with<ok_atom>, // an operator's layout
   // Internal: the controller's alarm (its version).
   caf::reacts_to<tick_atom, uint64_t>>;
 

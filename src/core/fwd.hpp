@@ -42,6 +42,7 @@ struct iteration_record;
 struct cluster_record;
 
 // generation/types.hpp
+struct parallel_config;
 struct gen_snapshot;
 struct gen_decision;
 struct gen_worker;

@@ -201,7 +201,8 @@ typename Inspector::result_type inspect(Inspector& f, migration& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_hello& x) {
-  return f(caf::meta::type_name("engine_hello"), x.engine, x.node, x.gpus, x.restarted);
+  return f(caf::meta::type_name("engine_hello"), x.engine, x.node, x.gpus, x.restarted,
+           x.data_address);
 }
 
 template <class Inspector>
@@ -235,13 +236,13 @@ typename Inspector::result_type inspect(Inspector& f, instance_slot& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, admitted_request& x) {
   return f(caf::meta::type_name("admitted_request"), x.id, x.prompt_tokens, x.generated,
-           x.kv_transfer, x.kv_source);
+           x.kv_transfer, x.kv_source, x.source_address);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_command& x) {
   return f(caf::meta::type_name("gen_command"), x.id, x.engine, x.kind, x.epoch, x.config,
-           x.slots, x.instance, x.step, x.resume, x.requests, x.moves);
+           x.slots, x.instance, x.step, x.resume, x.requests, x.moves, x.router_address);
 }
 
 template <class Inspector>
@@ -252,7 +253,7 @@ typename Inspector::result_type inspect(Inspector& f, command_ack& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_batch& x) {
-  return f(caf::meta::type_name("step_batch"), x.step, x.requests);
+  return f(caf::meta::type_name("step_batch"), x.step, x.requests, x.data_address);
 }
 
 template <class Inspector>

@@ -56,6 +56,7 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<requests_finished>("loom.requests_finished");
   cfg.add_message_type<gen_command>("loom.gen_command");
   cfg.add_message_type<command_ack>("loom.command_ack");
+  cfg.add_message_type<parallel_config>("loom.parallel_config");
   cfg.add_message_type<step_batch>("loom.step_batch");
   cfg.add_message_type<step_placement>("loom.step_placement");
   cfg.add_message_type<step_outcome>("loom.step_outcome");

@@ -177,8 +177,7 @@ void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope
   if (runs_job(*role))
     open_job_session(self, frame.identity, rid, r.worker_id(), std::move(s));
   else if (serves_generation(*role)) {
-    if (auto admit = deployment_admission(self, frame.identity, rid, r.worker_id(), s,
-                                          int(r.gpus())))
+    if (auto admit = deployment_admission(self, frame.identity, rid, r, s))
       open_session(self, frame.identity, rid, r.worker_id(), std::move(s), std::move(*admit));
   } else if (*role == worker_role::ocs_agent) {
     if (auto admit = agent_admission(self, frame.identity, rid, r.worker_id(), s))

@@ -135,6 +135,7 @@ bool handle_admin(self_ptr self, const std::string& identity, const v1::Envelope
     case v1::Envelope::kListFabric: list_fabric(self, identity, rid); return true;
     case v1::Envelope::kListGeneration: list_generation(self, identity, rid); return true;
     case v1::Envelope::kAbortStep: abort_step(self, identity, rid, env.abort_step()); return true;
+    case v1::Envelope::kSetLayout: set_layout(self, identity, rid, env.set_layout()); return true;
     default: return false;
   }
 }

@@ -81,6 +81,7 @@ void step_start(self_ptr self, const std::string& identity, uint64_t rid,
   }
   step_batch b;
   b.step = m.step();
+  b.data_address = m.data_address();
   for (auto& r : m.requests()) {
     if (r.prompt_tokens() < 0) {
       send_error(self, identity, rid, v1::ERROR_INVALID,
@@ -101,8 +102,10 @@ void step_start(self_ptr self, const std::string& identity, uint64_t rid,
 } // namespace
 
 std::optional<admission> deployment_admission(self_ptr self, const std::string& identity,
-                                              uint64_t rid, const std::string& worker_id,
-                                              const session& s, int gpus) {
+                                              uint64_t rid, const v1::Register& r,
+                                              const session& s) {
+  const auto& worker_id = r.worker_id();
+  int gpus = int(r.gpus());
   auto it = self->state.deployments.find(s.deployment);
   if (it == self->state.deployments.end()) {
     send_error(self, identity, rid, v1::ERROR_NOT_FOUND,
@@ -118,7 +121,8 @@ std::optional<admission> deployment_admission(self_ptr self, const std::string& 
   }
   // A new process under the id of a session that went silent: what that one ran is gone.
   auto* old = self->state.sessions.find(worker_id);
-  engine_hello h{worker_id, s.node, gpus, old && old->incarnation != s.incarnation};
+  engine_hello h{worker_id, s.node, gpus, old && old->incarnation != s.incarnation,
+                 r.data_address()};
   return admission{[self, controller = it->second, h](auto done) {
     self->request(controller, caf::infinite, engine_atom::value, h)
       .then([done](ok_atom) { done(caf::error{}); }, [done](caf::error& err) { done(err); });
@@ -197,6 +201,28 @@ void abort_step(self_ptr self, const std::string& identity, uint64_t rid,
         reply(self, identity, rid, [&](v1::Envelope& e) { wire::fill(*e.mutable_step_done(), o); });
       },
       [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+}
+
+void set_layout(self_ptr self, const std::string& identity, uint64_t rid,
+                const v1::SetLayout& m) {
+  auto it = self->state.deployments.find(m.deployment());
+  if (it == self->state.deployments.end()) {
+    send_error(self, identity, rid, v1::ERROR_NOT_FOUND,
+               fmt::format("no generation deployment '{}'", m.deployment()));
+    return;
+  }
+  auto layout = parallel_config::parse(m.layout());
+  if (!layout) {
+    send_error(self, identity, rid, v1::ERROR_INVALID,
+               fmt::format("'{}' is not a parallel config (e.g. TP2, EP8/TP2, AFD4:4)",
+                           m.layout()));
+    return;
+  }
+  self->request(it->second, caf::infinite, plan_atom::value, *layout)
+    .then([self, identity, rid](ok_atom) { reply(self, identity, rid, [](v1::Envelope& e) {
+            e.mutable_ok();
+          }); },
+          [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
 }
 
 void list_generation(self_ptr self, const std::string& identity, uint64_t rid) {

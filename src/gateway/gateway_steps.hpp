@@ -67,8 +67,8 @@ using admission = std::function<void(std::function<void(const caf::error&)>)>;
 /// A gen-instance or gen-router registers for a deployment the service runs: nothing (after
 /// answering why) if it cannot, else the admission (an engine's deployment must take it).
 std::optional<admission> deployment_admission(self_ptr self, const std::string& identity,
-                                              uint64_t rid, const std::string& worker_id,
-                                              const session& s, int gpus);
+                                              uint64_t rid, const v1::Register& r,
+                                              const session& s);
 
 /// Generation traffic of a registered session (GenStats, RequestsFinished, CommandAck,
 /// StepStart); false if the envelope is none of it.
@@ -87,6 +87,9 @@ void step_finished(self_ptr self, const step_outcome& o);
 void list_generation(self_ptr self, const std::string& identity, uint64_t rid);
 void abort_step(self_ptr self, const std::string& identity, uint64_t rid,
                 const v1::AbortStep& m);
+/// `loom generation reconfigure`: an operator's layout for a deployment.
+void set_layout(self_ptr self, const std::string& identity, uint64_t rid,
+                const v1::SetLayout& m);
 
 // -- OCS agents (gateway_ocs.cpp) ------------------------------------------------------------
 

@@ -50,6 +50,7 @@ void deployment_runtime::join(const engine_hello& h, double now) {
     // it may have missed go again (it answers a repeat as it did the first time).
     it->second.alive = true;
     it->second.seen = now;
+    it->second.hello.data_address = h.data_address;
     for (auto& [id, c] : commands_)
       if (c.pending.command.engine == h.engine)
         outbox_.push_back(c.pending.command);
@@ -289,6 +290,7 @@ deployment_runtime::step_admission deployment_runtime::start_step(const step_bat
   if (engines_.empty())
     return step_admission::no_engines;
   step_ = batch.step;
+  step_address_ = batch.data_address;
   load_batch(batch.requests, place::unplaced, now);
   finished_since_.clear();
   last_finished_at_ns_ = 0;
@@ -480,6 +482,7 @@ std::optional<step_record> deployment_runtime::current_step() const {
     return std::nullopt;
   step_record s;
   s.step = *step_;
+  s.data_address = step_address_;
   for (auto& r : requests_)
     s.requests.push_back({r.id, r.prompt, 0, -1});
   return s;
@@ -516,6 +519,7 @@ void deployment_runtime::restore(const deployment_record& r, const std::optional
   if (!r.step_active || !step || step->step != r.step)
     return;
   step_ = r.step;
+  step_address_ = step->data_address;
   step_started_ = now;
   last_tick_ = now;
   next_plan_at_ = now + config_.period_s;

@@ -87,6 +87,11 @@ public:
   /// Ends the running step unfinished (its timeout, or an operator): the engines release its
   /// requests, its routers hear why. Nothing when no step runs.
   std::optional<step_outcome> abort_step(const std::string& why, double now);
+  /// An operator's layout (`loom generation reconfigure`): every instance of `layout` the
+  /// engines hold, switched to as a planner's decision is (drain, reshard, admit), mid-step
+  /// once the moves in flight settle; the requests go to the emptiest instances. Why not, when
+  /// it cannot be (a switch under way, no instance fits, or it already serves that).
+  std::optional<std::string> force_layout(const parallel_config& layout, double now);
   /// When expire or a tick is next due, if anything waits.
   std::optional<double> next_deadline() const;
 
@@ -223,6 +228,7 @@ private:
   uint32_t next_instance_ = 0;
 
   std::optional<uint64_t> step_;      // the current step, while it runs
+  std::string step_address_;          // its router's: engines fetch its prompts there
   std::vector<request> requests_;     // its batch, in the router's order
   std::unordered_map<uint64_t, uint32_t> index_; // request id -> position in requests_
   std::array<int64_t, places> in_place_{};       // requests per place

@@ -353,6 +353,14 @@ gen_controller(gen_controller_actor::stateful_pointer<gen_controller_state> self
       else
         after_event(self);
     },
+    [self](plan_atom, const parallel_config& layout) -> caf::result<ok_atom> {
+      if (auto no = self->state.runtime->force_layout(layout, now_s(self)))
+        return make_error(errc::conflict, *no);
+      auto promise = self->make_response_promise<ok_atom>();
+      commit(self, {}, [promise]() mutable { promise.deliver(ok_atom::value); });
+      after_event(self);
+      return promise;
+    },
     [self](cancel_atom, const std::string& why) -> caf::result<step_outcome> {
       auto aborted = self->state.runtime->abort_step(why, now_s(self));
       if (!aborted)

@@ -98,10 +98,12 @@ void fill(v1::AdmittedRequest& out, const admitted_request& a) {
   out.set_generated(a.generated);
   out.set_kv_transfer(a.kv_transfer);
   out.set_kv_source(a.kv_source);
+  out.set_source_address(a.source_address);
 }
 
 admitted_request admitted_of(const v1::AdmittedRequest& a) {
-  return {a.request(), a.prompt_tokens(), a.generated(), a.kv_transfer(), a.kv_source()};
+  return {a.request(), a.prompt_tokens(), a.generated(), a.kv_transfer(), a.kv_source(),
+          a.source_address()};
 }
 
 void fill(v1::InstanceSlot& out, const instance_slot& s) {
@@ -142,6 +144,7 @@ void fill_command(v1::Envelope& out, const gen_command& c, const std::string& de
       a->set_instance(c.instance);
       a->set_resume(c.resume);
       a->set_step(c.step);
+      a->set_router_address(c.router_address);
       for (auto& r : c.requests)
         fill(*a->add_requests(), r);
       return;
@@ -188,6 +191,7 @@ std::optional<gen_command> command_of(const v1::Envelope& e, const std::string& 
     c.instance = a.instance();
     c.resume = a.resume();
     c.step = a.step();
+    c.router_address = a.router_address();
     for (auto& r : a.requests())
       c.requests.push_back(admitted_of(r));
     return c;

@@ -174,6 +174,8 @@ void deployment_runtime::admit_to(uint32_t instance, std::vector<admitted_reques
     r.instance = instance;
     r.generated = a.generated;
     r.kv_resident = a.kv_transfer;
+    if (auto src = engines_.find(a.kv_source); src != engines_.end())
+      a.source_address = src->second.hello.data_address;
   }
   gen_command c;
   c.engine = it->second.engines.front();
@@ -182,6 +184,7 @@ void deployment_runtime::admit_to(uint32_t instance, std::vector<admitted_reques
   c.instance = instance;
   c.resume = resume;
   c.step = step_.value_or(0);
+  c.router_address = step_address_;
   c.requests = std::move(requests);
   send(std::move(c), now);
 }
@@ -260,9 +263,7 @@ void deployment_runtime::admit_resumed(double now) {
       admitted_request a{id, r.prompt, 0, false, {}};
       if (auto h = held_.find(id); h != held_.end()) {
         a = h->second;
-        a.kv_transfer = a.kv_transfer && !recompute;
-        if (!a.kv_transfer)
-          a.kv_source.clear();
+        a.kv_transfer = a.kv_transfer && !recompute; // its tokens still come from kv_source
       }
       list.push_back(std::move(a));
     }

@@ -246,6 +246,33 @@ void deployment_runtime::maybe_apply_pending(double now) {
     begin_reconfiguration(d, now);
 }
 
+std::optional<std::string> deployment_runtime::force_layout(const parallel_config& layout,
+                                                            double now) {
+  if (phase_ != reconfig_phase::none || pending_decision_)
+    return std::string{"a reconfiguration is under way"};
+  std::vector<engine_slot> alive;
+  for (auto& [id, e] : engines_)
+    if (e.alive)
+      alive.push_back({id, e.hello.gpus});
+  gen_decision d;
+  d.reconfigure = true;
+  d.deployment.parallel = layout;
+  d.deployment.instances = int(lay_out(layout, alive, 0).size());
+  if (d.deployment.instances == 0)
+    return fmt::format("no {} instance fits the engines registered", layout.name());
+  if (d.deployment == serving())
+    return fmt::format("it already serves {}", d.deployment.name());
+  note(fmt::format("an operator asked for {}", d.deployment.name()));
+  if (!step_) {
+    begin_reconfiguration(d, now);
+    return std::nullopt;
+  }
+  pending_decision_ = std::move(d);
+  decision_epoch_ = epoch_;
+  maybe_apply_pending(now);
+  return std::nullopt;
+}
+
 void deployment_runtime::begin_reconfiguration(const gen_decision& d, double now) {
   std::vector<engine_slot> alive;
   for (auto& [id, e] : engines_)

@@ -136,6 +136,7 @@ struct engine_hello {
   std::string node;
   int gpus = 0;
   bool restarted = false; // a new process under a known id: whatever it ran is gone
+  std::string data_address; // where other engines pull a moved request's tokens and KV
 };
 
 /// A request as an engine reports it: how far it got, never how long it will be.
@@ -206,7 +207,8 @@ struct admitted_request {
   int64_t prompt_tokens = 0;
   int64_t generated = 0;
   bool kv_transfer = false;
-  std::string kv_source; // the engine its KV comes from, when kv_transfer
+  std::string kv_source;      // moved: the engine that released it (holds its tokens, its KV)
+  std::string source_address; // that engine's data address
 };
 
 struct gen_command {
@@ -220,6 +222,7 @@ struct gen_command {
   uint64_t step = 0;                // admit: the RL step its requests belong to
   bool resume = false;              // admit: the instance's first batch after a reshard
   std::vector<admitted_request> requests; // admit
+  std::string router_address;       // admit: where the step's prompts come from
   std::vector<migration> moves;     // migrate: the requests to release (instance ids)
 };
 
@@ -237,6 +240,7 @@ struct command_ack {
 struct step_batch {
   uint64_t step = 0;
   std::vector<gen_pending> requests; // id and prompt_tokens
+  std::string data_address;          // the router's: prompts from there, outputs to there
 };
 
 /// Where the step's requests run (the answer to a step_batch), once durable.
@@ -403,6 +407,7 @@ struct deployment_record {
 struct step_record {
   uint64_t step = 0;
   std::vector<gen_pending> requests;
+  std::string data_address;
 };
 
 } // namespace loom

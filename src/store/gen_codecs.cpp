@@ -72,6 +72,7 @@ std::string encode_gen_deployment(const std::string& name, const deployment_reco
     x->set_engine(e.engine);
     x->set_node(e.node);
     x->set_gpus(uint32_t(e.gpus));
+    x->set_data_address(e.data_address);
   }
   m.set_step(r.step);
   m.set_step_active(r.step_active);
@@ -109,7 +110,7 @@ std::optional<deployment_record> decode_gen_deployment(std::string_view bytes) {
     r.instances.push_back(slot_of(s, r.config));
   r.next_instance = m.next_instance();
   for (auto& e : m.engines())
-    r.engines.push_back({e.engine(), e.node(), int(e.gpus()), false});
+    r.engines.push_back({e.engine(), e.node(), int(e.gpus()), false, e.data_address()});
   r.step = m.step();
   r.step_active = m.step_active();
   r.any_done = m.any_done();
@@ -144,6 +145,7 @@ std::string encode_gen_step(const std::string& deployment, const step_record& s)
   v1::GenStep m;
   m.set_deployment(deployment);
   m.set_step(s.step);
+  m.set_data_address(s.data_address);
   for (auto& p : s.requests) {
     auto* r = m.add_requests();
     r->set_request(p.id);
@@ -158,6 +160,7 @@ std::optional<step_record> decode_gen_step(std::string_view bytes) {
     return std::nullopt;
   step_record s;
   s.step = m.step();
+  s.data_address = m.data_address();
   for (auto& r : m.requests())
     s.requests.push_back({r.request(), r.prompt_tokens(), 0, -1});
   return s;

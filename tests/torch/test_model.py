@@ -15,7 +15,7 @@ from loom_torch import Decoder, KvCache, ModelConfig, init_weights, shard  # noq
 from loom_torch.batching import Batcher, Request  # noqa: E402
 from loom_torch.instance import Instance  # noqa: E402
 from loom_torch.generate import greedy, pack, unpack  # noqa: E402
-from loom_torch.kv_channel import KvServer, pull  # noqa: E402
+from loom_torch.kv_channel import DataServer, Parking, pull  # noqa: E402
 from loom_torch.tokenizer import decode, encode  # noqa: E402
 
 CFG = ModelConfig(layers=2, hidden=64, heads=4, kv_heads=2, ffn=128)
@@ -90,8 +90,9 @@ def _source_engine(prompt, steps, out, done):
         t = int(decoder.forward([feed], [cache]).argmax(-1))
         got.append(t)
         feed = [t]
-    server = KvServer()
-    sent = server.park(42, cache)
+    server, parking = DataServer(), Parking()
+    parking.serve_on(server)
+    sent = parking.park(42, {"output": got}, cache)
     out.put((server.address, got, sent))
     done.wait(60)
     server.close()
@@ -106,8 +107,10 @@ class KvChannelTest(unittest.TestCase):
         source.start()
         try:
             address, got, sent = out.get(timeout=120)
-            cache = pull(address, 42)
-            self.assertIsNotNone(cache)
+            pulled = pull(address, 42)
+            self.assertIsNotNone(pulled)
+            state, cache = pulled
+            self.assertEqual(state["output"], got)
             self.assertEqual(cache.tokens, len(PROMPTS[0]) + 4)  # the last token is fed next
             self.assertIsNone(pull(address, 42))  # pulled once: it left the source
             self.assertIsNone(pull(address, 7))   # never parked

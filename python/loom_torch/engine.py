@@ -1,0 +1,298 @@
+"""loom-engine-torch: the reference engine, one node's inference server obeying Loom for real.
+
+It registers with Loom as a `gen-instance` of `--gpus` devices (CPU worker processes, or CUDA
+devices) and its data channel's address, then every monitoring tick runs one forward on each
+instance it leads, reports what finished and each instance's load (GenStats), and obeys:
+  Reconfigure DRAIN    every request is let go: parked on the data channel with its tokens and,
+                       from a TP1 instance, its KV cache; the ack says how far each got
+  Reconfigure RESHARD  the instances it leads in `slots` are built (TPk: k processes, weights
+                       re-split); one whose instance and degree stay is kept
+  AdmitRequests        new requests fetch their prompts from the router; moved ones pull their
+                       tokens (and, with kv_transfer, their KV cache) from the releasing engine,
+                       or start from the prompt when that engine is gone
+  MigrateRequests      the requests are let go as for a drain
+A command seen before is answered as the first time. Outputs go to the router's data channel
+before Loom hears RequestsFinished, so a step Loom calls done has every output delivered.
+
+An instance lives within this engine's devices: one that spans engines (TP over two nodes) is
+refused with why (docs/engines.md).
+"""
+
+import argparse
+import json
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from loom_client import loom_pb2 as pb
+from loom_client.client import Client
+
+from .batching import Batcher, Request
+from .config import ModelConfig
+from .instance import Instance
+from .kv_channel import DataServer, Parking, ask, pull, unpack_released
+
+Ack = Tuple[bool, str, List[pb.RequestProgress], float]
+
+
+@dataclass
+class Served:
+    """An instance this engine leads, and the RL step and router of each request on it."""
+
+    tp: int
+    batcher: Batcher
+    step_of: Dict[int, int]
+    router_of: Dict[int, str]
+
+
+def progress(r: Request, kv: bool) -> pb.RequestProgress:
+    p = pb.RequestProgress()
+    p.request, p.prompt_tokens, p.generated = r.id, len(r.prompt), len(r.output)
+    p.kv_resident = kv
+    return p
+
+
+class TorchEngine:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.cfg = ModelConfig(layers=args.layers, hidden=args.hidden, heads=args.heads,
+                               kv_heads=args.kv_heads, ffn=args.ffn)
+        self.channel = DataServer(f"tcp://{args.host}:*")
+        self.parking = Parking()
+        self.parking.serve_on(self.channel)
+        self.client = Client(args.endpoint, args.server_key, args.key, timeout_s=30.0)
+        self.epoch = 0
+        self.served: Dict[int, Served] = {}
+        self.answered: Dict[int, pb.Envelope] = {}
+        self.stop = False
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def _release(self, ids: List[int]) -> List[pb.RequestProgress]:
+        """Parks the requests for their destination; their progress as they stood."""
+        out = []
+        for s in self.served.values():
+            for i in [i for i in ids if i in s.step_of]:
+                taken = s.batcher.release(i)
+                if taken is None:
+                    continue
+                r, cache = taken
+                state = {"prompt": r.prompt, "output": r.output, "max_new": r.max_new}
+                self.parking.park(i, state, cache)
+                out.append(progress(r, cache is not None))
+                del s.step_of[i], s.router_of[i]
+        return out
+
+    def _drain(self, r: pb.Reconfigure) -> Ack:
+        released = self._release([i for s in self.served.values() for i in s.step_of])
+        self.epoch = r.epoch
+        return True, "", released, 0.0
+
+    def _reshard(self, r: pb.Reconfigure) -> Ack:
+        started = time.perf_counter()
+        wanted: Dict[int, int] = {}
+        for slot in r.slots:
+            tp = slot.config.tp if slot.HasField("config") else r.tp
+            ep = slot.config.ep if slot.HasField("config") else r.ep
+            if list(slot.engines) != [self.args.engine_id]:
+                return False, (f"instance {slot.instance} spans engines {list(slot.engines)}: "
+                               "this engine runs instances within its own devices"), [], 0.0
+            if ep > 1 or max(tp, 1) > self.args.gpus:
+                return False, f"instance {slot.instance}: TP{tp} EP{ep} does not fit", [], 0.0
+            wanted[slot.instance] = max(tp, 1)
+        for k in [k for k, s in self.served.items() if wanted.get(k) != s.tp]:
+            self.served.pop(k).batcher.instance.close()
+        for k, tp in wanted.items():
+            if k not in self.served:
+                inst = Instance(self.cfg, self.args.seed, tp, self.args.device)
+                self.served[k] = Served(tp, Batcher(inst, self.args.max_batch,
+                                                    self._kv_capacity(tp)), {}, {})
+        self.epoch = r.epoch
+        return True, "", [], time.perf_counter() - started
+
+    def _kv_capacity(self, tp: int) -> int:
+        return self.args.kv_bytes * tp // self.cfg.kv_bytes_per_token(tp)
+
+    def _admit(self, a: pb.AdmitRequests) -> Ack:
+        s = self.served.get(a.instance)
+        if s is None or a.epoch != self.epoch:
+            return False, f"instance {a.instance} of epoch {a.epoch} is not led here", [], 0.0
+        fresh = [q.request for q in a.requests if not q.source_address or q.generated == 0]
+        prompts = self._prompts(a.router_address, fresh) if fresh else {}
+        counts = {"kv": 0, "tokens": 0, "prompt": 0}
+        for q in a.requests:
+            moved = None if q.request in prompts else self._pull(q, s.tp)
+            if moved is None:
+                body = prompts.get(q.request) or self._prompts(a.router_address,
+                                                               [q.request]).get(q.request)
+                if body is None:
+                    return False, f"request {q.request}: no prompt at the router", [], 0.0
+                moved = ({"prompt": body["prompt"], "output": [], "max_new": body["max_new"]},
+                         None)
+                counts["prompt"] += 1
+            state, cache = moved
+            if q.request not in prompts and state["output"]:
+                counts["kv" if cache is not None else "tokens"] += 1
+            s.batcher.add(Request(q.request, state["prompt"], state["max_new"],
+                                  list(state["output"])), cache)
+            s.step_of[q.request], s.router_of[q.request] = a.step, a.router_address
+        print(f"admitted {len(a.requests)} of step {a.step} on instance {a.instance}: "
+              f"{counts['kv']} with their KV, {counts['tokens']} recomputed, {counts['prompt']} "
+              "from prompts", flush=True)
+        return True, "", [], 0.0
+
+    def _pull(self, q: pb.AdmittedRequest, tp: int):
+        """A moved request's state from the engine that let it go (here or elsewhere); its
+        cache only with kv_transfer onto a TP1 instance (a TPk one recomputes its shards)."""
+        if not q.source_address:
+            return None
+        if q.kv_source == self.args.engine_id:
+            got = unpack_released(self.parking.take(q.request), self.args.device)
+        else:
+            got = pull(q.source_address, q.request, device=self.args.device)
+        if got is None:
+            return None
+        state, cache = got
+        return state, cache if q.kv_transfer and tp == 1 else None
+
+    def _prompts(self, router: str, ids: List[int]) -> Dict[int, dict]:
+        frames = ask(router, [b"prompts", json.dumps(ids).encode()]) if router else None
+        if not frames or len(frames) != 1:
+            return {}
+        return {int(k): v for k, v in json.loads(bytes(frames[0])).items()}
+
+    def _migrate(self, m: pb.MigrateRequests) -> Ack:
+        return True, "", self._release([mv.request for mv in m.moves]), 0.0
+
+    def _apply(self, env: pb.Envelope) -> Optional[Tuple[int, Ack]]:
+        body = env.WhichOneof("body")
+        if body == "reconfigure":
+            r = env.reconfigure
+            run = self._drain if r.phase == pb.RECONFIGURE_PHASE_DRAIN else self._reshard
+            return r.command, run(r)
+        if body == "admit_requests":
+            return env.admit_requests.command, self._admit(env.admit_requests)
+        if body == "migrate_requests":
+            return env.migrate_requests.command, self._migrate(env.migrate_requests)
+        return None
+
+    def _run_command(self, env: pb.Envelope) -> None:
+        body = env.WhichOneof("body")
+        command = getattr(env, body).command if body in (
+            "reconfigure", "admit_requests", "migrate_requests") else None
+        if command in self.answered:
+            self.client.send(self.answered[command])
+            return
+        applied = self._apply(env)
+        if applied is None:
+            return
+        command, (ok, detail, released, elapsed) = applied
+        what = body if body != "reconfigure" else pb.ReconfigurePhase.Name(
+            env.reconfigure.phase).rsplit("_", 1)[-1].lower()
+        print(f"command {command} {what}: {'ok' if ok else detail}", flush=True)
+        ack = pb.Envelope()
+        a = ack.command_ack
+        a.deployment, a.command, a.ok, a.detail, a.elapsed_s = (self.args.deployment, command,
+                                                                ok, detail, elapsed)
+        for p in released:
+            a.released.add().CopyFrom(p)
+        self.answered[command] = ack
+        self.client.send(ack)
+
+    # -- serving -----------------------------------------------------------------------------
+
+    def _finish(self, s: Served, done: List[Request]) -> None:
+        """Outputs to their router first, then the finishes to Loom (durable when answered)."""
+        by_step: Dict[Tuple[int, str], List[Request]] = {}
+        for r in done:
+            by_step.setdefault((s.step_of.pop(r.id), s.router_of.pop(r.id)), []).append(r)
+        now = time.time_ns()
+        for (step, router), reqs in by_step.items():
+            outputs = {str(r.id): r.output for r in reqs}
+            ask(router, [b"outputs", json.dumps({"step": step, "outputs": outputs}).encode()])
+            self.client.requests_finished(self.args.deployment, step,
+                                          [(r.id, len(r.output), now) for r in reqs])
+
+    def _stats(self, k: int, s: Served) -> None:
+        b = s.batcher
+        st = pb.GenStats()
+        st.deployment, st.instance, st.epoch = self.args.deployment, k, self.epoch
+        st.kv_capacity_tokens, st.max_batch = b.kv_capacity, b.max_batch
+        st.kv_free = max(0.0, 1.0 - b.kv_used() / max(b.kv_capacity, 1))
+        st.decode_tokens_per_s, st.preemptions = b.decode_rate_tps, b.preemptions
+        st.running, st.queued = len(b.running), len(b.waiting)
+        for r in b.running.values():
+            p = st.requests.add()
+            p.CopyFrom(progress(r, True))
+            p.running = True
+        for r in b.waiting:
+            st.requests.add().CopyFrom(progress(r, b.instance.cached(r.id) > 0))
+        self.client.gen_stats(st)
+
+    def run(self) -> None:
+        torch.manual_seed(self.args.seed)
+        self.client.register_engine(self.args.engine_id, self.args.deployment, self.args.gpus,
+                                    self.args.node, data_address=self.channel.address)
+        tick = max(self.client.stats_interval_ms, 10) / 1000.0
+        print(f"engine {self.args.engine_id} registered, data channel {self.channel.address}",
+              flush=True)
+        next_stats = 0.0
+        while not self.stop:
+            env = self.client.next_command(0 if any(
+                s.step_of for s in self.served.values()) else tick)
+            while env is not None:
+                self._run_command(env)
+                env = self.client.next_command()
+            for s in list(self.served.values()):
+                if s.step_of:
+                    self._finish(s, s.batcher.step())
+            if time.monotonic() >= next_stats:
+                for k, s in self.served.items():
+                    self._stats(k, s)
+                next_stats = time.monotonic() + tick
+        for s in self.served.values():
+            s.batcher.instance.close()
+        self.client.close("stopped")
+        self.channel.close()
+
+
+def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="loom-engine-torch", description=__doc__.splitlines()[0])
+    p.add_argument("--endpoint", default="tcp://127.0.0.1:5555")
+    p.add_argument("--server-key", help="the service's public key file (omit if insecure)")
+    p.add_argument("--key", help="this engine's key pair prefix (KEY.pub, KEY.secret)")
+    p.add_argument("--deployment", required=True)
+    p.add_argument("--engine-id", required=True)
+    p.add_argument("--node", default="")
+    p.add_argument("--gpus", type=int, default=2, help="devices: TP ranks it can run")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda where torch sees a GPU")
+    p.add_argument("--host", default="127.0.0.1", help="the data channel's interface")
+    p.add_argument("--seed", type=int, default=1, help="the weights' seed")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--ffn", type=int, default=256)
+    p.add_argument("--max-batch", type=int, default=64)
+    p.add_argument("--kv-bytes", type=int, default=64 << 20,
+                   help="KV cache budget per device, in bytes")
+    return p.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    engine = TorchEngine(parse(argv))
+
+    def stop(*_):
+        engine.stop = True
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    engine.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
