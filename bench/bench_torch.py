@@ -3,7 +3,10 @@
   decode step   Batcher.step (scheduling, memory accounting, a forward) vs the bare batched
                 forward of the same model on the same caches;
   KV transfer   a cache pulled over the engine's channel (Parking/pull: pack, send, unpack)
-                vs the same bytes over a bare ZeroMQ REQ/REP on loopback.
+                vs the same bytes over a bare ZeroMQ REQ/REP on loopback;
+  reshard       a TP1 instance closed and a TP2 one built (a worker process spawned, the
+                group formed, weights re-made and re-split) vs making and splitting the same
+                weights in this process: the process-group cost a reshard pays.
    bench_torch.py [PYTHON_DIR] [--rounds N]"""
 
 import os
@@ -17,7 +20,7 @@ sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswi
 import torch  # noqa: E402
 import zmq  # noqa: E402
 
-from loom_torch import KvCache, ModelConfig  # noqa: E402
+from loom_torch import KvCache, ModelConfig, init_weights, shard  # noqa: E402
 from loom_torch.batching import Batcher, Request  # noqa: E402
 from loom_torch.instance import Instance  # noqa: E402
 from loom_torch.generate import pack  # noqa: E402
@@ -90,6 +93,27 @@ def kv_transfer(decoder, rounds):
     return result
 
 
+def reshard(rounds):
+    weight_bytes = sum(t.numel() * t.element_size() for t in init_weights(CFG, 1).values())
+
+    def engine():
+        tp1 = Instance(CFG, 1)
+        start = time.perf_counter()
+        tp1.close()
+        tp2 = Instance(CFG, 1, tp=2)
+        elapsed = time.perf_counter() - start
+        tp2.close()
+        return elapsed
+
+    def floor():
+        start = time.perf_counter()
+        full = init_weights(CFG, 1)
+        for rank in range(2):
+            shard(full, rank, 2)
+        return time.perf_counter() - start
+    return median_of(engine, rounds), median_of(floor, rounds), weight_bytes
+
+
 def main():
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
     torch.set_num_threads(1)
@@ -101,6 +125,10 @@ def main():
     channel, floor, nbytes = kv_transfer(decoder, rounds)
     print(f"KV transfer, {nbytes / 1e6:.1f} MB: channel {nbytes / channel / 1e6:.0f} MB/s, "
           f"loopback REQ/REP {nbytes / floor / 1e6:.0f} MB/s, ratio {floor / channel:.2f}")
+    took, floor, weight_bytes = reshard(rounds)
+    print(f"reshard TP1 -> TP2, {weight_bytes / 1e6:.1f} MB of weights: {took * 1e3:.0f} ms "
+          f"({weight_bytes / took / 1e6:.0f} MB/s), making and splitting them in-process "
+          f"{floor * 1e3:.0f} ms, ratio {took / floor:.1f}")
 
 
 if __name__ == "__main__":

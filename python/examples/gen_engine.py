@@ -16,7 +16,6 @@ after --tokens; a vLLM adapter would read the same numbers from the engine's sch
 (docs/protocol.md maps each field).
 """
 
-import argparse
 import os
 import signal
 import sys
@@ -25,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from loom_client import engine_arguments  # noqa: E402
 from loom_client import loom_pb2 as pb  # noqa: E402
 from loom_client.client import Client  # noqa: E402
 
@@ -161,14 +161,7 @@ class Engine:
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--endpoint", default="tcp://127.0.0.1:5555")
-    p.add_argument("--server-key", help="the service's public key file (omit if insecure)")
-    p.add_argument("--key", help="this engine's key pair prefix (KEY.pub, KEY.secret)")
-    p.add_argument("--deployment", required=True)
-    p.add_argument("--engine-id", required=True)
-    p.add_argument("--node", default="")
-    p.add_argument("--gpus", type=int, default=8)
+    p = engine_arguments(__doc__.splitlines()[0], gpus=8)
     p.add_argument("--tokens", type=int, default=64, help="every request's output length")
     p.add_argument("--tokens-per-s", type=float, default=200.0)
     engine = Engine(p.parse_args())

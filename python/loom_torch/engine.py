@@ -28,6 +28,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from loom_client import engine_arguments
 from loom_client import loom_pb2 as pb
 from loom_client.client import Client
 
@@ -261,14 +262,7 @@ class TorchEngine:
 
 
 def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="loom-engine-torch", description=__doc__.splitlines()[0])
-    p.add_argument("--endpoint", default="tcp://127.0.0.1:5555")
-    p.add_argument("--server-key", help="the service's public key file (omit if insecure)")
-    p.add_argument("--key", help="this engine's key pair prefix (KEY.pub, KEY.secret)")
-    p.add_argument("--deployment", required=True)
-    p.add_argument("--engine-id", required=True)
-    p.add_argument("--node", default="")
-    p.add_argument("--gpus", type=int, default=2, help="devices: TP ranks it can run")
+    p = engine_arguments(__doc__.splitlines()[0], gpus=2, prog="loom-engine-torch")
     p.add_argument("--device", default="cpu", help="cpu, or cuda where torch sees a GPU")
     p.add_argument("--host", default="127.0.0.1", help="the data channel's interface")
     p.add_argument("--seed", type=int, default=1, help="the weights' seed")

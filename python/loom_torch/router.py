@@ -11,7 +11,6 @@ within the step (docs/protocol.md).
    python3 -m loom_torch.router --deployment D --prompts N   (prints one JSON line)
 """
 
-import argparse
 import json
 import sys
 import threading
@@ -19,6 +18,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from loom_client import loom_pb2 as pb
+from loom_client import service_arguments
 from loom_client.client import Client, LoomError
 
 from .kv_channel import DataServer
@@ -113,10 +113,7 @@ class Router:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="loom-router-torch", description=__doc__.splitlines()[0])
-    p.add_argument("--endpoint", default="tcp://127.0.0.1:5555")
-    p.add_argument("--server-key")
-    p.add_argument("--key")
+    p = service_arguments(__doc__.splitlines()[0], prog="loom-router-torch")
     p.add_argument("--deployment", required=True)
     p.add_argument("--step", type=int, default=0)
     p.add_argument("--prompts", type=int, default=16)

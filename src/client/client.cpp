@@ -492,6 +492,10 @@ client::~client() {
   impl_->arrived.notify_all();
   if (impl_->io.joinable())
     impl_->io.join();
+  // The monitor stops before either socket closes: libzmq sends its events from the shared
+  // context's I/O thread and blocks there while nobody reads them, which stalls every socket
+  // of the process (seen: a test's clients all silent after one closed while reconnecting).
+  zmq_socket_monitor(impl_->socket.handle(), nullptr, 0);
 }
 
 std::optional<v1::Envelope> client::call(v1::Envelope request) {

@@ -185,17 +185,30 @@ void step_finished(self_ptr self, const step_outcome& o) {
   }
 }
 
+namespace {
+
+/// The controller of an admin request's deployment; nothing, after answering NOT_FOUND, when
+/// the service runs none of that name.
+std::optional<gen_controller_actor> controller_named(self_ptr self, const std::string& identity,
+                                                     uint64_t rid, const std::string& name) {
+  auto it = self->state.deployments.find(name);
+  if (it != self->state.deployments.end())
+    return it->second;
+  send_error(self, identity, rid, v1::ERROR_NOT_FOUND,
+             fmt::format("no generation deployment '{}'", name));
+  return std::nullopt;
+}
+
+} // namespace
+
 void abort_step(self_ptr self, const std::string& identity, uint64_t rid,
                 const v1::AbortStep& m) {
-  auto it = self->state.deployments.find(m.deployment());
-  if (it == self->state.deployments.end()) {
-    send_error(self, identity, rid, v1::ERROR_NOT_FOUND,
-               fmt::format("no generation deployment '{}'", m.deployment()));
+  auto ctl = controller_named(self, identity, rid, m.deployment());
+  if (!ctl)
     return;
-  }
   auto why = m.reason().empty() ? std::string{"aborted by an operator"}
                                 : "aborted by an operator: " + m.reason();
-  self->request(it->second, caf::infinite, cancel_atom::value, std::move(why))
+  self->request(*ctl, caf::infinite, cancel_atom::value, std::move(why))
     .then(
       [self, identity, rid](const step_outcome& o) {
         reply(self, identity, rid, [&](v1::Envelope& e) { wire::fill(*e.mutable_step_done(), o); });
@@ -205,12 +218,9 @@ void abort_step(self_ptr self, const std::string& identity, uint64_t rid,
 
 void set_layout(self_ptr self, const std::string& identity, uint64_t rid,
                 const v1::SetLayout& m) {
-  auto it = self->state.deployments.find(m.deployment());
-  if (it == self->state.deployments.end()) {
-    send_error(self, identity, rid, v1::ERROR_NOT_FOUND,
-               fmt::format("no generation deployment '{}'", m.deployment()));
+  auto ctl = controller_named(self, identity, rid, m.deployment());
+  if (!ctl)
     return;
-  }
   auto layout = parallel_config::parse(m.layout());
   if (!layout) {
     send_error(self, identity, rid, v1::ERROR_INVALID,
@@ -218,11 +228,12 @@ void set_layout(self_ptr self, const std::string& identity, uint64_t rid,
                            m.layout()));
     return;
   }
-  self->request(it->second, caf::infinite, plan_atom::value, *layout)
-    .then([self, identity, rid](ok_atom) { reply(self, identity, rid, [](v1::Envelope& e) {
-            e.mutable_ok();
-          }); },
-          [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+  self->request(*ctl, caf::infinite, plan_atom::value, *layout)
+    .then(
+      [self, identity, rid](ok_atom) {
+        reply(self, identity, rid, [](v1::Envelope& e) { e.mutable_ok(); });
+      },
+      [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
 }
 
 void list_generation(self_ptr self, const std::string& identity, uint64_t rid) {
