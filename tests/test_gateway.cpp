@@ -457,12 +457,12 @@ BOOST_AUTO_TEST_CASE(unknown_keys_get_nothing_and_bad_frames_get_typed_errors) {
   BOOST_CHECK(logged(*serve, "event=gateway_key_refused"));
   auto cli = s.admin({"jobs", "--key", s.dir / "keys/intruder", "--timeout-ms", "1000"});
   BOOST_CHECK_EQUAL(cli.exit_code, 1);
-  // A worker key may not act as admin.
+  // A worker key may not act as admin, and is told so.
   {
     client worker{s.keys("driver-a")};
     v1::Envelope list;
     list.mutable_list_jobs();
-    BOOST_CHECK_EQUAL(error_code(worker.call(list)), v1::ERROR_NOT_REGISTERED);
+    BOOST_CHECK_EQUAL(error_code(worker.call(list)), v1::ERROR_FORBIDDEN);
     BOOST_CHECK_EQUAL(error_code(worker.register_worker("admin", "sneaky", "")),
                       v1::ERROR_FORBIDDEN);
   }

@@ -242,10 +242,15 @@ void handle_frame(self_ptr self, const wire_frame& frame) {
     return;
   }
   // Admin requests need an admin key, not a session: the CLI connects for one request.
-  const bool admin = st.config.insecure
-                     || (frame.authenticated && frame.role == worker_role::admin);
-  if (admin && handle_admin(self, frame.identity, env))
+  if (is_admin_request(env)) {
+    if (st.config.insecure || (frame.authenticated && frame.role == worker_role::admin))
+      handle_admin(self, frame.identity, env);
+    else
+      send_error(self, frame.identity, env.request_id(), v1::ERROR_FORBIDDEN,
+                 fmt::format("{} needs an admin key (security.clients admin)",
+                             wire::body_name(env)));
     return;
+  }
   auto* s = st.sessions.touch(frame.identity, self->clock().now());
   if (!s) {
     send_error(self, frame.identity, env.request_id(), v1::ERROR_NOT_REGISTERED,

@@ -123,20 +123,36 @@ void list_fabric(self_ptr self, const std::string& identity, uint64_t rid) {
 
 } // namespace
 
-bool handle_admin(self_ptr self, const std::string& identity, const v1::Envelope& env) {
+bool is_admin_request(const v1::Envelope& env) {
+  switch (env.body_case()) {
+    case v1::Envelope::kSubmitJob:
+    case v1::Envelope::kListJobs:
+    case v1::Envelope::kInspectJob:
+    case v1::Envelope::kCancelJob:
+    case v1::Envelope::kListGroups:
+    case v1::Envelope::kNodeReport:
+    case v1::Envelope::kListFabric:
+    case v1::Envelope::kListGeneration:
+    case v1::Envelope::kAbortStep:
+    case v1::Envelope::kSetLayout: return true;
+    default: return false;
+  }
+}
+
+void handle_admin(self_ptr self, const std::string& identity, const v1::Envelope& env) {
   auto rid = env.request_id();
   switch (env.body_case()) {
-    case v1::Envelope::kSubmitJob: submit(self, identity, rid, env.submit_job()); return true;
-    case v1::Envelope::kListJobs: list_jobs(self, identity, rid); return true;
-    case v1::Envelope::kInspectJob: inspect_job(self, identity, rid, env.inspect_job().job()); return true;
-    case v1::Envelope::kCancelJob: cancel(self, identity, rid, env.cancel_job().job()); return true;
-    case v1::Envelope::kListGroups: list_groups(self, identity, rid); return true;
-    case v1::Envelope::kNodeReport: report_node(self, identity, rid, env.node_report()); return true;
-    case v1::Envelope::kListFabric: list_fabric(self, identity, rid); return true;
-    case v1::Envelope::kListGeneration: list_generation(self, identity, rid); return true;
-    case v1::Envelope::kAbortStep: abort_step(self, identity, rid, env.abort_step()); return true;
-    case v1::Envelope::kSetLayout: set_layout(self, identity, rid, env.set_layout()); return true;
-    default: return false;
+    case v1::Envelope::kSubmitJob: submit(self, identity, rid, env.submit_job()); return;
+    case v1::Envelope::kListJobs: list_jobs(self, identity, rid); return;
+    case v1::Envelope::kInspectJob: inspect_job(self, identity, rid, env.inspect_job().job()); return;
+    case v1::Envelope::kCancelJob: cancel(self, identity, rid, env.cancel_job().job()); return;
+    case v1::Envelope::kListGroups: list_groups(self, identity, rid); return;
+    case v1::Envelope::kNodeReport: report_node(self, identity, rid, env.node_report()); return;
+    case v1::Envelope::kListFabric: list_fabric(self, identity, rid); return;
+    case v1::Envelope::kListGeneration: list_generation(self, identity, rid); return;
+    case v1::Envelope::kAbortStep: abort_step(self, identity, rid, env.abort_step()); return;
+    case v1::Envelope::kSetLayout: set_layout(self, identity, rid, env.set_layout()); return;
+    default: return;
   }
 }
 

@@ -48,8 +48,10 @@ void command_job(self_ptr self, const std::string& job, Fill fill) {
   }
 }
 
-/// Admin requests (the loom CLI); false if the envelope is not one.
-bool handle_admin(self_ptr self, const std::string& identity, const v1::Envelope& env);
+/// Whether the envelope is an admin request (the loom CLI's).
+bool is_admin_request(const v1::Envelope& env);
+/// Answers an admin request.
+void handle_admin(self_ptr self, const std::string& identity, const v1::Envelope& env);
 
 /// Traffic of a registered session.
 void handle_worker(self_ptr self, const std::string& identity, session& s,
