@@ -125,6 +125,7 @@ class TorchEngine:
         fresh = [q.request for q in a.requests if not q.source_address or q.generated == 0]
         prompts = self._prompts(a.router_address, fresh) if fresh else {}
         counts = {"kv": 0, "tokens": 0, "prompt": 0}
+        taken = []  # every request's state first: a refused admit runs none of them
         for q in a.requests:
             moved = None if q.request in prompts else self._pull(q, s.tp)
             if moved is None:
@@ -135,12 +136,13 @@ class TorchEngine:
                 moved = ({"prompt": body["prompt"], "output": [], "max_new": body["max_new"]},
                          None)
                 counts["prompt"] += 1
-            state, cache = moved
-            if q.request not in prompts and state["output"]:
-                counts["kv" if cache is not None else "tokens"] += 1
-            s.batcher.add(Request(q.request, state["prompt"], state["max_new"],
-                                  list(state["output"])), cache)
-            s.step_of[q.request], s.router_of[q.request] = a.step, a.router_address
+            elif moved[0]["output"]:
+                counts["kv" if moved[1] is not None else "tokens"] += 1
+            taken.append((q.request, moved))
+        for i, (state, cache) in taken:
+            s.batcher.add(Request(i, state["prompt"], state["max_new"], list(state["output"])),
+                          cache)
+            s.step_of[i], s.router_of[i] = a.step, a.router_address
         print(f"admitted {len(a.requests)} of step {a.step} on instance {a.instance}: "
               f"{counts['kv']} with their KV, {counts['tokens']} recomputed, {counts['prompt']} "
               "from prompts", flush=True)
