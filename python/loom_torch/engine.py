@@ -97,13 +97,16 @@ class TorchEngine:
         started = time.perf_counter()
         wanted: Dict[int, int] = {}
         for slot in r.slots:
-            tp = slot.config.tp if slot.HasField("config") else r.tp
-            ep = slot.config.ep if slot.HasField("config") else r.ep
+            c = slot.config if slot.HasField("config") else r
+            tp, ep, ffn = c.tp, c.ep, c.ffn_gpus
             if list(slot.engines) != [self.args.engine_id]:
                 return False, (f"instance {slot.instance} spans engines {list(slot.engines)}: "
                                "this engine runs instances within its own devices"), [], 0.0
-            if ep > 1 or max(tp, 1) > self.args.gpus:
-                return False, f"instance {slot.instance}: TP{tp} EP{ep} does not fit", [], 0.0
+            if ep > 1 or ffn > 0:
+                return False, (f"instance {slot.instance}: expert parallelism and attention-FFN "
+                               "disaggregation are not implemented here"), [], 0.0
+            if max(tp, 1) > self.args.gpus:
+                return False, f"instance {slot.instance}: TP{tp} needs more devices", [], 0.0
             wanted[slot.instance] = max(tp, 1)
         for k in [k for k, s in self.served.items() if wanted.get(k) != s.tp]:
             self.served.pop(k).batcher.instance.close()
