@@ -4,12 +4,16 @@ real tensor parallelism, small enough for CI, on CPU or CUDA.
 Modules by idea: `config` (the model's sizes), `tokenizer` (bytes), `model` (the decoder and
 its TP shards), `parallel` (process groups over torch.distributed), `instance` (a TPk serving
 instance: rank 0 here, the others mirroring it, caches by request), `batching` (continuous
-batching with KV memory accounting and preemption), `generate` (greedy decoding, a cache as
-bytes), `kv_channel` (the data channels: prompts, outputs and moved requests with their
+batching with KV memory accounting and preemption), `generate` (greedy and sampled decoding,
+a cache as bytes), `kv_channel` (the data channels: prompts, outputs and moved requests with their
 caches), `engine` (loom-engine-torch: one node's server obeying Loom's commands), `router`
-(the framework's side of a step). docs/engines.md is the adapter contract.
+(the framework's side of a step), and a GRPO job on the same model: `tasks` (toy tasks with
+exact checkers), `rollout` (groups of sampled responses), `trainer` (group advantages, the
+clipped loss, AdamW), `grpo` (the job's loop on Loom's Job API, with checkpoints).
+docs/engines.md is the adapter contract; docs/frameworks.md puts a framework under Loom.
 
-Not here yet (issue 44): the measured profile (`--profile`), instances spanning engines.
+Not here yet (issues 44, 45): the measured profile (`--profile`), instances spanning engines,
+weights moved between separate rollout and training processes.
 """
 
 from .config import ModelConfig

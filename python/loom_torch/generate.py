@@ -1,4 +1,4 @@
-"""Greedy decoding with KV caches, and a request's cache as bytes to move.
+"""Greedy and sampled decoding with KV caches, and a request's cache as bytes to move.
 
 A KV migration (OrchestrRL §4.3) either ships the request's cache tensors to the destination
 or ships only its tokens and recomputes the cache there; both must continue the request
@@ -7,7 +7,7 @@ recomputing is a prefill of every token the request has.
 """
 
 import json
-from typing import List, Tuple
+from typing import Callable, List, Tuple
 
 import torch
 
@@ -15,18 +15,36 @@ from .model import Decoder, KvCache
 from .tokenizer import EOS
 
 
+Pick = Callable[[torch.Tensor], List[int]]
+
+
 def greedy(decoder: Decoder, prompts: List[List[int]], max_new: int) -> List[List[int]]:
     """Each prompt decoded greedily, all in one batch (prefill, then one token per step),
     stopping at EOS or `max_new` tokens."""
+    return _decode(decoder, prompts, max_new, lambda logits: logits.argmax(-1).tolist())
+
+
+def sample(decoder: Decoder, prompts: List[List[int]], max_new: int,
+           generator: torch.Generator, temperature: float = 1.0) -> List[List[int]]:
+    """Each prompt decoded by sampling from softmax(logits / temperature), all in one batch:
+    an RL rollout (GRPO draws a group of samples per prompt). Seeded by `generator` only, so
+    a run is reproducible."""
+    def pick(logits: torch.Tensor) -> List[int]:
+        probs = torch.softmax(logits / temperature, dim=-1)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(-1).tolist()
+    return _decode(decoder, prompts, max_new, pick)
+
+
+def _decode(decoder: Decoder, prompts: List[List[int]], max_new: int,
+            pick: Pick) -> List[List[int]]:
     caches = [KvCache(decoder.cfg.layers) for _ in prompts]
     outs: List[List[int]] = [[] for _ in prompts]
     live = list(range(len(prompts)))
     feed = [list(p) for p in prompts]
     while live:
         logits = decoder.forward([feed[i] for i in live], [caches[i] for i in live])
-        nxt = logits.argmax(-1).tolist()
         still = []
-        for i, t in zip(live, nxt):
+        for i, t in zip(live, pick(logits)):
             outs[i].append(t)
             feed[i] = [t]
             if t != EOS and len(outs[i]) < max_new:

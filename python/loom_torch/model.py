@@ -147,11 +147,10 @@ class Decoder:
         out = (gate * (x @ self.w[p + "up_proj"].T)) @ self.w[p + "down_proj"].T
         return self.all_reduce(out)
 
-    @torch.no_grad()
-    def forward(self, tokens: List[List[int]], caches: List[KvCache]) -> torch.Tensor:
-        """Runs each sequence's new `tokens` after what its cache holds (a prefill is many
-        tokens, a decode step one) and appends their keys and values to the caches. Returns
-        the logits after each sequence's last token, [len(tokens), vocab], on every rank."""
+    def hidden(self, tokens: List[List[int]], caches: List[KvCache]) -> torch.Tensor:
+        """The final normed hidden state of every new token, [sum of lengths, hidden], after
+        what each sequence's cache holds; appends their keys and values to the caches.
+        Differentiable in the weights: the GRPO trainer (grpo.py) runs it with gradients."""
         spans = [len(t) for t in tokens]
         flat = torch.tensor([t for seq in tokens for t in seq], device=self.device)
         positions = torch.cat([torch.arange(c.tokens, c.tokens + n, device=self.device)
@@ -164,5 +163,15 @@ class Decoder:
             x = x + self._attention(p, _rms_norm(x, self.w[p + "input_layernorm"], eps), spans,
                                     caches, i, cos, sin)
             x = x + self._mlp(p, _rms_norm(x, self.w[p + "post_attention_layernorm"], eps))
-        last = torch.tensor(spans, device=self.device).cumsum(0) - 1
-        return _rms_norm(x[last], self.w["norm"], eps) @ self.w["lm_head"].T
+        return _rms_norm(x, self.w["norm"], eps)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden @ self.w["lm_head"].T
+
+    @torch.no_grad()
+    def forward(self, tokens: List[List[int]], caches: List[KvCache]) -> torch.Tensor:
+        """Runs each sequence's new `tokens` after what its cache holds (a prefill is many
+        tokens, a decode step one) and appends their keys and values to the caches. Returns
+        the logits after each sequence's last token, [len(tokens), vocab], on every rank."""
+        last = torch.tensor([len(t) for t in tokens], device=self.device).cumsum(0) - 1
+        return self.logits(self.hidden(tokens, caches)[last])

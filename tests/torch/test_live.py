@@ -4,11 +4,9 @@ token for token against the same model decoding each prompt alone, unmigrated.
 
    test_live.py LOOM_BINARY PYTHON_PACKAGE_DIR"""
 
-import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,18 +27,12 @@ from loom_torch import Decoder, ModelConfig, init_weights  # noqa: E402
 from loom_torch.generate import greedy  # noqa: E402
 from loom_torch.router import Router  # noqa: E402
 from loom_torch.tokenizer import encode  # noqa: E402
+from loom_service import SCALE, Service  # noqa: E402
 
 SEED = 3
 LONG = 320  # tokens of a long request: its instance straggles for many monitoring ticks
 CFG = ModelConfig()  # the engine's defaults
-SCALE = float(os.environ.get("LOOM_TEST_TIME_SCALE", "1"))
 LIMIT_S = 300 * SCALE
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def deployment(initial: str, balancer: bool) -> str:
@@ -60,73 +52,6 @@ theta = 0.01
 tick_ms = 100
 command_timeout_s = {5 * SCALE}
 """
-
-
-class Service:
-    """`loom serve` on a fresh store, insecure on loopback, with one generation deployment."""
-
-    def __init__(self, work: str, extra: str):
-        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
-        self.config = os.path.join(work, "loom.toml")
-        with open(self.config, "w") as f:
-            f.write(f"""[service]
-name = "torch-live"
-[endpoints]
-gateway = "{self.endpoint}"
-metrics = "127.0.0.1:0"
-[storage]
-path = "{os.path.join(work, 'db')}"
-[cluster]
-name = "c"
-cross_link_gbps = 20.0
-[[cluster.rollout]]
-id = "r0"
-gpu = "H20"
-gpus = 8
-host_memory_gb = 1024
-[[cluster.training]]
-id = "t0"
-gpu = "H800"
-gpus = 8
-host_memory_gb = 1024
-[security]
-insecure = true
-{extra}""")
-        self.log = open(os.path.join(work, "serve.log"), "a")
-        self.proc = None
-        self.starts = 0
-        self.start()
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen([LOOM, "serve", "-c", self.config], stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-        self.starts += 1
-        until = time.monotonic() + 60 * SCALE
-        while time.monotonic() < until and self.proc.poll() is None:
-            with open(self.log.name) as f:
-                if f.read().count("event=serve_ready") >= self.starts:
-                    return
-            time.sleep(0.05)
-        with open(self.log.name) as f:
-            raise AssertionError("serve never became ready:\n" + f.read()[-3000:])
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(60)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(60)
-
-    def admin(self, *args: str) -> str:
-        out = subprocess.run([LOOM, *args, "-c", self.config], capture_output=True, text=True,
-                             timeout=60 * SCALE)
-        assert out.returncode == 0, out.stderr
-        return out.stdout
-
-    def generation(self) -> dict:
-        return json.loads(self.admin("generation", "--json"))[0]
 
 
 class Engine:
@@ -233,7 +158,7 @@ class TorchLive(unittest.TestCase):
             self.service.log.close()
 
     def start(self, initial: str, balancer: bool = False):
-        self.service = Service(self.work, deployment(initial, balancer))
+        self.service = Service(LOOM, self.work, deployment(initial, balancer))
         self.engines = [Engine(self.service, f"e{k}") for k in range(2)]
         self.wait_for(lambda: all(e.count("reshard: ok") for e in self.engines),
                       "both engines loaded their first instances")

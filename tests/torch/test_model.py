@@ -14,9 +14,11 @@ import torch  # noqa: E402
 from loom_torch import Decoder, KvCache, ModelConfig, init_weights, shard  # noqa: E402
 from loom_torch.batching import Batcher, Request  # noqa: E402
 from loom_torch.instance import Instance  # noqa: E402
-from loom_torch.generate import greedy, pack, unpack  # noqa: E402
+from loom_torch.generate import greedy, pack, sample, unpack  # noqa: E402
 from loom_torch.kv_channel import DataServer, Parking, pull  # noqa: E402
-from loom_torch.tokenizer import decode, encode  # noqa: E402
+from loom_torch.tasks import Problem, reward  # noqa: E402
+from loom_torch.tokenizer import EOS, decode, encode  # noqa: E402
+from loom_torch.trainer import Trainer, group_advantages  # noqa: E402
 
 CFG = ModelConfig(layers=2, hidden=64, heads=4, kv_heads=2, ffn=128)
 PROMPTS = [encode("12+34="), encode("reverse: 98765"), encode("a")]
@@ -202,6 +204,43 @@ class BatchingTest(unittest.TestCase):
         same = sum(a == b for r in requests for a, b in zip(r.output, self.alone[r.id]))
         self.assertGreaterEqual(same / sum(map(len, self.alone)), 0.99)
         batcher.instance.close()
+
+
+class GrpoPiecesTest(unittest.TestCase):
+    """The parts of the GRPO job: its checker, its advantages, and a trainer whose
+    log-probabilities are the engine's own (PPO's ratio starts at exactly 1)."""
+
+    def test_the_reward_is_exact_and_graded(self):
+        p = Problem("12>", "21")
+        self.assertEqual(reward(p, p.target()), 1.0)
+        self.assertLess(reward(p, encode("21", bos=False)), 1.0)  # never stopped
+        self.assertLess(reward(p, p.target() + [EOS]), 1.0)  # ran on
+        self.assertEqual(reward(p, encode("2", bos=False) + [0, EOS]), 2 / 3)
+        self.assertEqual(reward(p, []), 0.0)
+
+    def test_advantages_are_normalised_within_the_group(self):
+        adv = group_advantages([1.0, 0.0, 0.5, 0.5])
+        self.assertAlmostEqual(sum(adv), 0.0, places=6)
+        self.assertAlmostEqual(sum(a * a for a in adv) / len(adv), 1.0, places=4)
+        self.assertGreater(adv[0], adv[2])
+        self.assertEqual(group_advantages([0.3] * 5), [0.0] * 5)
+
+    def test_the_trainer_scores_responses_as_the_decoder_generates_them(self):
+        torch.set_num_threads(1)
+        weights = init_weights(CFG, seed=5)
+        trainer, decoder = Trainer(CFG, weights, lr=1e-3), Decoder(CFG, weights)
+        prompts = [encode("3>"), encode("hello there")]
+        outs = sample(decoder, prompts, 6, torch.Generator().manual_seed(1))
+        self.assertEqual(outs, sample(decoder, prompts, 6, torch.Generator().manual_seed(1)))
+        got = trainer.response_logprobs([(p, o, 0.0) for p, o in zip(prompts, outs)])
+        for p, o, lp in zip(prompts, outs, got):
+            seq, want = list(p), []
+            for t in o:
+                logits = decoder.forward([seq], [KvCache(CFG.layers)])[0]
+                want.append(float(torch.log_softmax(logits, -1)[t]))
+                seq.append(t)
+            self.assertTrue(torch.allclose(lp.detach(), torch.tensor(want), atol=1e-4))
+            self.assertTrue(lp.requires_grad)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,86 @@
+"""`loom serve` as the torch suites start it: a fresh store, insecure on loopback, with what a
+test adds to its config; real processes only."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+SCALE = float(os.environ.get("LOOM_TEST_TIME_SCALE", "1"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Service:
+    """`loom serve` of binary `loom` on a fresh store in `work`, with `extra` config."""
+
+    def __init__(self, loom: str, work: str, extra: str):
+        self.loom = loom
+        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.config = os.path.join(work, "loom.toml")
+        with open(self.config, "w") as f:
+            f.write(f"""[service]
+name = "torch-live"
+[endpoints]
+gateway = "{self.endpoint}"
+metrics = "127.0.0.1:0"
+[storage]
+path = "{os.path.join(work, 'db')}"
+[cluster]
+name = "c"
+cross_link_gbps = 20.0
+[[cluster.rollout]]
+id = "r0"
+gpu = "H20"
+gpus = 8
+host_memory_gb = 1024
+[[cluster.training]]
+id = "t0"
+gpu = "H800"
+gpus = 8
+host_memory_gb = 1024
+[security]
+insecure = true
+{extra}""")
+        self.log = open(os.path.join(work, "serve.log"), "a")
+        self.proc = None
+        self.starts = 0
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([self.loom, "serve", "-c", self.config], stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        self.starts += 1
+        until = time.monotonic() + 60 * SCALE
+        while time.monotonic() < until and self.proc.poll() is None:
+            with open(self.log.name) as f:
+                if f.read().count("event=serve_ready") >= self.starts:
+                    return
+            time.sleep(0.05)
+        with open(self.log.name) as f:
+            raise AssertionError("serve never became ready:\n" + f.read()[-3000:])
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(60)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(60)
+        self.log.close()
+
+    def admin(self, *args: str) -> str:
+        out = subprocess.run([self.loom, *args, "-c", self.config], capture_output=True, text=True,
+                             timeout=60 * SCALE)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    def generation(self) -> dict:
+        return json.loads(self.admin("generation", "--json"))[0]

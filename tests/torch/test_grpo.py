@@ -1,0 +1,146 @@
+"""A GRPO job that learns, under Loom and without it: `python3 -m loom_torch.grpo` as real
+processes, a real `loom serve`, real PyTorch compute. Learning is asserted on the job's own
+reward; what Loom must not change (restarts, kills, phases) is asserted as identical records.
+
+   test_grpo.py LOOM_BINARY PYTHON_PACKAGE_DIR"""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from typing import Dict, List
+
+LOOM = sys.argv.pop(1) if len(sys.argv) > 2 else os.environ.get("LOOM_BIN", "build/loom")
+PACKAGE = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(
+    os.path.dirname(__file__), "..", "..", "python")
+
+from loom_service import SCALE, Service  # noqa: E402
+
+# What an iteration learnt, without its timings (which no two runs share).
+LEARNT = ("iteration", "reward", "solved", "loss", "clipped", "weights_version", "sync_bytes")
+
+
+class Grpo:
+    """One `python3 -m loom_torch.grpo` process; its JSON lines are parsed as they come."""
+
+    def __init__(self, *args: str, env: Dict[str, str] = None):
+        full = dict(os.environ, PYTHONPATH=PACKAGE, OMP_NUM_THREADS="1", **(env or {}))
+        if "LOOM_ENDPOINT" not in (env or {}):
+            full.pop("LOOM_ENDPOINT", None)
+        self.proc = subprocess.Popen([sys.executable, "-m", "loom_torch.grpo", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=full)
+        self.records: List[dict] = []
+
+    def until(self, iteration: int) -> None:
+        """Reads records until `iteration` has been reported."""
+        for line in self.proc.stdout:
+            self.records.append(json.loads(line))
+            if self.records[-1].get("iteration") == iteration and "reward" in self.records[-1]:
+                return
+        raise AssertionError(f"ended before iteration {iteration}: {self.proc.stderr.read()}")
+
+    def finish(self) -> int:
+        out, err = self.proc.communicate(timeout=600 * SCALE)
+        self.records += [json.loads(line) for line in out.splitlines()]
+        self.stderr = err
+        return self.proc.returncode
+
+    def iterations(self) -> Dict[int, dict]:
+        return {r["iteration"]: {k: r[k] for k in LEARNT} for r in self.records
+                if "reward" in r}
+
+
+def run(*args: str, env: Dict[str, str] = None) -> Grpo:
+    g = Grpo(*args, env=env)
+    rc = g.finish()
+    assert rc == 0, g.stderr
+    return g
+
+
+def mean(xs: List[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+class GrpoTest(unittest.TestCase):
+    def test_the_policy_learns_the_task(self):
+        """From random weights the mean reward and the exact-answer share rise: GRPO's group
+        advantages and clipped updates work on the reference model."""
+        g = run("--task", "reverse", "--iterations", "60", "--seed", "1")
+        its = g.iterations()
+        self.assertEqual(sorted(its), list(range(1, 61)))
+        first = mean([its[i]["reward"] for i in range(1, 6)])
+        last = mean([its[i]["reward"] for i in range(51, 61)])
+        self.assertLess(first, 0.15)
+        self.assertGreater(last, first + 0.3, its)
+        self.assertGreater(mean([its[i]["solved"] for i in range(51, 61)]), 0.1)
+        self.assertTrue(all(r["weights_version"] == i for i, r in its.items()))
+
+    def test_a_killed_job_resumes_from_its_last_iteration(self):
+        """SIGKILLed mid-run and started again on its checkpoint folder, the job resumes after
+        its last synced iteration and learns exactly what an uninterrupted run learns."""
+        whole = run("--iterations", "14", "--seed", "4").iterations()
+        with tempfile.TemporaryDirectory() as folder:
+            first = Grpo("--iterations", "14", "--seed", "4", "--checkpoint", folder)
+            first.until(6)
+            first.proc.send_signal(signal.SIGKILL)
+            first.proc.communicate(timeout=60)
+            second = run("--iterations", "14", "--seed", "4", "--checkpoint", folder)
+        resumed = [r for r in second.records if r.get("event") == "resumed"]
+        self.assertEqual(len(resumed), 1, second.records)
+        self.assertGreaterEqual(resumed[0]["iteration"], 6)
+        got = second.iterations()
+        self.assertEqual(sorted(got), list(range(resumed[0]["iteration"] + 1, 15)))
+        for i, r in got.items():
+            self.assertEqual(r, whole[i], f"iteration {i}")
+
+    def test_under_loom_through_serve_restarts_it_learns_what_it_learns_alone(self):
+        """Scheduled by a real `serve` (every phase a run permit), with `serve` SIGKILLed and
+        restarted three times mid-run, the job runs every iteration, Loom counts them, and each iteration
+        learns exactly what the unscheduled run learns."""
+        iterations = 16
+        alone = run("--iterations", str(iterations), "--seed", "2").iterations()
+        with tempfile.TemporaryDirectory() as work:
+            service = Service(LOOM, work, "")
+            try:
+                spec = os.path.join(work, "job.toml")
+                with open(spec, "w") as f:
+                    f.write(f"""name = "grpo-reverse"
+model = "loom-reference"
+rollout_gpus = 4
+training_gpus = 4
+rollout_host_memory_gb = 10
+training_host_memory_gb = 10
+worst_rollout_s = 30
+worst_training_s = 30
+iterations = {iterations}
+""")
+                service.admin("submit", spec)
+                env = {"LOOM_ENDPOINT": service.endpoint, "LOOM_JOB": "grpo-reverse"}
+                job = Grpo("--iterations", str(iterations), "--seed", "2", env=env)
+                pause = random.Random(5)
+                for k in (4, 8, 12):  # SIGKILLed in the middle of a phase or between two
+                    job.until(k)
+                    time.sleep(pause.uniform(0, 0.2))
+                    service.kill()
+                    time.sleep(0.5)
+                    service.start()
+                self.assertEqual(job.finish(), 0, job.stderr)
+                self.assertEqual(job.iterations(), alone,
+                                 [r for r in job.records if "event" in r])
+                self.assertTrue(all(r["rollout_gpus"] == 4 for r in job.records
+                                    if "reward" in r), job.records)
+                row = [line.split() for line in service.admin("jobs").splitlines()
+                       if line.startswith("grpo-reverse ")]
+                self.assertEqual(row[0][1:3], ["finished", f"{iterations}/{iterations}"], row)
+            finally:
+                service.stop()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
