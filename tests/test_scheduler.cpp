@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE scheduler
 #include <boost/test/unit_test.hpp>
 
+#include <map>
 #include <queue>
 #include <random>
 #include <tuple>
@@ -13,6 +14,7 @@
 #include "scheduler/phase_costs.hpp"
 #include "scheduler/placement.hpp"
 #include "scheduler/round_robin.hpp"
+#include "scheduler/sync_plan.hpp"
 #include "store/codecs.hpp"
 
 using namespace loom;
@@ -801,6 +803,38 @@ BOOST_AUTO_TEST_CASE(derived_costs_make_sharing_plan_for_warm_starts) {
   BOOST_CHECK_CLOSE(narrow.training_s, 100.0 + 3.0, 1e-9);
   BOOST_CHECK_CLOSE(training_memory_per_node(j, 4), 600.0, 1e-9);
   BOOST_CHECK_CLOSE(training_memory_per_node(j, 16), 300.0, 1e-9);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(weight_sync_route)
+
+// WEAVE §5.2: one copy crosses the link to one rollout node; nodes forward to at most two
+// others; a node's other workers copy from its first; workers without an address sit out.
+BOOST_AUTO_TEST_CASE(the_link_is_crossed_once_and_nodes_form_a_binary_tree) {
+  std::vector<sync_peer> peers{{"w-c", "n3", "tcp://c"}, {"w-a", "n1", "tcp://a"},
+                               {"w-a2", "n1", "tcp://a2"}, {"w-b", "n2", "tcp://b"},
+                               {"w-d", "n4", "tcp://d"},   {"w-x", "n5", ""}};
+  auto route = sync_route("tcp://trainer", peers);
+  std::map<std::string, std::string> source;
+  for (auto& h : route)
+    source[h.worker] = h.source;
+  BOOST_REQUIRE_EQUAL(route.size(), 5u);
+  BOOST_CHECK_EQUAL(source["w-a"], "tcp://trainer");
+  BOOST_CHECK_EQUAL(source["w-b"], "tcp://a");
+  BOOST_CHECK_EQUAL(source["w-c"], "tcp://a");
+  BOOST_CHECK_EQUAL(source["w-d"], "tcp://b");
+  BOOST_CHECK_EQUAL(source["w-a2"], "tcp://a");
+  BOOST_CHECK(!source.count("w-x"));
+  int from_trainer = 0;
+  std::map<std::string, int> fan_out;
+  for (auto& h : route) {
+    from_trainer += h.source == "tcp://trainer";
+    ++fan_out[h.source];
+  }
+  BOOST_CHECK_EQUAL(from_trainer, 1);
+  BOOST_CHECK_LE(fan_out["tcp://b"], 2);
+  BOOST_CHECK(sync_route("", peers).empty()); // no trainer address: no route
 }
 
 BOOST_AUTO_TEST_SUITE_END()

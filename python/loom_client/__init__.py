@@ -15,9 +15,9 @@ or put `python/` on PYTHONPATH.
 
 from .client import (Client, JobEnded, LoomError, PHASES, ROLES, Restarted, error_of,
                      read_key)
-from .job import Grant, Job, Phase
+from .job import Grant, Hop, Job, Phase
 
-__all__ = ["Client", "Grant", "Job", "JobEnded", "LoomError", "PHASES", "Phase", "ROLES",
+__all__ = ["Client", "Grant", "Hop", "Job", "JobEnded", "LoomError", "PHASES", "Phase", "ROLES",
            "Restarted", "engine_arguments", "error_of", "read_key", "service_arguments",
            "worker_arguments"]
 

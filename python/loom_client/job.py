@@ -23,27 +23,49 @@ from .client import Client
 _JOB_STATES = {v: k for k, v in pb.JobState.items()}
 
 
-class Grant:
-    """A run permit (WEAVE §5.1): the GPUs the phase runs on and the load before it, and the
-    iteration (of the job's placement, from 1) Loom counts it in."""
+class Hop:
+    """One receiver of a sync's weights and the data address it pulls them from."""
 
-    def __init__(self, phase, gpus=0, switch_s=0.0, cold=False, iteration=0):
+    def __init__(self, worker, address, source):
+        self.worker, self.address, self.source = worker, address, source
+
+
+class Grant:
+    """A run permit (WEAVE §5.1): the GPUs the phase runs on and the load before it, the
+    iteration (of the job's placement, from 1) Loom counts it in, and, for rollout and sync
+    permits, the route of the job's weights (WEAVE §5.2) over the workers that registered a
+    data address (loom_client.weights moves them along it)."""
+
+    def __init__(self, phase, gpus=0, switch_s=0.0, cold=False, iteration=0, sync_route=()):
         self.phase = phase
         self.gpus = gpus
         self.switch_s = switch_s
         self.cold = cold
         self.iteration = iteration
+        self.sync_route = list(sync_route)
+
+    def source_of(self, worker):
+        """Where `worker` pulls the weights from, or None when the route does not reach it."""
+        return next((h.source for h in self.sync_route if h.worker == worker), None)
+
+    def trainer(self):
+        """The trainer's data address: the source no receiver serves (the route's root)."""
+        served = {h.address for h in self.sync_route}
+        return next((h.source for h in self.sync_route if h.source not in served), None)
 
 
 class Phase:
     """One phase, held while its `with` block runs; released when the block ends without an
     exception, with the block's duration as its solo time unless `solo_s` is set. As a
-    decorator, it holds the phase around every call of the function."""
+    decorator, it holds the phase around every call of the function. A permit is the job's,
+    not the worker's: where several workers share a phase (rollout workers), each acquires it
+    and one ends it; the others pass `release=False`."""
 
-    def __init__(self, job, name, solo_s=None):
+    def __init__(self, job, name, solo_s=None, release=True):
         self._job = job
         self.name = name
         self.solo_s = solo_s
+        self.release = release
         self.grant = None
         self._since = None
 
@@ -53,10 +75,16 @@ class Phase:
         return self
 
     def __exit__(self, kind, value, traceback):
-        if kind is None:
+        if kind is None and self.release:
             held = time.monotonic() - self._since
             self._job._release(self.name, held if self.solo_s is None else self.solo_s)
         return False
+
+    def refresh(self):
+        """Asks again for the standing permit: the answer is the grant as of now (its sync
+        route then covers workers that registered since)."""
+        self.grant = self._job._acquire(self.name)
+        return self.grant
 
     @property
     def gpus(self):
@@ -69,7 +97,7 @@ class Phase:
     def __call__(self, fn):
         @functools.wraps(fn)
         def held(*args, **kwargs):
-            with Phase(self._job, self.name, self.solo_s):
+            with Phase(self._job, self.name, self.solo_s, self.release):
                 return fn(*args, **kwargs)
 
         return held
@@ -82,15 +110,18 @@ class Job:
     Arguments default to the environment: LOOM_ENDPOINT, LOOM_SERVER_KEY (the service's
     public key file), LOOM_KEY (this worker's key pair prefix), LOOM_JOB, LOOM_ROLE,
     LOOM_WORKER_ID, LOOM_OUTAGE_LIMIT_S (how long to wait through a service outage; unset:
-    as long as it lasts). Without an endpoint the job is disabled: every call is a no-op."""
+    as long as it lasts). Without an endpoint the job is disabled: every call is a no-op.
+    `data_address`: this worker's data channel, where a sync's weights are served or pulled
+    (the trainer's and each rollout worker's; Grant.sync_route is built from them)."""
 
     def __init__(self, job=None, role=None, worker_id=None, endpoint=None, server_key=None,
-                 key=None, node="", timeout_s=30.0, outage_limit_s=None):
+                 key=None, node="", timeout_s=30.0, outage_limit_s=None, data_address=""):
         env = os.environ
         self.name = job or env.get("LOOM_JOB", "")
         self.role = role or env.get("LOOM_ROLE", "driver")
         endpoint = endpoint if endpoint is not None else env.get("LOOM_ENDPOINT", "")
         self.enabled = bool(endpoint)
+        self.worker_id = ""
         self._tail = []
         self._left = []
         self._waiting = []
@@ -106,19 +137,22 @@ class Job:
         self.client = Client(endpoint, server_key or env.get("LOOM_SERVER_KEY"),
                              key or env.get("LOOM_KEY"), timeout_s, outage_limit_s)
         self.client.on_command(self._command)
-        self.registration = self.client.register(self.role, worker_id, self.name, node)
+        self.worker_id = worker_id
+        self.registration = self.client.register(self.role, worker_id, self.name, node,
+                                                 data_address=data_address)
 
     # -- phases ---------------------------------------------------------------------------------
 
-    def phase(self, name, solo_s=None):
+    def phase(self, name, solo_s=None, release=True):
         """A context manager (and decorator) holding the phase: rollout, training or sync."""
-        return Phase(self, name, solo_s)
+        return Phase(self, name, solo_s, release)
 
     def _acquire(self, name):
         if not self.enabled:
             return Grant(name)
         g = self.client.acquire(self.name, name)
-        return Grant(name, g.gpus, g.switch_s, g.cold, g.iteration)
+        route = [Hop(h.worker, h.address, h.source) for h in g.sync_route]
+        return Grant(name, g.gpus, g.switch_s, g.cold, g.iteration, route)
 
     def _release(self, name, solo_s):
         if self.enabled:

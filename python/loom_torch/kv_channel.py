@@ -2,8 +2,8 @@
 never through Loom (OrchestrRL §4.3: a migrated request's cache moves straight from the source
 instance to the destination; loom.v1 carries ids, lengths and addresses only).
 
-Each engine and the router serve one ZeroMQ REP socket (its `data_address`, announced in its
-Register or StepStart). A request is a list of frames, the first naming what is asked:
+Each engine and the router serve one data channel (`loom_client.data_channel`) at its
+`data_address`, announced in its Register or StepStart. What is asked of it:
   engine  b"released" ID  -> a request it let go (migration or drain): its state as JSON, then
                              its KV cache (pack()'s header and body) when it kept one whole
   router  b"prompts" JSON -> the prompts (tokens, max_new) of the ids asked for
@@ -15,70 +15,14 @@ has (a source that restarted, or a request pulled twice).
 import json
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import zmq
 
+from loom_client.data_channel import GONE, DataServer, ask
+
 from .generate import pack, unpack
 from .model import KvCache
-
-GONE = b"gone"
-Handler = Callable[[List[bytes]], List[Any]]
-
-
-class DataServer:
-    """A REP socket answering named requests on its own thread."""
-
-    def __init__(self, bind: str = "tcp://127.0.0.1:*"):
-        self._sock = zmq.Context.instance().socket(zmq.REP)
-        self._sock.setsockopt(zmq.LINGER, 0)
-        self._sock.bind(bind)
-        self.address: str = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
-        self._handlers: Dict[bytes, Handler] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="data-channel", daemon=True)
-        self._thread.start()
-
-    def on(self, op: bytes, handler: Handler) -> None:
-        """`handler(args)` answers requests named `op` (runs on the channel's thread)."""
-        self._handlers[op] = handler
-
-    def _answer(self, frames: List[bytes]) -> List[Any]:
-        handler = self._handlers.get(frames[0]) if frames else None
-        if handler is None:
-            return [GONE]
-        try:
-            return handler(frames[1:])
-        except (ValueError, KeyError) as e:  # a malformed request: answered, never fatal
-            return [GONE, str(e).encode()]
-
-    def _serve(self) -> None:
-        poller = zmq.Poller()
-        poller.register(self._sock, zmq.POLLIN)
-        while not self._stop.is_set():
-            if poller.poll(100):
-                self._sock.send_multipart(self._answer(self._sock.recv_multipart()), copy=False)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sock.close()
-
-
-def ask(address: str, frames: List[bytes], timeout_s: float = 30.0) -> Optional[List[zmq.Frame]]:
-    """One request to a data channel; None when it does not answer in time."""
-    sock = zmq.Context.instance().socket(zmq.REQ)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RCVTIMEO, int(timeout_s * 1000))
-    try:
-        sock.connect(address)
-        sock.send_multipart(frames)
-        return sock.recv_multipart(copy=False)
-    except zmq.Again:
-        return None
-    finally:
-        sock.close()
-
 
 class Parking:
     """Requests an engine let go, kept for the destination's pull or until they expire."""

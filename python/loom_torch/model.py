@@ -8,7 +8,7 @@ engine's TP. Because slices come from the same full tensors, TP1 and TPk compute
 function up to the order of floating-point sums.
 """
 
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -175,3 +175,18 @@ class Decoder:
         the logits after each sequence's last token, [len(tokens), vocab], on every rank."""
         last = torch.tensor([len(t) for t in tokens], device=self.device).cumsum(0) - 1
         return self.logits(self.hidden(tokens, caches)[last])
+
+
+def pack_weights(weights: Weights) -> Tuple[dict, Dict[str, memoryview]]:
+    """Weights as a description (dtype and shape by name) and one buffer each: what a sync
+    sends (loom_client.weights), one copy of each tensor and no pickling."""
+    description = {k: {"dtype": str(v.dtype).split(".")[-1], "shape": list(v.shape)}
+                   for k, v in weights.items()}
+    blobs = {k: memoryview(v.detach().contiguous().cpu().numpy()).cast("B")
+             for k, v in weights.items()}
+    return description, blobs
+
+
+def unpack_weights(description: dict, blobs: Dict[str, bytes]) -> Weights:
+    return {k: torch.frombuffer(bytearray(blobs[k]), dtype=getattr(torch, d["dtype"]))
+            .view(d["shape"]) for k, d in description.items()}

@@ -8,7 +8,7 @@ from the training actors.
 
 import random
 from dataclasses import dataclass
-from typing import List
+from typing import Callable, List, Tuple
 
 import torch
 
@@ -20,8 +20,10 @@ from .tasks import Problem, problems, reward
 
 @dataclass
 class Group:
-    """One prompt's G responses and their rewards."""
+    """One prompt's G responses and their rewards; `index` is the prompt's place in its
+    iteration's batch."""
 
+    index: int
     problem: Problem
     responses: List[List[int]]
     rewards: List[float]
@@ -43,14 +45,19 @@ class RolloutPolicy:
         self.decoder = Decoder(self.cfg, {k: v.detach().clone() for k, v in weights.items()})
         self.version = version
 
-    def generate(self, task: str, digits: int, prompts: int, group: int,
-                 rng: random.Random, gen: torch.Generator) -> List[Group]:
-        batch = problems(task, rng, prompts, digits)
-        max_new = max(len(p.target()) for p in batch)
-        flat = [p.prompt_tokens() for p in batch for _ in range(group)]
-        out = sample(self.decoder, flat, max_new, gen)
+    def generate(self, batch: List[Tuple[int, Problem]], group: int,
+                 seed_of: Callable[[int], int]) -> List[Group]:
+        """Each (index, problem)'s group, sampled with a generator seeded by `seed_of(index)`
+        alone: a prompt's responses do not depend on which worker drew it or what else it
+        drew, so a rollout split over workers gives what one worker gives."""
         groups = []
-        for i, p in enumerate(batch):
-            responses = out[i * group:(i + 1) * group]
-            groups.append(Group(p, responses, [reward(p, r) for r in responses]))
+        for index, p in batch:
+            gen = torch.Generator().manual_seed(seed_of(index))
+            responses = sample(self.decoder, [p.prompt_tokens()] * group, len(p.target()), gen)
+            groups.append(Group(index, p, responses, [reward(p, r) for r in responses]))
         return groups
+
+
+def iteration_batch(task: str, digits: int, prompts: int, seed: int) -> List[Problem]:
+    """An iteration's prompts, drawn from `seed` only (every worker draws the same)."""
+    return problems(task, random.Random(seed), prompts, digits)

@@ -58,7 +58,8 @@ class Trainer:
         """One iteration's update: every response with a nonzero advantage, in
         `minibatches` shuffled steps. Returns the mean loss and the fraction of clipped
         tokens."""
-        samples = [(g.problem.prompt_tokens(), r, a) for g in groups
+        samples = [(g.problem.prompt_tokens(), r, a)
+                   for g in sorted(groups, key=lambda g: g.index)
                    for r, a in zip(g.responses, group_advantages(g.rewards)) if a != 0.0]
         if not samples:
             return {"loss": 0.0, "clipped": 0.0, "samples": 0}

@@ -160,7 +160,8 @@ void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope
   session s{frame.identity,      *role,     r.node(),        runs_job(*role) ? r.job() : "",
             self->clock().now(), frame.key, r.incarnation(),
             serves_generation(*role) ? r.deployment() : "",
-            *role == worker_role::ocs_agent ? r.device() : ""};
+            *role == worker_role::ocs_agent ? r.device() : "",
+            runs_job(*role) ? r.data_address() : ""};
   auto outcome = st.sessions.check(r.worker_id(), s, alive_limit(st.config));
   if (auto no = refusal(st.config, r.worker_id(), outcome)) {
     send_error(self, frame.identity, rid, no->first, no->second);

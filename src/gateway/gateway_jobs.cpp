@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/inspect.hpp"
 #include "gateway/gateway_steps.hpp"
+#include "scheduler/sync_plan.hpp"
 
 namespace loom::gateway_steps {
 
@@ -102,7 +103,27 @@ void permit(self_ptr self, const phase_grant& g) {
   for (auto& w : st.grants.grant(g)) {
     st.metrics->grant_latency().Observe(std::chrono::duration<double>(now - w.since).count());
     reply(self, w.identity, w.request_id,
-          [&](v1::Envelope& e) { wire::fill(*e.mutable_phase_grant(), g); });
+          [&](v1::Envelope& e) { fill_grant(self, *e.mutable_phase_grant(), g); });
+  }
+}
+
+void fill_grant(self_ptr self, v1::PhaseGrant& out, const phase_grant& g) {
+  wire::fill(out, g);
+  if (g.phase == phase_kind::training)
+    return;
+  std::string source; // the trainer's data address; a driver's if no trainer has one
+  std::vector<sync_peer> receivers;
+  for (auto& [id, s] : self->state.sessions.of_job(g.job)) {
+    if (s->role == worker_role::rollout)
+      receivers.push_back({id, s->node, s->data_address});
+    else if (!s->data_address.empty() && (source.empty() || s->role == worker_role::train))
+      source = s->data_address;
+  }
+  for (auto& hop : sync_route(source, std::move(receivers))) {
+    auto* h = out.add_sync_route();
+    h->set_worker(hop.worker);
+    h->set_address(hop.address);
+    h->set_source(hop.source);
   }
 }
 

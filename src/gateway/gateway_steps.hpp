@@ -135,6 +135,8 @@ void explain_wait(self_ptr self, const std::string& job, phase_kind phase,
 
 void job_joined(self_ptr self, const member_joined& m);
 void permit(self_ptr self, const phase_grant& g);
+/// A grant on the wire; rollout and sync grants carry the job's weight route (WEAVE §5.2).
+void fill_grant(self_ptr self, v1::PhaseGrant& out, const phase_grant& g);
 void job_left(self_ptr self, const std::string& job, job_state why);
 
 } // namespace loom::gateway_steps

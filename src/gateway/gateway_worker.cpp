@@ -61,7 +61,7 @@ void acquire(self_ptr self, const std::string& identity, const session& s, uint6
   if (granted) {
     st.metrics->grant_latency().Observe(0);
     reply(self, identity, rid,
-          [&](v1::Envelope& e) { wire::fill(*e.mutable_phase_grant(), *granted); });
+          [&](v1::Envelope& e) { fill_grant(self, *e.mutable_phase_grant(), *granted); });
     return;
   }
   // A worker asking for a phase has the job's state staged (WEAVE §5.1 Init done).

@@ -118,6 +118,15 @@ std::vector<std::string> session_table::workers_of(const std::string& job) const
   return out;
 }
 
+std::vector<std::pair<std::string, const session*>>
+session_table::of_job(const std::string& job) const {
+  std::vector<std::pair<std::string, const session*>> out;
+  for (auto& [id, s] : sessions_)
+    if (s.job == job)
+      out.emplace_back(id, &s);
+  return out;
+}
+
 std::vector<std::string> session_table::identities_of(const std::string& job) const {
   std::vector<std::string> out;
   for (auto& [id, s] : sessions_)

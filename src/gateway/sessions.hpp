@@ -54,6 +54,7 @@ struct session {
   std::string incarnation; // the client process's random token
   std::string deployment{}; // gen-instance, gen-router: the generation deployment it serves
   std::string device{};     // ocs-agent: the OCS device it drives
+  std::string data_address{}; // job workers: where its share of a sync is served (WEAVE §5.2)
 };
 
 enum class open_outcome : uint8_t {
@@ -87,6 +88,8 @@ public:
                                                       std::chrono::milliseconds limit);
   /// Live sessions of each role.
   std::map<worker_role, size_t> by_role() const;
+  /// A job's sessions, by worker id.
+  std::vector<std::pair<std::string, const session*>> of_job(const std::string& job) const;
   /// The connections of a job's sessions.
   std::vector<std::string> identities_of(const std::string& job) const;
   /// The connections of a deployment's sessions of one role.
