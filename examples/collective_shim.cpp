@@ -188,6 +188,7 @@ int main(int argc, char** argv) {
   app.add_option("--compute-ms", s.compute_ms, "Each forward and backward")
     ->check(CLI::NonNegativeNumber)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  loom::example::load_keys(s.client, s.server_key, s.key);
+  if (!loom::example::load_keys(s.client, s.server_key, s.key))
+    return 2;
   return run(s);
 }

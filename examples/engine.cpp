@@ -230,7 +230,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", e.to_string().c_str());
     return 2;
   }
-  loom::example::load_keys(s.client, s.server_key, s.key);
+  if (!loom::example::load_keys(s.client, s.server_key, s.key))
+    return 2;
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   engine_process engine{s, *sc.value, *loaded};

@@ -35,13 +35,27 @@ inline void add_connection_options(CLI::App& app, client_options& c, std::string
     "it lasts)");
 }
 
-/// The CURVE keys the options name, unless the service runs insecure (no --server-key).
-inline void load_keys(client_options& c, const std::string& server_key, const std::string& key) {
+/// The CURVE keys the options name, unless the service runs insecure (no --server-key); false
+/// (having said which file) when one is missing or not a key, so the example exits 2 with a
+/// message instead of aborting in the socket's setup.
+inline bool load_keys(client_options& c, const std::string& server_key, const std::string& key) {
   if (server_key.empty())
-    return;
-  c.server_public_key = read_key(server_key);
-  c.public_key = read_key(key + ".pub");
-  c.secret_key = read_key(key + ".secret");
+    return true;
+  if (key.empty()) {
+    std::fprintf(stderr, "--server-key needs --key: this client's key pair prefix\n");
+    return false;
+  }
+  for (auto [field, path] : {std::pair{&c.server_public_key, server_key},
+                             std::pair{&c.public_key, key + ".pub"},
+                             std::pair{&c.secret_key, key + ".secret"}}) {
+    *field = read_key(path);
+    if (field->empty()) {
+      std::fprintf(stderr, "%s: missing, unreadable or not a 40-character Z85 key "
+                           "(`loom keygen` writes them)\n", path.c_str());
+      return false;
+    }
+  }
+  return true;
 }
 
 } // namespace loom::example

@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
                  "give up waiting for a phase after this long (0: wait as long as it takes)")
     ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  loom::example::load_keys(s.client, s.server_key, s.key);
+  if (!loom::example::load_keys(s.client, s.server_key, s.key))
+    return 2;
   if (s.id.empty())
     s.id = s.job + "-" + s.role;
 

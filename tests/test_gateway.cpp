@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <future>
 #include <thread>
@@ -412,6 +413,15 @@ BOOST_AUTO_TEST_CASE(a_failed_node_fails_its_jobs_and_stays_out_until_it_is_back
   auto unknown = s.admin({"node", "h20-9"});
   BOOST_CHECK_NE(unknown.exit_code, 0);
   BOOST_CHECK(unknown.err.find("no node 'h20-9'") != std::string::npos);
+  // Tables end each line at its last cell, however long another row's reason is (#40 C11)...
+  auto jobs = s.admin({"jobs"}).out;
+  BOOST_CHECK_MESSAGE(jobs.find("GPU 3 XID 79") != std::string::npos, jobs);
+  BOOST_CHECK_MESSAGE(jobs.find(" \n") == std::string::npos, jobs);
+  // ... and money in JSON is in cents.
+  for (auto& g : json::parse(s.admin({"groups", "--json"}).out)) {
+    double cost = g["cost_per_hour"];
+    BOOST_CHECK_EQUAL(cost, std::round(cost * 100) / 100);
+  }
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -142,6 +143,18 @@ BOOST_AUTO_TEST_CASE(help_says_what_each_command_does) {
   BOOST_CHECK(emu.out.find("--drop-after") != std::string::npos);
 }
 
+// An example client given key files that are not there says which and exits 2 (#40 item 8:
+// it aborted with rc 134 in the socket's setup).
+BOOST_AUTO_TEST_CASE(an_example_client_without_its_key_files_says_which_and_exits_2) {
+  lt::temp_dir dir;
+  const char* worker = std::getenv("LOOM_EXAMPLE_WORKER");
+  BOOST_REQUIRE_MESSAGE(worker, "LOOM_EXAMPLE_WORKER is not set (run the tests via meson test)");
+  auto r = lt::run({worker, "--endpoint", "tcp://127.0.0.1:1", "--server-key",
+                    dir / "server.pub", "--key", dir / "w", "--job", "j"});
+  BOOST_CHECK_EQUAL(r.exit_code, 2);
+  BOOST_CHECK_MESSAGE(r.err.find(dir / "server.pub") != std::string::npos, r.err);
+}
+
 BOOST_AUTO_TEST_CASE(ocs_emu_rejects_a_bad_size) {
   for (auto size : {"32x32x", "0x4", "abc"}) {
     auto r = lt::run({lt::loom_binary(), "ocs-emu", "--size", size, "--port", "0"});
@@ -162,6 +175,13 @@ BOOST_AUTO_TEST_CASE(operators_override_endpoints_and_storage_and_see_every_acto
   BOOST_CHECK(!std::filesystem::exists(dir / "db"));
   BOOST_CHECK(serve.stderr_text().find("endpoint=tcp://127.0.0.1:" + std::to_string(gateway_port))
               != std::string::npos);
+  // The admin CLI reaches it with the same overrides (its keys are under the other storage).
+  auto jobs = lt::run({lt::loom_binary(), "jobs", "-c", conf, "--storage", dir / "other",
+                       "--gateway", "tcp://127.0.0.1:" + std::to_string(gateway_port)});
+  BOOST_CHECK_MESSAGE(jobs.exit_code == 0 && jobs.out.find("JOB") != std::string::npos,
+                      jobs.out << jobs.err);
+  auto elsewhere = lt::run({lt::loom_binary(), "jobs", "-c", conf, "--gateway", "localhost"});
+  BOOST_CHECK_EQUAL(elsewhere.exit_code, 2);
   auto response = lt::http_get(port, "/metrics");
   for (auto actor : {"store", "gateway", "cluster_scheduler", "metrics_observer",
                      "fabric_controller", "ocs_driver", "gen_controller", "gen_planner",

@@ -1,10 +1,12 @@
 #include "app/admin_views.hpp"
 #include "app/commands.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
 #include <nlohmann/json.hpp>
 
 #include "generation/gen_proto.hpp"
@@ -26,13 +28,22 @@ void print_table(const std::vector<std::string>& header,
       width[i] = std::max(width[i], r[i].size());
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
-    for (size_t i = 0; i < cells.size(); ++i)
-      out += fmt::format("{:<{}}{}", cells[i], width[i], i + 1 < cells.size() ? "  " : "");
+    for (size_t i = 0; i + 1 < cells.size(); ++i)
+      out += fmt::format("{:<{}}  ", cells[i], width[i]);
+    if (!cells.empty())
+      out += cells.back(); // the last column unpadded: no line ends in blanks
+    while (!out.empty() && out.back() == ' ')
+      out.pop_back();
     std::printf("%s\n", out.c_str());
   };
   line(header);
   for (auto& r : rows)
     line(r);
+}
+
+/// Dollars to the cent: a cost summed in binary prints as 57.04, not 57.040000000000006.
+double cents(double dollars) {
+  return std::round(dollars * 100) / 100;
 }
 
 /// A job's state: the enum when the service sent it, else its text (a service from before).
@@ -133,7 +144,7 @@ json show_groups(const admin_request& req, const v1::GroupList& groups) {
                                                              g.iterations_done().end())},
                    {"rollout_nodes", strings(g.rollout_nodes())},
                    {"training_nodes", strings(g.training_nodes())},
-                   {"saturated", g.saturated()}, {"cost_per_hour", g.cost_per_hour()}});
+                   {"saturated", g.saturated()}, {"cost_per_hour", cents(g.cost_per_hour())}});
     rows.push_back({g.group(), fmt::format("{}", fmt::join(turns, " > ")),
                     fmt::format("{}", fmt::join(g.rollout_nodes(), ",")),
                     fmt::format("{}", fmt::join(g.training_nodes(), ",")),
@@ -249,8 +260,8 @@ int show_submit(const admin_request& req, const v1::SubmitReply& r) {
               {"outcome", outcome},
               {"group", r.group()},
               {"reason", r.reason()},
-              {"group_cost_per_hour", r.group_cost_per_hour()},
-              {"cost_per_hour", r.cost_per_hour()}};
+              {"group_cost_per_hour", cents(r.group_cost_per_hour())},
+              {"cost_per_hour", cents(r.cost_per_hour())}};
   if (req.json)
     std::printf("%s\n", out.dump(2).c_str());
   else if (r.group().empty())

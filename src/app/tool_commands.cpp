@@ -240,6 +240,12 @@ public:
       auto cfg = load_config(config_);
       if (!cfg)
         return exit_config_error;
+      // The same overrides `serve` took: its gateway, and its storage (where its keys are).
+      auto errors = apply_overrides(*cfg, overrides_);
+      for (auto& e : errors)
+        std::fprintf(stderr, "%s: %s\n", cmd->get_name().c_str(), e.c_str());
+      if (!errors.empty())
+        return exit_config_error;
       setup_logging(log_level::warn);
       request_.command = cmd->get_name();
       return run_admin(*cfg, request_);
@@ -260,12 +266,17 @@ private:
                     "Admin key pair prefix (PREFIX.pub, PREFIX.secret); default: the "
                     "service's local admin key");
     cmd->add_option("--timeout-ms", request_.timeout_ms, "How long to wait")->capture_default_str();
+    cmd->add_option("--gateway", overrides_.gateway,
+                    "The gateway, as given to `serve --gateway` (overrides endpoints.gateway)");
+    cmd->add_option("--storage", overrides_.storage,
+                    "The storage path, as given to `serve --storage` (where its keys are)");
     cmds_.push_back(cmd);
     return cmd;
   }
 
   std::vector<CLI::App*> cmds_;
   admin_request request_;
+  service_overrides overrides_;
   std::string config_;
 };
 
