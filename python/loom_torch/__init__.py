@@ -9,11 +9,13 @@ a cache as bytes), `kv_channel` (the data channels: prompts, outputs and moved r
 caches), `engine` (loom-engine-torch: one node's server obeying Loom's commands), `router`
 (the framework's side of a step), and a GRPO job on the same model: `tasks` (toy tasks with
 exact checkers), `rollout` (groups of sampled responses), `trainer` (group advantages, the
-clipped loss, AdamW), `grpo` (the job's loop on Loom's Job API, with checkpoints).
+clipped loss, AdamW), `learner` (the policy, its checkpoint and the seeds every role
+shares), `grpo` (the job on Loom's Job API: the CLI and the driver), `grpo_split` (the trainer
+and rollout roles, weights moved along Loom's sync route).
 docs/engines.md is the adapter contract; docs/frameworks.md puts a framework under Loom.
 
 Not here yet (issues 44, 45): the measured profile (`--profile`), instances spanning engines,
-weights moved between separate rollout and training processes.
+WEAVE's one-shot profiler for the GRPO job.
 """
 
 from .config import ModelConfig

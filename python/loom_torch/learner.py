@@ -1,0 +1,132 @@
+"""What every role of the GRPO job shares: the trainable policy with its last finished
+iteration and checkpoint (`Learner`), the seeds every draw comes from, a worker's share of an
+iteration's rollout, and the JSON line an iteration prints.
+
+Every draw is seeded by (seed, iteration, prompt) alone, so an iteration run again after a
+restart, or split over other workers, computes exactly what it computed the first time.
+"""
+
+import argparse
+import copy
+import json
+import os
+import random
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from loom_client import Restarted
+
+from .config import ModelConfig
+from .model import Weights, init_weights
+from .rollout import Group, RolloutPolicy, iteration_batch
+from .trainer import Trainer
+
+CHECKPOINT = "grpo.pt"
+
+
+def seed_for(seed: int, iteration: int, index: int = 0) -> int:
+    """The seed of one draw: the iteration's batch (index 0) or one prompt's group."""
+    return ((seed * 1_000_003 + iteration) * 1_009 + index) % (1 << 62)
+
+
+@dataclass
+class Progress:
+    """What a checkpoint restores: iterations done, the policy's weights and AdamW's state."""
+
+    iteration: int
+    weights: Weights
+    optimizer: Dict[str, Any]
+
+    def save(self, folder: str) -> None:
+        """Atomically (write, then rename): a kill mid-save leaves the previous one."""
+        path = os.path.join(folder, CHECKPOINT)
+        torch.save(self.__dict__, path + ".tmp")
+        os.replace(path + ".tmp", path)
+
+    @staticmethod
+    def load(folder: str) -> Optional["Progress"]:
+        path = os.path.join(folder, CHECKPOINT)
+        return Progress(**torch.load(path)) if os.path.exists(path) else None
+
+
+def model_config(a: argparse.Namespace) -> ModelConfig:
+    return ModelConfig(layers=a.layers, hidden=a.hidden, heads=4, kv_heads=2, ffn=2 * a.hidden)
+
+
+class Learner:
+    """The trainable policy of the driver and train roles, with its last finished iteration."""
+
+    def __init__(self, a: argparse.Namespace):
+        self.a = a
+        self.trainer = Trainer(model_config(a), init_weights(model_config(a), a.seed), a.lr,
+                               minibatches=a.minibatches)
+        self.iteration = 0
+        self.last = self.snapshot()
+
+    def snapshot(self) -> Progress:
+        return Progress(self.iteration, copy.deepcopy(self.trainer.state()),
+                        copy.deepcopy(self.trainer.optimizer.state_dict()))
+
+    def restore(self, p: Progress) -> None:
+        with torch.no_grad():
+            for k, v in p.weights.items():
+                self.trainer.weights[k].copy_(v)
+        self.trainer.optimizer.load_state_dict(p.optimizer)
+        self.iteration = p.iteration
+
+    def resume(self) -> None:
+        """From the checkpoint folder, if it holds one."""
+        if not self.a.checkpoint:
+            return
+        os.makedirs(self.a.checkpoint, exist_ok=True)
+        saved = Progress.load(self.a.checkpoint)
+        if saved is not None:
+            self.restore(saved)
+            self.last = saved
+            say({"event": "resumed", "iteration": self.iteration})
+
+    def rewind(self, e: Restarted) -> None:
+        """Loom did not count the iteration: back to the last finished one."""
+        self.restore(self.last)
+        say({"event": "restarted", "iteration": self.iteration, "reason": e.message})
+
+    def train(self, groups: List[Group]) -> Dict[str, float]:
+        return self.trainer.update(groups, random.Random(seed_for(self.a.seed, self.iteration + 1)))
+
+    def finished(self) -> None:
+        """The iteration is synced: count it and keep it."""
+        self.iteration += 1
+        self.last = self.snapshot()
+        if self.a.checkpoint:
+            self.last.save(self.a.checkpoint)
+
+
+def rollout_share(a: argparse.Namespace, policy: RolloutPolicy, iteration: int, rank: int,
+                  workers: int) -> List[Group]:
+    """This worker's part of the iteration's groups: prompts rank, rank + workers, ..."""
+    batch = iteration_batch(a.task, a.digits, a.prompts, seed_for(a.seed, iteration))
+    mine = [(i, p) for i, p in enumerate(batch) if i % workers == rank]
+    return policy.generate(mine, a.group, lambda i: seed_for(a.seed, iteration, i + 1))
+
+
+def record(iteration: int, groups: List[Group], stats: Dict[str, float], version: int,
+           moved: int, times: List[float], gpus: int) -> Dict[str, Any]:
+    rewards = [r for g in groups for r in g.rewards]
+    return {"iteration": iteration, "reward": round(sum(rewards) / len(rewards), 4),
+            "solved": round(sum(g.solved for g in groups) / len(groups), 4),
+            "loss": round(stats["loss"], 5), "clipped": round(stats["clipped"], 4),
+            "weights_version": version, "sync_bytes": moved, "rollout_gpus": gpus,
+            "rollout_s": round(times[1] - times[0], 3), "training_s": round(times[2] - times[1], 3),
+            "sync_s": round(times[3] - times[2], 3)}
+
+
+def say(line: Dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(line, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def nbytes(weights: Weights) -> int:
+    return sum(v.numel() * v.element_size() for v in weights.values())
