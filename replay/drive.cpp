@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <filesystem>
 #include <thread>
 
@@ -116,6 +118,23 @@ caf::error drive_workload(const weave_scenario& sc, const drive_options& o,
 
 } // namespace
 
+drive_lag measure_lag(std::vector<double> lag_s, const weave_scenario& sc) {
+  drive_lag out;
+  double shortest = std::numeric_limits<double>::infinity();
+  for (auto& a : sc.jobs)
+    shortest = std::min({shortest, a.job.rollout_s, a.job.training_s});
+  out.budget_s = std::isfinite(shortest) ? shortest / 20 : 0;
+  out.count = lag_s.size();
+  if (lag_s.empty())
+    return out;
+  std::sort(lag_s.begin(), lag_s.end());
+  auto at = [&](double q) { return lag_s[size_t(q * double(lag_s.size() - 1) + 0.5)]; };
+  out.p50_s = at(0.5);
+  out.p99_s = at(0.99);
+  out.max_s = lag_s.back();
+  return out;
+}
+
 client_options drive_client_options(const drive_options& o, const std::string& prefix) {
   client_options c;
   c.endpoint = o.endpoint;
@@ -163,9 +182,29 @@ caf::expected<drive_output> run_drive(const weave_scenario& sc, const drive_opti
     {"time_scale", o.time_scale},
     {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count()},
     {"wire_errors", ctx->wire_errors.load()}};
+  drive_lag lag;
+  {
+    std::lock_guard<std::mutex> lock{ctx->mutex};
+    lag = measure_lag(ctx->release_lag_s, sc);
+  }
+  report["drive"]["lag_s"] = {{"releases", lag.count}, {"p50", round4(lag.p50_s)},
+                              {"p99", round4(lag.p99_s)}, {"max", round4(lag.max_s)},
+                              {"budget", round4(lag.budget_s)}};
+  report["drive"]["lagging"] = lag.lagging();
   drive_output out;
   out.report_json = report.dump(2) + "\n";
   out.summary = summary_table(report["policies"], ordered_json::object());
+  out.summary += fmt::format("lag behind simulated time per phase release: p50 {:.3f} s, p99 "
+                             "{:.3f} s, max {:.3f} s (budget {:.3f} s)\n",
+                             lag.p50_s, lag.p99_s, lag.max_s, lag.budget_s);
+  if (lag.lagging()) {
+    out.summary += fmt::format("warning: the drive lagged simulated time by more than its budget "
+                               "(p99 {:.3f} s > {:.3f} s); its SLOs and packings may differ from "
+                               "replay's for that reason alone: lower --time-scale (was {})\n",
+                               lag.p99_s, lag.budget_s, o.time_scale);
+    spdlog::warn("event=drive_lagging p99_s={:.3f} budget_s={:.3f} time_scale={}", lag.p99_s,
+                 lag.budget_s, o.time_scale);
+  }
   if (auto err = write_report_files(o.out_dir, out.report_json, "{}\n"))
     return err;
   return out;

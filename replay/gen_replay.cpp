@@ -192,6 +192,10 @@ json speedups_of(json& policies) {
   return speedups;
 }
 
+json paper_json(const gen_scenario::paper_figure& f) {
+  return {{"orchestr_vs_static_best", f.orchestr_vs_static_best}, {"source", f.source}};
+}
+
 json gen_report(const gen_scenario& sc, const json& policies, const json& speedups) {
   size_t batch = sc.steps.empty() ? 0 : sc.steps.front().size();
   json report;
@@ -209,6 +213,8 @@ json gen_report(const gen_scenario& sc, const json& policies, const json& speedu
                         {"dispatch", to_string(sc.dispatch)}};
   report["policies"] = policies;
   report["throughput_vs_static_best"] = speedups;
+  if (sc.paper)
+    report["paper"] = paper_json(*sc.paper);
   return report;
 }
 
@@ -317,6 +323,8 @@ caf::expected<gen_replay_output> run_seeds(const gen_scenario& sc, const std::st
   report["policies"] = means_of(policies);
   report["throughput_vs_static_best"] = means_of(speedups);
   report["across_seeds"] = {{"policies", policies}, {"throughput_vs_static_best", speedups}};
+  if (sc.paper)
+    report["paper"] = paper_json(*sc.paper);
   ordered_json per_seed = ordered_json::array();
   for (size_t i = 0; i < reports.size(); ++i)
     per_seed.push_back({{"seed", sc.seeds[i]},

@@ -205,6 +205,14 @@ void read_gen_scenario(table_reader& root, gen_scenario& sc, const std::string& 
   }
   if (auto w = root.required_table("workload"))
     read_workload(*w, sc, dir, errors);
+  if (auto p = root.table("paper")) {
+    gen_scenario::paper_figure f;
+    positive_into(*p, "orchestr_vs_static_best", f.orchestr_vs_static_best);
+    if (auto v = p->required<std::string>("source"))
+      f.source = *v;
+    p->reject_unknown();
+    sc.paper = f;
+  }
 }
 
 } // namespace

@@ -63,6 +63,12 @@ struct gen_scenario {
   std::string workload_source; // what made the batches, with any scaling
   std::optional<gen_length_generator> generator; // when it made them (a trace does not)
   std::vector<std::vector<gen_sample>> steps;
+  /// What the paper reports for this setting, to print beside the replay's figure.
+  struct paper_figure {
+    double orchestr_vs_static_best = 0;
+    std::string source; // where in the paper, and how it differs from what replay measures
+  };
+  std::optional<paper_figure> paper;
 };
 
 scenario_result<gen_scenario> load_gen_scenario(const std::string& path);

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "replay/offline_optimal.hpp"
@@ -53,32 +55,50 @@ ordered_json run_colocated(const weave_scenario& sc, length_draws& draws, double
   const gpu_spec* rgpu = c.find_gpu(c.rollout.front().gpu);
   const double slow = rgpu && tgpu ? rgpu->hbm_tbps / tgpu->hbm_tbps : 1.0;
   const double gpu_cost = tgpu ? tgpu->cost_per_gpu_hour : 0;
-  std::vector<std::pair<double, int>> deltas; // time, GPUs
+  // Co-location needs training-grade GPUs for both phases: it is bounded by the training
+  // pool, and a job that finds too few free there is rejected, as weave rejects one.
+  const int capacity = c.total_gpus(pool_kind::training);
+  std::vector<size_t> order(sc.jobs.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return sc.jobs[x].arrival_s < sc.jobs[y].arrival_s;
+  });
+  std::multimap<double, int> running; // end -> GPUs
   std::vector<iteration_record> iterations;
-  double busy = 0;
-  for (size_t i = 0; i < sc.jobs.size(); ++i) {
-    const auto& j = sc.jobs[i].job;
-    const int gpus = ((std::max(j.rollout_gpus, j.training_gpus) + tnode.gpus - 1) / tnode.gpus)
-                     * tnode.gpus;
-    double end = colocate_job(sc, draws, i, gpus, slow, iterations, busy);
-    deltas.emplace_back(sc.jobs[i].arrival_s, gpus);
-    deltas.emplace_back(end, -gpus);
-  }
-  std::stable_sort(deltas.begin(), deltas.end(),
-                   [](auto& x, auto& y) { return x.first < y.first; });
   std::vector<cluster_record> cluster;
+  double busy = 0, end = start;
   int in_use = 0;
-  double end = start;
-  for (auto& [t, g] : deltas) {
-    in_use += g;
+  auto record = [&](double t, cluster_event e, const std::string& job) {
+    cluster.push_back({int64_t(std::llround(t * 1e9)), e, job, in_use * gpu_cost, 0, in_use, 0});
     end = std::max(end, t);
-    cluster.push_back({int64_t(std::llround(t * 1e9)),
-                       g > 0 ? cluster_event::new_group : cluster_event::left, "",
-                       in_use * gpu_cost, 0, in_use, 0});
+  };
+  auto release_until = [&](double t) {
+    for (auto it = running.begin(); it != running.end() && it->first <= t;
+         it = running.erase(it)) {
+      in_use -= it->second;
+      record(it->first, cluster_event::left, "");
+    }
+  };
+  for (size_t i : order) {
+    const auto& a = sc.jobs[i];
+    const int gpus =
+      ((std::max(a.job.rollout_gpus, a.job.training_gpus) + tnode.gpus - 1) / tnode.gpus)
+      * tnode.gpus;
+    release_until(a.arrival_s);
+    if (in_use + gpus > capacity) {
+      record(a.arrival_s, cluster_event::rejected, a.job.id);
+      continue;
+    }
+    in_use += gpus;
+    record(a.arrival_s, cluster_event::new_group, a.job.id);
+    running.emplace(colocate_job(sc, draws, i, gpus, slow, iterations, busy), gpus);
   }
+  release_until(std::numeric_limits<double>::infinity());
   auto out = summarize(cluster, iterations, 0, busy, sc.jobs.size(), start, end);
-  out["note"] = "analytic: every phase on dedicated training-pool GPUs; no failures or drift "
-                "handling";
+  out["capacity_gpus"] = capacity;
+  out["note"] = fmt::format("analytic: every phase on dedicated training-pool GPUs, at most the "
+                            "pool's {}; no failures or drift handling",
+                            capacity);
   out["figures"] = weave_series(cluster, iterations, start);
   return out;
 }

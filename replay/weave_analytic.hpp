@@ -11,7 +11,8 @@ namespace loom::replay {
 
 /// Every phase of a job on its own training-pool nodes, rollout slowed by the HBM bandwidth
 /// ratio (decode is memory-bound), a warm engine swap on both phase switches, weights
-/// resharded locally instead of synced across the link.
+/// resharded locally instead of synced across the link. At most the training pool's GPUs are
+/// in use; a job arriving to too few free ones is rejected.
 ordered_json run_colocated(const weave_scenario& sc, length_draws& draws, double start);
 
 /// The offline optimum over the same active job sets as weave's run (its cluster records).

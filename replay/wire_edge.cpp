@@ -200,8 +200,15 @@ caf::result<ok_atom> done(job_ptr self, phase_kind phase, double solo_s) {
   e.mutable_phase_release()->set_job(st.job.id);
   e.mutable_phase_release()->set_phase(v1::Phase(int(phase) + 1));
   e.mutable_phase_release()->set_solo_s(solo_s);
-  wire_call(self, *st.session, e, [self, phase, solo_s, rp](std::optional<v1::Envelope> r) mutable {
+  const auto sent = self->clock().now();
+  wire_call(self, *st.session, e,
+            [self, phase, solo_s, rp, sent](std::optional<v1::Envelope> r) mutable {
     auto& st = self->state;
+    {
+      std::lock_guard<std::mutex> lock{st.ctx->mutex};
+      st.ctx->release_lag_s.push_back(
+        std::chrono::duration<double>(self->clock().now() - sent).count() * st.ctx->time_scale);
+    }
     if (!r || !r->has_ok()) {
       rp.deliver(make_error(errc::out_of_turn, error_text(r)));
       return;

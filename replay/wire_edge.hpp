@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/actors.hpp"
 #include "loom/client.hpp"
@@ -35,6 +36,7 @@ struct drive_context {
   std::mutex mutex;                // what follows
   policy_log log;
   std::map<std::string, job_state> last_state; // per job, as the service last said
+  std::vector<double> release_lag_s; // each PhaseRelease's round trip, simulated seconds
   std::atomic<int64_t> wire_errors{0};
 
   /// Simulated nanoseconds since the drive started (the frameworks' clock).

@@ -359,6 +359,11 @@ BOOST_AUTO_TEST_CASE(loom_drive_plays_a_scenario_live_as_replay_decides_it) {
   BOOST_TEST_MESSAGE("drive: " << live_report["drive"].dump() << "; replay mean slowdown "
                                << replay["mean_slowdown"] << ", live " << live["mean_slowdown"]);
   BOOST_CHECK_EQUAL(live_report["drive"]["wire_errors"], 0);
+  // Every phase release was timed; a lagging drive says so where it is read.
+  BOOST_CHECK_GE(live_report["drive"]["lag_s"]["releases"].get<int64_t>(),
+                 live["iterations"].get<int64_t>());
+  BOOST_CHECK_EQUAL(live_report["drive"]["lagging"].get<bool>(),
+                    driven.out.find("warning: the drive lagged") != std::string::npos);
   // The same decisions, in the same order, into the same groups; the same iterations run and
   // the same SLO attainment.
   BOOST_CHECK_EQUAL(live["decisions"].dump(), replay["decisions"].dump());

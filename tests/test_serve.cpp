@@ -196,6 +196,42 @@ BOOST_AUTO_TEST_CASE(operators_override_endpoints_and_storage_and_see_every_acto
   BOOST_CHECK(bad.err.find("--gateway: 'localhost' is not a ZeroMQ endpoint") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(a_stale_server_key_and_an_unknown_client_key_are_named_on_both_sides) {
+  // #40 item 8: either mismatch was a silent "no answer".
+  lt::temp_dir dir;
+  auto conf = test_config(dir);
+  lt::child_process serve{{lt::loom_binary(), "serve", "-c", conf}};
+  await_ready(serve);
+  BOOST_REQUIRE_EQUAL(
+    lt::run({lt::loom_binary(), "keygen", "other", "--out", dir / "k"}).exit_code, 0);
+  const auto server_pub = dir / "db/keys/server.pub";
+  const auto good = lt::read_file(server_pub);
+  auto jobs = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv{lt::loom_binary(), "jobs", "-c", conf, "--timeout-ms", "2000"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return lt::run(argv);
+  };
+  std::filesystem::copy_file(dir / "k/other.pub", server_pub,
+                             std::filesystem::copy_options::overwrite_existing);
+  auto stale = jobs({});
+  BOOST_CHECK_EQUAL(stale.exit_code, 1);
+  BOOST_CHECK_MESSAGE(stale.err.find("the server key is not this service's") != std::string::npos,
+                      stale.err);
+  BOOST_CHECK(serve.read_until(
+    true, [](const std::string& l) { return l.find("event=gateway_handshake_failed") != l.npos; },
+    start_limit));
+  lt::write_file(server_pub, good);
+  auto unknown = jobs({"--key", dir / "k/other"});
+  BOOST_CHECK_EQUAL(unknown.exit_code, 1);
+  BOOST_CHECK_MESSAGE(unknown.err.find("the service refused this client's key") != std::string::npos,
+                      unknown.err);
+  BOOST_CHECK(serve.read_until(
+    true, [](const std::string& l) { return l.find("event=gateway_key_refused") != l.npos; },
+    start_limit));
+  BOOST_CHECK_EQUAL(jobs({}).exit_code, 0); // the right keys still get in
+  stop_and_expect_clean_exit(serve, SIGTERM);
+}
+
 BOOST_AUTO_TEST_CASE(keygen_keeps_a_key_pair_unless_forced_and_configs_name_missing_keys) {
   lt::temp_dir dir;
   auto keygen = [&](std::vector<std::string> extra) {

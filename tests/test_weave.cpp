@@ -10,6 +10,7 @@
 #include "core/config.hpp"
 #include "core/metrics.hpp"
 #include "loom.pb.h"
+#include "replay/drive.hpp"
 #include "replay/driver.hpp"
 #include "replay/offline_optimal.hpp"
 #include "replay/sim_frameworks.hpp"
@@ -377,6 +378,49 @@ BOOST_AUTO_TEST_CASE(the_colocated_model_keeps_the_papers_proportion_to_solo_d) 
   BOOST_TEST_MESSAGE("colocated/solo-d " << ratio);
   BOOST_CHECK_GT(ratio, 0.71 / 0.94 * 0.9);
   BOOST_CHECK_LT(ratio, 0.71 / 0.94 * 1.1);
+}
+
+BOOST_AUTO_TEST_CASE(the_colocated_model_stays_within_the_training_pool) {
+  // #40 item 7: on a 16+16 cluster co-location may hold at most 16 GPUs; the jobs it has no
+  // room for are rejected and miss their SLOs, as weave's rejections do.
+  test::temp_dir dir;
+  auto sc = replay::load_weave_scenario(test::source_path("replay/scenarios/weave-mixed.toml"));
+  BOOST_REQUIRE(sc.value);
+  auto& c = sc.value->config.cluster;
+  c.rollout.resize(2);
+  c.training.resize(2);
+  sc.value->policies = {"colocated"};
+  auto r = replay::run_weave_replay(*sc.value, dir / "out");
+  BOOST_REQUIRE(r);
+  auto p = nlohmann::json::parse(r->report_json)["policies"]["colocated"];
+  BOOST_CHECK_EQUAL(p["capacity_gpus"].get<int>(), 16);
+  BOOST_CHECK_LE(p["gpus_peak"]["train"].get<int>(), 16);
+  BOOST_CHECK_GT(p["decisions"]["rejected"].get<int>(), 0);
+  BOOST_CHECK_LT(p["slo_attainment"].get<double>(), 0.5);
+}
+
+BOOST_AUTO_TEST_CASE(a_drive_lags_once_its_release_round_trips_pass_the_budget) {
+  // #40 item 6: the budget is 5% of the scenario's shortest profiled phase (here 1 s).
+  replay::weave_scenario sc;
+  sc.jobs.resize(2);
+  sc.jobs[0].job.rollout_s = 100;
+  sc.jobs[0].job.training_s = 50;
+  sc.jobs[1].job.rollout_s = 300;
+  sc.jobs[1].job.training_s = 20;
+  std::vector<double> lags;
+  for (int i = 99; i >= 0; --i)
+    lags.push_back(i * 0.02);
+  auto lag = replay::measure_lag(lags, sc);
+  BOOST_CHECK_EQUAL(lag.count, 100u);
+  BOOST_CHECK_CLOSE(lag.budget_s, 1.0, 1e-9);
+  BOOST_CHECK_CLOSE(lag.p50_s, 1.0, 1e-9);
+  BOOST_CHECK_CLOSE(lag.p99_s, 1.96, 1e-9);
+  BOOST_CHECK_CLOSE(lag.max_s, 1.98, 1e-9);
+  BOOST_CHECK(lag.lagging());
+  lags.assign(100, 0.5);
+  lags.back() = 50; // one slow release is not a lagging drive
+  BOOST_CHECK(!replay::measure_lag(lags, sc).lagging());
+  BOOST_CHECK_EQUAL(replay::measure_lag({}, sc).count, 0u);
 }
 
 BOOST_AUTO_TEST_CASE(the_offline_optimum_returns_its_grouping) {

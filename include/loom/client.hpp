@@ -144,6 +144,10 @@ public:
   void on_command(std::function<void(const v1::Envelope&)> callback);
   /// Why the last acquire of this client waits (the service's Waiting), or empty.
   std::string waiting_reason() const;
+  /// Why the service may not have answered, from what the link saw: nothing listening, a
+  /// CURVE handshake that never completed (another service's server key, a stale server.pub),
+  /// or the service refusing this client's key. Empty once a handshake succeeded.
+  std::string link_diagnosis() const;
 
 private:
   struct impl;

@@ -41,6 +41,9 @@ _REGISTER_RETRY_S = 0.5
 _SENT_AGAIN = ("phase_acquire", "phase_release", "staged", "requests_finished", "step_start")
 _REGISTER_PATIENCE_S = 3.0
 _wake_ids = itertools.count()
+_HANDSHAKE_OK = zmq.EVENT_HANDSHAKE_SUCCEEDED
+_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 
 class LoomError(Exception):
@@ -113,8 +116,12 @@ class Client:
         self._outage_limit_s = outage_limit_s
         # The link to the service, from the socket's monitor: since when it is down (None while
         # up), and when it last came back.
-        self._monitor = self._sock.get_monitor_socket(zmq.EVENT_CONNECTED
-                                                      | zmq.EVENT_DISCONNECTED)
+        self._monitor = self._sock.get_monitor_socket(
+            zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED | _HANDSHAKE_OK | _HANDSHAKE_FAILED)
+        self._curve = bool(server_key)
+        self._ever_connected = False   # what the handshakes said, for link_diagnosis()
+        self._handshake_ok = False
+        self._refused = False
         self._outage_since = None
         self._back_at = 0.0
         self._incarnation = os.urandom(8).hex()
@@ -171,8 +178,27 @@ class Client:
                 self._cond.wait(left)
             request, reply = self._pending.pop(rid)
         if reply is None:
-            raise TimeoutError(f"no reply to {request.WhichOneof('body')} in {timeout_s} s")
+            why = self.link_diagnosis()
+            raise TimeoutError(f"no reply to {request.WhichOneof('body')} in {timeout_s} s"
+                               + (f": {why}" if why else ""))
         return reply
+
+    def link_diagnosis(self) -> str:
+        """Why the service may not have answered, from what the link saw; empty once a
+        handshake succeeded. A wrong server key is otherwise only silence (CURVE drops it)."""
+        with self._cond:
+            if self._handshake_ok:
+                return ""
+            if self._refused:
+                return ("the service refused this client's key (not among its "
+                        "[security.clients] or admin keys)")
+            if not self._ever_connected:
+                return f"nothing accepted a connection at {self._endpoint} (is the service up?)"
+            if self._curve:
+                return ("connected, but the CURVE handshake did not complete: the server key is "
+                        "not this service's (a stale server.pub, or the service runs insecure)")
+            return ("connected, but the handshake did not complete: the service expects CURVE "
+                    "(give it its server.pub)")
 
     def _outlasting(self, now, timeout_s):
         """A call's deadline passed at `now`: the next one if the service was away meanwhile
@@ -201,6 +227,9 @@ class Client:
             event = int.from_bytes(frames[0][:2], "little")
             with self._cond:
                 now = time.monotonic()
+                self._ever_connected |= event == zmq.EVENT_CONNECTED
+                self._handshake_ok |= event == _HANDSHAKE_OK
+                self._refused |= event == zmq.EVENT_HANDSHAKE_FAILED_AUTH
                 if event == zmq.EVENT_DISCONNECTED and self._outage_since is None:
                     self._outage_since = now
                     if self._registration is not None:

@@ -123,8 +123,9 @@ int run_admin(const config& cfg, const admin_request& req) {
   client c{*opt};
   auto reply = c.call(*request);
   if (!reply) {
-    std::fprintf(stderr, "%s: no answer from %s within %d ms\n", req.command.c_str(),
-                 opt->endpoint.c_str(), req.timeout_ms);
+    auto why = c.link_diagnosis();
+    std::fprintf(stderr, "%s: no answer from %s within %d ms%s%s\n", req.command.c_str(),
+                 opt->endpoint.c_str(), req.timeout_ms, why.empty() ? "" : ": ", why.c_str());
     return exit_failure;
   }
   if (reply->has_error()) {

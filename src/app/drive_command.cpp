@@ -47,9 +47,10 @@ public:
                      "best static one of replay's sweep");
     cmd_->add_option("--admin-key", options_.admin_key,
                      "The admin key pair prefix; default: admin next to the server key");
-    cmd_->add_option("--time-scale", options_.time_scale, "Simulated seconds per real second")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+    cmd_->add_option("--time-scale", options_.time_scale,
+                     "Simulated seconds per real second; default 250 (WEAVE: the drive reports\n"
+                     "its lag behind simulated time and warns past its budget), 20 (generation)")
+      ->check(CLI::PositiveNumber);
     cmd_->add_option("--limit-s", options_.limit_s, "Give up after this long (real seconds)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -65,7 +66,10 @@ public:
     if (!*cmd_)
       return std::nullopt;
     setup_logging(level_named(level_));
-    if (replay::scenario_kind(path_) == "generation")
+    const bool generation = replay::scenario_kind(path_) == "generation";
+    if (options_.time_scale == 0)
+      options_.time_scale = generation ? 20 : 250;
+    if (generation)
       return run_generation();
     auto sc = replay::load_weave_scenario(path_);
     if (!sc.value) {
@@ -134,7 +138,7 @@ private:
 
   CLI::App* cmd_ = nullptr;
   std::string path_;
-  replay::drive_options options_{"tcp://127.0.0.1:5555", "", "", "", 1000, 600, "drive-out",
+  replay::drive_options options_{"tcp://127.0.0.1:5555", "", "", "", 0, 600, "drive-out",
                                  "",                     "", ""};
   std::string serve_config_;
   std::string storage_ = "var/loom-drive";

@@ -139,6 +139,10 @@ struct client::impl {
   zmq::socket_t monitor{shared_context(), zmq::socket_type::pair};
   std::optional<clock_type::time_point> outage_since;
   clock_type::time_point back_at{};
+  // What the link's handshakes said, for link_diagnosis().
+  bool ever_connected = false;
+  bool handshake_ok = false;
+  std::optional<uint32_t> handshake_failure; // the monitor's event id
 
   ~impl() {
     if (wake >= 0)
@@ -232,6 +236,7 @@ struct client::impl {
       std::memcpy(&id, event.data(), sizeof id);
       std::lock_guard<std::mutex> lock{mutex};
       const auto now = clock_type::now();
+      note_handshake(id);
       if (id == ZMQ_EVENT_DISCONNECTED && !outage_since) {
         outage_since = now;
         if (registration)
@@ -245,6 +250,16 @@ struct client::impl {
         arrived.notify_all();
       }
     }
+  }
+
+  void note_handshake(uint16_t id) {
+    if (id == ZMQ_EVENT_CONNECTED)
+      ever_connected = true;
+    else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+      handshake_ok = true;
+    else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+             || id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+      handshake_failure = id;
   }
 
   std::string fmt_line(const char* event, const std::string& what) const {
@@ -479,7 +494,10 @@ client::client(client_options options) : impl_(std::make_unique<impl>()) {
   const auto monitor_at = "inproc://loom-client-monitor-" + std::to_string(monitors++);
   impl_->monitor.set(zmq::sockopt::linger, 0);
   if (zmq_socket_monitor(s.handle(), monitor_at.c_str(),
-                         ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED)
+                         ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED
+                           | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                           | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                           | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
       == 0)
     impl_->monitor.connect(monitor_at);
   s.connect(impl_->options.endpoint);
@@ -689,6 +707,23 @@ void client::on_command(std::function<void(const v1::Envelope&)> callback) {
 std::string client::waiting_reason() const {
   std::lock_guard<std::mutex> lock{impl_->mutex};
   return impl_->waiting;
+}
+
+std::string client::link_diagnosis() const {
+  std::lock_guard<std::mutex> lock{impl_->mutex};
+  const auto& i = *impl_;
+  const bool curve = !i.options.server_public_key.empty();
+  if (i.handshake_ok)
+    return {};
+  if (i.handshake_failure == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+    return "the service refused this client's key (not among its [security.clients] or "
+           "admin keys)";
+  if (!i.ever_connected)
+    return "nothing accepted a connection at " + i.options.endpoint + " (is the service up?)";
+  return curve ? "connected, but the CURVE handshake did not complete: the server key is not "
+                 "this service's (a stale server.pub, or the service runs insecure)"
+               : "connected, but the handshake did not complete: the service expects CURVE "
+                 "(give it its server.pub)";
 }
 
 phase_guard::phase_guard(client& c, std::string job, std::string phase,

@@ -3,6 +3,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
@@ -18,6 +20,7 @@ struct zmq_server::impl {
   zmq::context_t context{1};
   zmq::socket_t zap{context, zmq::socket_type::rep};
   zmq::socket_t router{context, zmq::socket_type::router};
+  zmq::socket_t monitor{context, zmq::socket_type::pair}; // the router's handshake failures
   int wake = -1;
   std::mutex mutex;
   std::deque<std::pair<std::string, std::string>> outbox;
@@ -49,6 +52,37 @@ struct zmq_server::impl {
     spdlog::warn("event=gateway_key_refused key={} address={} reason=\"not in "
                  "[security.clients]\"",
                  key.empty() ? "none" : key, address);
+  }
+
+  std::map<std::string, std::chrono::steady_clock::time_point> failed_logged;
+
+  /// A peer whose CURVE handshake failed before ZAP (it encrypted to another server key, or
+  /// speaks plain ZeroMQ): its client only sees silence, so the service says why, once a
+  /// minute per address.
+  void log_handshake_failures() {
+    zmq::message_t event, address;
+    while (monitor.recv(event, zmq::recv_flags::dontwait)) {
+      (void)monitor.recv(address, zmq::recv_flags::dontwait);
+      if (event.size() < sizeof(uint16_t) + sizeof(uint32_t))
+        continue;
+      uint16_t id;
+      uint32_t value;
+      std::memcpy(&id, event.data(), sizeof id);
+      std::memcpy(&value, static_cast<const char*>(event.data()) + sizeof id, sizeof value);
+      auto now = std::chrono::steady_clock::now();
+      auto [it, fresh] = failed_logged.try_emplace(address.to_string(), now);
+      if (!fresh && now - it->second < std::chrono::minutes{1})
+        continue;
+      it->second = now;
+      if (failed_logged.size() > 1024)
+        failed_logged.clear();
+      const char* why = value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                          ? "the client does not speak CURVE (no server key given)"
+                          : "the client's server key is not this service's (a stale "
+                            "server.pub?)";
+      spdlog::warn("event=gateway_handshake_failed endpoint={} code={:#x} reason=\"{}\"",
+                   address.to_string(), value, why);
+    }
   }
 
   /// ZAP (RFC 27): admit a CURVE client whose key is configured. The User-Id carries its role
@@ -160,6 +194,11 @@ caf::expected<std::unique_ptr<zmq_server>> zmq_server::open(zmq_server_config co
       i.router.set(zmq::sockopt::curve_server, 1);
       i.router.set(zmq::sockopt::curve_secretkey, i.config.server.secret_key);
       i.router.set(zmq::sockopt::zap_domain, "loom");
+      i.monitor.set(zmq::sockopt::linger, 0);
+      if (zmq_socket_monitor(i.router.handle(), "inproc://loom-gateway-monitor",
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+          == 0)
+        i.monitor.connect("inproc://loom-gateway-monitor");
     }
     i.router.bind(i.config.endpoint);
     s->bound_ = i.router.get(zmq::sockopt::last_endpoint);
@@ -189,14 +228,17 @@ void zmq_server::serve() {
     const bool saturated = i.saturated();
     zmq::pollitem_t items[] = {{i.router.handle(), 0, short(saturated ? 0 : ZMQ_POLLIN), 0},
                                {nullptr, i.wake, ZMQ_POLLIN, 0},
-                               {i.zap.handle(), 0, ZMQ_POLLIN, 0}};
-    int n = i.config.insecure ? 2 : 3;
+                               {i.zap.handle(), 0, ZMQ_POLLIN, 0},
+                               {i.monitor.handle(), 0, ZMQ_POLLIN, 0}};
+    int n = i.config.insecure ? 2 : 4;
     try {
       zmq::poll(items, size_t(n), std::chrono::milliseconds{saturated ? 1 : 200});
       if (items[1].revents & ZMQ_POLLIN)
         i.flush_outbox();
-      if (n == 3 && (items[2].revents & ZMQ_POLLIN))
+      if (n == 4 && (items[2].revents & ZMQ_POLLIN))
         i.answer_zap();
+      if (n == 4 && (items[3].revents & ZMQ_POLLIN))
+        i.log_handshake_failures();
       if (items[0].revents & ZMQ_POLLIN)
         i.receive();
     } catch (const zmq::error_t& e) {
@@ -235,6 +277,8 @@ void zmq_server::stop() {
     thread_.join();
     // What was queued last (ServiceStopping, answers) reaches the peers before the process
     // may end: closing the context waits for it, up to the router's linger.
+    zmq_socket_monitor(impl_->router.handle(), nullptr, 0);
+    impl_->monitor.close();
     impl_->router.close();
     impl_->zap.close();
     impl_->context.close();
