@@ -38,6 +38,19 @@ using loom::example::say;
 
 enum class step { done, again, ended, stop };
 
+/// Where a grant runs, as "node:0,1,2 node2:0" (what a framework would turn into
+/// CUDA_VISIBLE_DEVICES on each node); "-" for none.
+template <class Nodes>
+std::string devices_text(const Nodes& nodes) {
+  std::string out;
+  for (auto& n : nodes) {
+    out += (out.empty() ? "" : " ") + n.node() + ":";
+    for (int i = 0; i < n.devices_size(); ++i)
+      out += (i ? "," : "") + std::to_string(n.devices(i));
+  }
+  return out.empty() ? "-" : out;
+}
+
 /// One phase, held for `phase_ms`; a rollout reports its responses done (WEAVE §4.3).
 step run_phase(loom::client& c, const settings& s, const std::string& phase, int it) {
   loom::phase_guard held{c, s.job, phase, std::chrono::milliseconds{s.timeout_ms}};
@@ -53,8 +66,10 @@ step run_phase(loom::client& c, const settings& s, const std::string& phase, int
     std::fprintf(stderr, "acquire %s failed: %s\n", phase.c_str(), held.error().message.c_str());
     return step::stop;
   }
-  say("grant %s %s iteration %d gpus %u loom_iteration %llu", s.job.c_str(), phase.c_str(), it,
-      held.grant().gpus(), static_cast<unsigned long long>(held.grant().iteration()));
+  say("grant %s %s iteration %d gpus %u loom_iteration %llu devices %s", s.job.c_str(),
+      phase.c_str(), it, held.grant().gpus(),
+      static_cast<unsigned long long>(held.grant().iteration()),
+      devices_text(held.grant().devices()).c_str());
   std::this_thread::sleep_for(std::chrono::milliseconds{s.phase_ms});
   if (phase == "rollout")
     c.progress(s.job, 256, 256);
@@ -119,7 +134,8 @@ int main(int argc, char** argv) {
   say("registered %s resumed=%d", s.id.c_str(), int(registered->registered().resumed()));
   c.on_command([](const loom::v1::Envelope& e) {
     if (e.has_tail_migration())
-      say("tail %s now on %u GPUs", e.tail_migration().job().c_str(), e.tail_migration().gpus());
+      say("tail %s now on %u GPUs: %s", e.tail_migration().job().c_str(),
+          e.tail_migration().gpus(), devices_text(e.tail_migration().devices()).c_str());
     if (e.has_job_left())
       say("left %s: %s", e.job_left().job().c_str(), e.job_left().reason().c_str());
   });

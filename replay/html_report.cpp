@@ -1,7 +1,11 @@
 #include "replay/html_report.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "replay/report_figures.hpp"
 
@@ -32,6 +36,33 @@ json policy_table(const json& report) {
   return {{"columns", columns}, {"rows", rows}};
 }
 
+} // namespace
+
+std::string run_label(const std::string& where) {
+  namespace fs = std::filesystem;
+  fs::path p{where};
+  if (!fs::is_directory(p))
+    p = p.parent_path();
+  p = fs::weakly_canonical(fs::absolute(p));
+  return p.filename().empty() ? where : p.filename().string();
+}
+
+std::string comparison_warning(const std::vector<report_run>& runs) {
+  std::vector<std::string> kinds;
+  for (auto& r : runs) {
+    auto k = report_kind(r.report);
+    if (std::find(kinds.begin(), kinds.end(), k) == kinds.end())
+      kinds.push_back(k.empty() ? "unknown" : k);
+  }
+  if (kinds.size() < 2)
+    return {};
+  return fmt::format("these runs are of different kinds ({}): their numbers measure different "
+                     "things and do not compare",
+                     fmt::join(kinds, ", "));
+}
+
+namespace {
+
 /// Every numeric leaf of every run by path; the rows where the runs differ come first.
 json comparison(const std::vector<report_run>& runs) {
   std::map<std::string, std::vector<json>> values;
@@ -55,7 +86,10 @@ json comparison(const std::vector<report_run>& runs) {
   json labels = json::array();
   for (auto& r : runs)
     labels.push_back(r.label);
-  return {{"runs", labels}, {"differ", differ}, {"same", same}};
+  json out{{"runs", labels}, {"differ", differ}, {"same", same}};
+  if (auto warning = comparison_warning(runs); !warning.empty())
+    out["warning"] = warning;
+  return out;
 }
 
 void replace_once(std::string& text, std::string_view marker, std::string_view with) {

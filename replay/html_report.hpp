@@ -19,7 +19,14 @@ struct report_run {
   nlohmann::ordered_json report;
 };
 
+/// A run's name on its page: the name of its directory (given, or the report.json's), not the
+/// path it has on this machine.
+std::string run_label(const std::string& where);
+
 /// The page for one run, or for several side by side with the numbers that differ first.
 std::string render_html_report(const std::vector<report_run>& runs);
+
+/// Why the runs do not compare (a WEAVE run beside a generation run), or empty.
+std::string comparison_warning(const std::vector<report_run>& runs);
 
 } // namespace loom::replay

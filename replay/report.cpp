@@ -66,7 +66,7 @@ caf::error write_report_files(const std::string& dir, const std::string& report_
   auto report = nlohmann::ordered_json::parse(report_json, nullptr, false);
   if (report.is_discarded())
     return make_error(errc::invalid_argument, "report.json is not JSON");
-  const std::string html = render_html_report({{dir, std::move(report)}});
+  const std::string html = render_html_report({{run_label(dir), std::move(report)}});
   const std::filesystem::path d{dir};
   for (auto [file, text] : {std::pair{"report.json", &report_json},
                             std::pair{"timings.json", &timings_json},

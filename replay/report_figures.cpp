@@ -366,13 +366,22 @@ void flatten(const json& j, const std::string& path, std::vector<std::pair<std::
 
 } // namespace
 
+std::string report_kind(const json& report) {
+  if (field(report, "kind") == "fabric")
+    return "fabric";
+  if (field(report, "throughput_vs_static_best").is_object())
+    return "generation";
+  return field(report, "policies").is_object() ? "weave" : "";
+}
+
 json figures_of(const json& report) {
   json out = json::array();
-  if (field(report, "kind") == "fabric")
+  const auto kind = report_kind(report);
+  if (kind == "fabric")
     fabric_figures(report, out);
-  else if (field(report, "throughput_vs_static_best").is_object())
+  else if (kind == "generation")
     gen_figures(report, out);
-  else if (field(report, "policies").is_object())
+  else if (kind == "weave")
     weave_figures(report, out);
   return out;
 }

@@ -15,6 +15,9 @@ namespace loom::replay {
 /// [{title, type: line|step|bar|stacked|scatter|gantt, x, y, note?, ...data}], see the page.
 nlohmann::ordered_json figures_of(const nlohmann::ordered_json& report);
 
+/// "weave", "generation" or "fabric" (empty: none of them): what its numbers measure.
+std::string report_kind(const nlohmann::ordered_json& report);
+
 /// One sentence: which policy wins and by how much; empty when the report ranks no policies.
 std::string verdict_of(const nlohmann::ordered_json& report);
 

@@ -290,7 +290,7 @@ sim_frameworks(simulated_frameworks_actor::stateful_pointer<sim_frameworks_state
         self->send(r.executor, staged_atom::value, job);
     },
     [self](run_atom, const phase_grant& g) { permitted(self, g); },
-    [self](resize_atom, const std::string& job, int gpus) { resized(self, job, gpus); },
+    [self](resize_atom, const gpu_resize& r) { resized(self, r.job, r.gpus); },
     [self](leave_atom, const std::string& job, job_state) {
       auto it = self->state.runs.find(job);
       if (it != self->state.runs.end()) {

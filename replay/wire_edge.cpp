@@ -232,7 +232,8 @@ void command(job_ptr self, const std::string& bytes) {
     return;
   auto& st = self->state;
   if (e.has_tail_migration())
-    self->send(st.frameworks, resize_atom::value, st.job.id, int(e.tail_migration().gpus()));
+    self->send(st.frameworks, resize_atom::value,
+               gpu_resize{st.job.id, int(e.tail_migration().gpus()), {}});
   else if (e.has_job_left())
     ended(self, from_proto(e.job_left().state()).value_or(job_state::finished));
 }

@@ -45,7 +45,7 @@ worker_actor::behavior_type silent_worker() {
   return {
     [](join_atom, const member_joined&) {},
     [](run_atom, const phase_grant&) {},
-    [](resize_atom, const std::string&, int) {},
+    [](resize_atom, const gpu_resize&) {},
     [](leave_atom, const std::string&, job_state) {},
   };
 }

@@ -164,6 +164,18 @@ BOOST_AUTO_TEST_CASE(a_rollout_worker_and_a_trainer_run_one_job_together_in_eith
   BOOST_CHECK_EQUAL(lt::count_lines(*ta, "grant job-a sync"), 3);
   BOOST_CHECK_EQUAL(lt::count_lines(*rb, "grant job-b rollout"), 3);
   BOOST_CHECK_EQUAL(lt::count_lines(*tb, "training job-b"), 3);
+  // Grants name the devices: a rollout its own on an h20 node, training the h800 pool's (#40
+  // item 10), sync none.
+  auto lines_with = [](const lt::child_process& w, const std::string& a, const std::string& b) {
+    auto lines = w.stdout_lines();
+    return std::count_if(lines.begin(), lines.end(), [&](const std::string& l) {
+      return l.rfind(a, 0) == 0 && l.find(b) != std::string::npos;
+    });
+  };
+  BOOST_CHECK_EQUAL(lines_with(*rb, "grant job-b rollout", "devices h20-"), 3);
+  BOOST_CHECK_EQUAL(lines_with(*ra, "grant job-a rollout", "devices h20-"), 3); // Python
+  BOOST_CHECK_EQUAL(lines_with(*ta, "grant job-a training", "devices h800-"), 3);
+  BOOST_CHECK_EQUAL(lines_with(*ta, "grant job-a sync", "devices -"), 3);
   auto jobs = s.admin({"jobs"});
   BOOST_CHECK(jobs.out.find("job-a  finished") != std::string::npos);
   BOOST_CHECK(jobs.out.find("job-b  finished") != std::string::npos);

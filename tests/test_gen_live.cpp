@@ -362,10 +362,20 @@ BOOST_AUTO_TEST_CASE(an_engine_killed_mid_step_leaves_the_deployment_running_on_
   for (auto& i : g["instances"])
     BOOST_CHECK(i["engines"] == json::array({"engine-a"}));
   BOOST_CHECK_EQUAL(g["finished"], 128);
+  // Once its last engine is gone nothing serves, and `loom generation` says so (#40 item 11).
+  a->send_signal(SIGKILL);
+  BOOST_REQUIRE(a->wait(lt::live_limit));
+  const auto deadline = std::chrono::steady_clock::now() + lt::live_limit;
+  while (!generation_of(s)["engines"].empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(100ms);
+  auto table = s.admin({"generation"});
+  BOOST_CHECK_MESSAGE(table.out.find("  nothing") != std::string::npos
+                        && table.out.find("engines: none registered") != std::string::npos,
+                      table.out);
   serve->send_signal(SIGTERM);
   BOOST_REQUIRE(serve->wait(lt::live_limit));
   auto events = events_in(s.dir / "db");
-  BOOST_CHECK_EQUAL(count_prefix(events, "gen_engine_lost"), 1u);
+  BOOST_CHECK_EQUAL(count_prefix(events, "gen_engine_lost"), 2u);
   BOOST_CHECK_EQUAL(count_prefix(events, "gen_step_done"), 1u);
 }
 

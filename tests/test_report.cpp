@@ -129,6 +129,14 @@ BOOST_AUTO_TEST_CASE(the_page_inlines_chart_js_and_carries_the_reports_figures) 
   auto cmp = page_data(replay::render_html_report({{"a", report}, {"b", other}}))["comparison"];
   BOOST_REQUIRE_EQUAL(cmp["differ"].size(), 1u);
   BOOST_CHECK_EQUAL(cmp["differ"][0].dump(), "[\"policies.weave.cost_per_hour_avg\",300.0,310.0]");
+  BOOST_CHECK(!cmp.contains("warning"));
+  // #40 item 11: a WEAVE run beside a generation run is compared with a warning.
+  json gen{{"policies", {{"orchestr", {{"samples_per_s", 3.0}}}}},
+           {"throughput_vs_static_best", {{"orchestr", 1.2}}}};
+  auto mixed = page_data(replay::render_html_report({{"a", report}, {"g", gen}}))["comparison"];
+  BOOST_CHECK_EQUAL(mixed["warning"].get<std::string>(),
+                    "these runs are of different kinds (weave, generation): their numbers "
+                    "measure different things and do not compare");
 }
 
 BOOST_AUTO_TEST_CASE(a_replay_writes_report_html_that_loom_report_redraws_the_same) {
@@ -170,6 +178,11 @@ BOOST_AUTO_TEST_CASE(loom_events_prints_a_stores_log_as_json_lines) {
     auto e = json::parse(line);
     BOOST_CHECK_EQUAL(e["seq"].get<uint64_t>(), ++seq); // every event, in log order
     placed += e["kind"] == "job_placed";
+    // A replay's times are simulated seconds; the detail is an object, not logfmt text.
+    BOOST_CHECK(e.contains("sim_s") && !e.contains("time"));
+    BOOST_CHECK_MESSAGE(e["detail"].is_object(), line);
+    if (e["kind"] == "job_placed")
+      BOOST_CHECK_MESSAGE(e["detail"]["group"].is_string() && e["detail"]["cost_per_hour"].is_number(), line);
   }
   auto report = json::parse(test::read_file(out + "/report.json"));
   auto& d = report["policies"]["weave"]["decisions"];

@@ -590,6 +590,39 @@ BOOST_AUTO_TEST_CASE(tail_migration_frees_gpus_for_the_next_rollout) {
   BOOST_CHECK(off.tail_bound("A").grants.empty());
 }
 
+BOOST_AUTO_TEST_CASE(grants_and_resizes_name_the_nodes_and_devices_they_run_on) {
+  // #40 item 10: a rollout's grant names its devices on its rollout node, training the whole
+  // pool; a tail keeps its first devices and the next rollout gets the others, then grows onto
+  // the tail's when it ends.
+  round_robin rr{8, 8, 0.8, true};
+  rr.name_nodes(std::make_shared<std::vector<std::string>>(std::vector<std::string>{"r0"}),
+                {{"t0", {0, 1, 2, 3}}, {"t1", {0, 1, 2, 3}}});
+  auto devices = [](const std::vector<node_devices>& d) {
+    std::string out;
+    for (auto& n : d)
+      out += fmt::format("{}:{};", n.node, fmt::join(n.devices, ","));
+    return out;
+  };
+  auto a = rr.add(member("A", {0}), switches, true);
+  BOOST_REQUIRE(grant_for(a, "A"));
+  BOOST_CHECK_EQUAL(devices(grant_for(a, "A")->devices), "r0:0,1,2,3,4,5,6,7;");
+  rr.add(member("B", {0}), switches, true);
+  auto t = rr.phase_done("A", phase_kind::rollout);
+  BOOST_REQUIRE(grant_for(t, "A"));
+  BOOST_CHECK_EQUAL(devices(grant_for(t, "A")->devices), "t0:0,1,2,3;t1:0,1,2,3;");
+  rr.phase_done("A", phase_kind::training);
+  rr.phase_done("A", phase_kind::sync); // A's second rollout; B is next on node 0
+  auto tail = rr.tail_bound("A");
+  BOOST_REQUIRE_EQUAL(tail.resizes.size(), 1u);
+  BOOST_CHECK_EQUAL(devices(tail.resizes[0].devices), "r0:0,1;");
+  BOOST_REQUIRE(grant_for(tail, "B"));
+  BOOST_CHECK_EQUAL(devices(grant_for(tail, "B")->devices), "r0:2,3,4,5,6,7;");
+  auto grown = rr.phase_done("A", phase_kind::rollout);
+  BOOST_REQUIRE_EQUAL(grown.resizes.size(), 1u);
+  BOOST_CHECK_EQUAL(devices(grown.resizes[0].devices), "r0:0,1,2,3,4,5,6,7;");
+  BOOST_CHECK(grant_for(rr.phase_done("A", phase_kind::sync), "A") == nullptr);
+}
+
 BOOST_AUTO_TEST_CASE(a_leaving_job_frees_its_gpus_and_the_others_go_on) {
   round_robin rr{8, 8, 0.8, true};
   rr.add(member("A", {0, 1}, 16), switches, true);

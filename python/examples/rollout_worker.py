@@ -42,8 +42,10 @@ def main():
             try:
                 for phase in PHASES[a.role]:
                     with job.phase(phase) as held:
+                        on = " ".join(f"{n}:{','.join(map(str, d))}"
+                                      for n, d in held.devices.items())
                         say(f"grant {a.job} {phase} iteration {it} gpus {held.gpus} "
-                            f"loom_iteration {held.iteration}")
+                            f"loom_iteration {held.iteration} devices {on or '-'}")
                         time.sleep(a.phase_ms / 1000.0)
                         if phase == "rollout":
                             job.progress(256, 256)

@@ -36,13 +36,16 @@ class Grant:
     permits, the route of the job's weights (WEAVE §5.2) over the workers that registered a
     data address (loom_client.weights moves them along it)."""
 
-    def __init__(self, phase, gpus=0, switch_s=0.0, cold=False, iteration=0, sync_route=()):
+    def __init__(self, phase, gpus=0, switch_s=0.0, cold=False, iteration=0, sync_route=(),
+                 devices=None):
         self.phase = phase
         self.gpus = gpus
         self.switch_s = switch_s
         self.cold = cold
         self.iteration = iteration
         self.sync_route = list(sync_route)
+        # node id -> device indices the phase runs on (CUDA_VISIBLE_DEVICES order on the node)
+        self.devices = dict(devices or {})
 
     def source_of(self, worker):
         """Where `worker` pulls the weights from, or None when the route does not reach it."""
@@ -52,6 +55,11 @@ class Grant:
         """The trainer's data address: the source no receiver serves (the route's root)."""
         served = {h.address for h in self.sync_route}
         return next((h.source for h in self.sync_route if h.source not in served), None)
+
+
+def _devices(nodes):
+    """A grant's or tail migration's NodeDevices as {node: [device, ...]}."""
+    return {n.node: list(n.devices) for n in nodes}
 
 
 class Phase:
@@ -94,6 +102,11 @@ class Phase:
     def iteration(self):
         return self.grant.iteration if self.grant else 0
 
+    @property
+    def devices(self):
+        """{node: [device, ...]} the phase runs on (its grant's)."""
+        return self.grant.devices if self.grant else {}
+
     def __call__(self, fn):
         @functools.wraps(fn)
         def held(*args, **kwargs):
@@ -122,6 +135,7 @@ class Job:
         endpoint = endpoint if endpoint is not None else env.get("LOOM_ENDPOINT", "")
         self.enabled = bool(endpoint)
         self.worker_id = ""
+        self.devices = {}  # node id -> device indices of the phase granted last
         self._tail = []
         self._left = []
         self._waiting = []
@@ -152,7 +166,8 @@ class Job:
             return Grant(name)
         g = self.client.acquire(self.name, name)
         route = [Hop(h.worker, h.address, h.source) for h in g.sync_route]
-        return Grant(name, g.gpus, g.switch_s, g.cold, g.iteration, route)
+        self.devices = _devices(g.devices)
+        return Grant(name, g.gpus, g.switch_s, g.cold, g.iteration, route, self.devices)
 
     def _release(self, name, solo_s):
         if self.enabled:
@@ -172,7 +187,7 @@ class Job:
 
     def on_tail_migration(self, fn):
         """fn(gpus): the running rollout now has this many GPUs (its tail was consolidated, or
-        it grew as GPUs freed up). Runs on the client's I/O thread."""
+        it grew as GPUs freed up; `devices` names them). Runs on the client's I/O thread."""
         self._tail.append(fn)
         return fn
 
@@ -190,6 +205,7 @@ class Job:
     def _command(self, env):
         body = env.WhichOneof("body")
         if body == "tail_migration":
+            self.devices = _devices(env.tail_migration.devices)
             for fn in self._tail:
                 fn(env.tail_migration.gpus)
         elif body == "job_left":

@@ -212,7 +212,9 @@ json show_generation(const admin_request& req, const v1::GenerationList& list) {
     out.push_back(generation_json(d));
     auto step = d.step_active() ? fmt::format("{} ({} left)", d.step(), d.pending())
                                 : fmt::format("{} done", d.step());
-    rows.push_back({d.deployment(), d.current() + (d.phase().empty() ? "" : " " + d.phase()),
+    // Once its engines left nothing serves, whatever layout it last had ("0xTP4" said so).
+    const auto serving = d.instances().empty() ? std::string{"nothing"} : d.current();
+    rows.push_back({d.deployment(), serving + (d.phase().empty() ? "" : " " + d.phase()),
                     std::to_string(d.engines_size()), step,
                     fmt::format("{:.0f}", d.forecast_mean_tokens()),
                     std::to_string(d.counters().reconfigurations()),
@@ -228,7 +230,9 @@ json show_generation(const admin_request& req, const v1::GenerationList& list) {
               rows);
   for (auto& d : list.deployments()) {
     std::printf("\n%s engines: %s\n", d.deployment().c_str(),
-                fmt::format("{}", fmt::join(d.engines(), ", ")).c_str());
+                d.engines().empty()
+                  ? "none registered (engines register with role gen-instance)"
+                  : fmt::format("{}", fmt::join(d.engines(), ", ")).c_str());
     for (auto& r : d.recent())
       std::printf("  %s\n", r.c_str());
   }

@@ -1,5 +1,5 @@
 #pragma once
-// The /metrics HTTP endpoint (prometheus-cpp's pull exposer).
+// The /metrics HTTP endpoint (prometheus-cpp's pull exposer) and /healthz beside it.
 
 #include <memory>
 #include <string>
@@ -16,12 +16,18 @@ namespace loom {
 
 class process_collector;
 
+/// What /healthz answers: 503 "starting" until the service is ready (its actors restored and
+/// its gateway listening), 200 "ready", then 503 "stopping" once a stop was asked for, so a
+/// load balancer or systemd sends nothing to a service that cannot take it.
+enum class service_health { starting, ready, stopping };
+void set_health(service_health h);
+
 class metrics_endpoint {
 public:
   ~metrics_endpoint();
 
   /// Binds `address` (host:port, port 0 = any free port) and serves the registry and the
-  /// process metrics on /metrics.
+  /// process metrics on /metrics, and the service's health on /healthz.
   static caf::expected<std::unique_ptr<metrics_endpoint>>
   start(const std::string& address, const service_metrics& metrics);
 

@@ -1,9 +1,13 @@
 // `loom report` (redraw or compare replay reports) and `loom events` (a store's event log).
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -61,8 +65,14 @@ public:
       auto report = read_report(d);
       if (!report)
         return exit_config_error;
-      runs.push_back({d, std::move(*report)});
+      runs.push_back({replay::run_label(d), std::move(*report)});
     }
+    for (size_t i = 0; i < runs.size(); ++i) // two runs named alike keep their paths
+      for (size_t j = 0; j < runs.size(); ++j)
+        if (i != j && replay::run_label(dirs_[i]) == replay::run_label(dirs_[j]))
+          runs[i].label = dirs_[i];
+    if (auto warning = replay::comparison_warning(runs); !warning.empty())
+      std::fprintf(stderr, "warning: %s\n", warning.c_str());
     std::string out = out_;
     if (out.empty())
       out = dirs_.size() == 1 && fs::is_directory(dirs_[0])
@@ -82,13 +92,64 @@ private:
   std::string out_;
 };
 
+// 2001-09-09: no replay spans 31 years, and a serve's log is later than that.
+constexpr int64_t wall_clock_floor_ns = 1'000'000'000'000'000'000;
+
+std::string utc_text(int64_t ns) {
+  const std::time_t s = std::time_t(ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&s, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &tm);
+  return fmt::format("{}.{:06}Z", text, (ns % 1'000'000'000) / 1000);
+}
+
+/// An event's logfmt detail (`key=value key="quoted \"value\""`) as a JSON object, numbers
+/// as numbers; the text itself where it is not logfmt.
+nlohmann::ordered_json detail_json(const std::string& text) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  size_t i = 0;
+  auto skip_spaces = [&] {
+    while (i < text.size() && text[i] == ' ')
+      ++i;
+  };
+  for (skip_spaces(); i < text.size(); skip_spaces()) {
+    const size_t eq = text.find('=', i);
+    if (eq == std::string::npos || eq == i || text.find(' ', i) < eq)
+      return text;
+    std::string key = text.substr(i, eq - i), value;
+    i = eq + 1;
+    if (i < text.size() && text[i] == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        value += text[i] == '\\' && i + 1 < text.size() ? text[++i] : text[i];
+      if (i++ >= text.size())
+        return text; // unterminated quote
+      out[key] = value;
+      continue;
+    }
+    const size_t end = std::min(text.find(' ', i), text.size());
+    value = text.substr(i, end - i);
+    i = end;
+    char* parsed = nullptr;
+    const double number = std::strtod(value.c_str(), &parsed);
+    const bool decimal = !value.empty() && value.find_first_not_of("0123456789.-+eE") == value.npos
+                         && (std::isdigit(static_cast<unsigned char>(value[0])) || value[0] == '-');
+    if (decimal && parsed == value.c_str() + value.size())
+      out[key] = number;
+    else
+      out[key] = value;
+  }
+  return out;
+}
+
 class events_command : public subcommand {
 public:
   void add_to(CLI::App& app) override {
     cmd_ = app.add_subcommand(
-      "events", "Print a store's event log as JSON lines (seq, time_ns, kind, subject,\n"
-                "detail): a replay's DIR/store/POLICY or a serve's [storage] path, also while\n"
-                "that serve runs (read-only: what was durable when it was opened).");
+      "events", "Print a store's event log as JSON lines (seq, time_ns and time (a serve's,\n"
+                "UTC) or sim_s (a replay's), kind, subject, detail as an object): a replay's\n"
+                "DIR/store/POLICY or a serve's [storage] path, also while that serve runs\n"
+                "(read-only: what was durable when it was opened).");
     cmd_->add_option("store", path_, "Store directory")->required();
     cmd_->add_option("--from", from_, "First sequence number")->capture_default_str();
     cmd_->add_option("--limit", limit_, "At most this many events (0: all)")
@@ -129,9 +190,14 @@ private:
     nlohmann::ordered_json line{{"seq", event_seq(r.key)}};
     if (auto e = decode_event(r.value)) {
       line["time_ns"] = e->time_ns;
+      // A serve's log has wall-clock times; a replay's, simulated ones from its start.
+      if (e->time_ns >= wall_clock_floor_ns)
+        line["time"] = utc_text(e->time_ns);
+      else
+        line["sim_s"] = double(e->time_ns) / 1e9;
       line["kind"] = to_string(e->event.kind);
       line["subject"] = e->event.subject;
-      line["detail"] = e->event.detail;
+      line["detail"] = detail_json(e->event.detail);
     } else {
       line["kind"] = "unknown"; // written by a newer loom
     }

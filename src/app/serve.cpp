@@ -1,6 +1,8 @@
 #include "app/serve.hpp"
 
 #include <caf/all.hpp>
+
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -405,11 +407,13 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, const serve_op
   socket->run([gw](wire_frame f) { caf::anon_send(gw, frame_atom::value, std::move(f)); });
   spdlog::info("event=gateway_listening endpoint={} secure={}", socket->endpoint(),
                !cfg.security.insecure);
+  set_health(service_health::ready);
   spdlog::info("event=serve_ready pid={}", static_cast<long>(getpid()));
   config running = cfg;
   int sig = 0;
   while ((sig = await_service_signal()) == SIGHUP)
     reload(running, options, *socket);
+  set_health(service_health::stopping);
   spdlog::info("event=shutdown_requested signal={}", sigabbrev_np(sig));
   tell_sessions_stopping(sys, gw);
   socket->stop(); // what the gateway queued goes out first
@@ -440,6 +444,11 @@ caf::expected<std::unique_ptr<database>> open_storage(const std::string& path,
 int serve(const config& cfg, const serve_options& options) {
   // Before any thread exists: only the main thread will ever receive SIGINT/SIGTERM.
   block_service_signals();
+  // The actors' clock is the steady one; the event log gets wall-clock times.
+  set_event_clock_offset(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch()
+                           - caf::actor_clock::clock_type::now().time_since_epoch())
+                           .count());
   spdlog::info("event=serve_starting service={} config={} cluster={} rollout_nodes={} "
                "training_nodes={} fabric={}",
                cfg.service_name, cfg.source, cfg.cluster.name, cfg.cluster.rollout.size(),

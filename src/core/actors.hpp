@@ -123,7 +123,7 @@ using worker_actor = caf::typed_actor<
   // A run permit (WEAVE §5.1): run the phase now on the granted GPUs.
   caf::reacts_to<run_atom, phase_grant>,
   // The running rollout of a job now has this many GPUs (tail consolidation or growth).
-  caf::reacts_to<resize_atom, std::string, int>,
+  caf::reacts_to<resize_atom, gpu_resize>,
   // The job left its group (finished, failed, cancelled, drifted): drop whatever it runs.
   caf::reacts_to<leave_atom, std::string, job_state>>;
 

@@ -30,6 +30,8 @@ enum class job_state : uint8_t;
 struct rl_job;
 struct group_member;
 struct phase_grant;
+struct gpu_resize;
+struct node_devices;
 struct placement_reply;
 struct job_progress;
 struct node_report;

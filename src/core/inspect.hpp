@@ -87,9 +87,19 @@ typename Inspector::result_type inspect(Inspector& f, group_member& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_devices& x) {
+  return f(caf::meta::type_name("node_devices"), x.node, x.devices);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, phase_grant& x) {
   return f(caf::meta::type_name("phase_grant"), x.job, x.phase, x.gpus, x.switch_s, x.cold,
-           x.iteration, x.group);
+           x.iteration, x.group, x.devices);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gpu_resize& x) {
+  return f(caf::meta::type_name("gpu_resize"), x.job, x.gpus, x.devices);
 }
 
 template <class Inspector>

@@ -328,11 +328,8 @@ gateway_actor::behavior_type gateway(gateway_actor::stateful_pointer<gateway_sta
     // worker_actor: the executors' side.
     [self](join_atom, const member_joined& m) { job_joined(self, m); },
     [self](run_atom, const phase_grant& g) { permit(self, g); },
-    [self](resize_atom, const std::string& job, int gpus) {
-      command_job(self, job, [&](v1::Envelope& e) {
-        e.mutable_tail_migration()->set_job(job);
-        e.mutable_tail_migration()->set_gpus(uint32_t(gpus));
-      });
+    [self](resize_atom, const gpu_resize& r) {
+      command_job(self, r.job, [&](v1::Envelope& e) { wire::fill(*e.mutable_tail_migration(), r); });
     },
     [self](leave_atom, const std::string& job, job_state why) { job_left(self, job, why); },
     // engine_edge_actor: the generation controllers' side.

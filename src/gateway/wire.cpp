@@ -59,6 +59,20 @@ v1::ErrorCode error_code(errc code) {
   }
 }
 
+namespace {
+
+template <class Devices>
+void fill_devices(Devices& out, const std::vector<node_devices>& nodes) {
+  for (auto& n : nodes) {
+    auto* d = out.Add();
+    d->set_node(n.node);
+    for (int i : n.devices)
+      d->add_devices(uint32_t(i));
+  }
+}
+
+} // namespace
+
 void fill(v1::PhaseGrant& out, const phase_grant& g) {
   out.set_job(g.job);
   out.set_phase(to_wire(g.phase));
@@ -67,6 +81,13 @@ void fill(v1::PhaseGrant& out, const phase_grant& g) {
   out.set_cold(g.cold);
   out.set_iteration(uint64_t(g.iteration));
   out.set_group(g.group);
+  fill_devices(*out.mutable_devices(), g.devices);
+}
+
+void fill(v1::TailMigration& out, const gpu_resize& r) {
+  out.set_job(r.job);
+  out.set_gpus(uint32_t(r.gpus));
+  fill_devices(*out.mutable_devices(), r.devices);
 }
 
 void fill(v1::SubmitReply& out, const placement_reply& r) {

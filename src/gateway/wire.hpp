@@ -31,6 +31,7 @@ v1::JobState to_wire(job_state s);
 v1::ErrorCode error_code(errc code);
 
 void fill(v1::PhaseGrant& out, const phase_grant& g);
+void fill(v1::TailMigration& out, const gpu_resize& r);
 void fill(v1::SubmitReply& out, const placement_reply& r);
 void fill(v1::JobInfo& out, const job_status& s);
 /// Adds what an inspected job's status carries beyond the listing.

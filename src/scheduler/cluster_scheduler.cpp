@@ -43,7 +43,9 @@ group_executor_actor executor_for(scheduler_ptr self, uint64_t id) {
                             st.config.policy,
                             st.config.migrate_tails,
                             st.config.sync_writes,
-                            st.rollout_node_names};
+                            st.rollout_node_names,
+                            node_names(st.engine->training_pool(),
+                                       st.engine->groups().at(id).training_nodes)};
   auto exec = self->spawn(group_executor, std::move(cfg), st.worker,
                           caf::actor_cast<cluster_scheduler_actor>(self), st.observer, st.store);
   st.executors.emplace(id, exec);

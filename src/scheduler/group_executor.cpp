@@ -66,7 +66,7 @@ void hand_out(executor_ptr self, const executor_actions& actions) {
   }
   for (auto& r : actions.resizes)
     if (st.worker)
-      self->send(st.worker, resize_atom::value, r.job, r.gpus);
+      self->send(st.worker, resize_atom::value, r);
 }
 
 /// The job's place in the turn order and its iteration count, durable, then `then`; the
@@ -280,6 +280,19 @@ void left(executor_ptr self, const std::string& job, job_state why) {
                st.ledger->size());
 }
 
+/// Every device of the group's training pool: a training grant runs on all of them.
+std::vector<node_devices> training_devices(const group_executor_config& c) {
+  std::vector<node_devices> out;
+  int left = c.training_gpus;
+  for (auto& name : c.training_node_names) {
+    node_devices n{name, {}};
+    for (int d = 0; d < c.gpus_per_training_node && left > 0; ++d, --left)
+      n.devices.push_back(d);
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
 } // namespace
 
 group_executor_actor::behavior_type
@@ -292,6 +305,7 @@ group_executor(group_executor_actor::stateful_pointer<group_executor_state> self
                                               st.config.training_gpus,
                                               st.config.policy.tail_migration_threshold,
                                               st.config.migrate_tails);
+  st.schedule->name_nodes(st.config.rollout_node_names, training_devices(st.config));
   st.ledger.emplace(st.config.group, st.config.training_gpus);
   st.worker = std::move(worker);
   st.scheduler = std::move(scheduler);

@@ -29,8 +29,10 @@ struct group_executor_config {
   weave_policy policy;
   bool migrate_tails = true;
   bool sync_writes = true;
-  // Names of the rollout pool's nodes by index, for the reasons a job waits.
+  // Names of the rollout pool's nodes by index, for grants and the reasons a job waits.
   std::shared_ptr<const std::vector<std::string>> rollout_node_names;
+  // The group's training pool, which every training grant names.
+  std::vector<std::string> training_node_names;
 };
 
 /// A permitted phase being watched for overruns (WEAVE §5.3 stragglers).

@@ -10,8 +10,8 @@ namespace loom {
 
 int round_robin::running_rollout::total_held() const {
   int n = 0;
-  for (auto& [node, g] : held)
-    n += g;
+  for (auto& [node, d] : held)
+    n += int(d.size());
   return n;
 }
 
@@ -22,11 +22,49 @@ round_robin::round_robin(int gpus_per_rollout_node, int training_gpus, double ta
     tail_threshold_(tail_threshold),
     migrate_tails_(migrate_tails) {}
 
+void round_robin::name_nodes(std::shared_ptr<const std::vector<std::string>> rollout_names,
+                             std::vector<node_devices> training_pool) {
+  rollout_names_ = std::move(rollout_names);
+  training_pool_ = std::move(training_pool);
+}
+
 round_robin::node_state& round_robin::node(int id) {
   auto [it, fresh] = nodes_.try_emplace(id);
-  if (fresh)
+  if (fresh) {
     it->second.free = gpus_per_node_;
+    it->second.busy.assign(size_t(gpus_per_node_), false);
+  }
   return it->second;
+}
+
+void round_robin::take(node_state& ns, int count, std::vector<int>& into) {
+  for (size_t d = 0; d < ns.busy.size() && count > 0; ++d)
+    if (!ns.busy[d]) {
+      ns.busy[d] = true;
+      into.push_back(int(d));
+      --ns.free;
+      --count;
+    }
+  std::sort(into.begin(), into.end()); // give() hands back the highest first
+}
+
+void round_robin::give(node_state& ns, std::vector<int>& from, size_t count) {
+  for (; count > 0 && !from.empty(); --count) {
+    ns.busy[size_t(from.back())] = false;
+    from.pop_back();
+    ++ns.free;
+  }
+}
+
+std::vector<node_devices> round_robin::devices_of(const running_rollout& run) const {
+  std::vector<node_devices> out;
+  for (auto& [n, d] : run.held)
+    if (!d.empty())
+      out.push_back({rollout_names_ && size_t(n) < rollout_names_->size()
+                       ? (*rollout_names_)[size_t(n)]
+                       : fmt::format("#{}", n),
+                     d});
+  return out;
 }
 
 std::map<int, int> round_robin::need_of(const member_state& m) const {
@@ -121,8 +159,8 @@ executor_actions round_robin::remove(const std::string& job) {
     n.resident.erase(job);
   }
   if (auto it = rollouts_.find(job); it != rollouts_.end()) {
-    for (auto& [n, g] : it->second.held)
-      nodes_.at(n).free += g;
+    for (auto& [n, d] : it->second.held)
+      give(nodes_.at(n), d, d.size());
     rollouts_.erase(it);
   }
   training_resident_.erase(job);
@@ -142,8 +180,8 @@ executor_actions round_robin::phase_done(const std::string& job, phase_kind phas
       auto r = rollouts_.find(job);
       if (r == rollouts_.end())
         return {}; // not started: a stale report
-      for (auto& [n, g] : r->second.held)
-        nodes_.at(n).free += g;
+      for (auto& [n, d] : r->second.held)
+        give(nodes_.at(n), d, d.size());
       rollouts_.erase(r);
       it->second.phase = phase_kind::training;
       break;
@@ -155,7 +193,7 @@ executor_actions round_robin::phase_done(const std::string& job, phase_kind phas
       // Sync needs no pool GPUs of its own (it streams over the link, WEAVE §5.2): it is
       // permitted at once and gates only this job's next rollout.
       it->second.phase = phase_kind::sync;
-      out.grants.push_back(phase_grant{job, phase_kind::sync, 0, 0, false, 0, {}});
+      out.grants.push_back(phase_grant{job, phase_kind::sync, 0, 0, false, 0, {}, {}});
       break;
     case phase_kind::sync:
       it->second.phase = phase_kind::rollout;
@@ -186,14 +224,13 @@ executor_actions round_robin::tail_bound(const std::string& job) {
     return {};
   // Consolidate onto the first nodes: release from the last ones.
   for (auto it = run.held.rbegin(); it != run.held.rend() && excess > 0; ++it) {
-    int give = std::min(excess, it->second);
-    it->second -= give;
-    nodes_.at(it->first).free += give;
-    excess -= give;
+    int n = std::min(excess, int(it->second.size()));
+    give(nodes_.at(it->first), it->second, size_t(n));
+    excess -= n;
   }
   run.tail = true;
   executor_actions out;
-  out.resizes.push_back(gpu_resize{job, run.total_held()});
+  out.resizes.push_back(gpu_resize{job, run.total_held(), devices_of(run)});
   auto more = dispatch();
   out.grants = std::move(more.grants);
   out.resizes.insert(out.resizes.end(), more.resizes.begin(), more.resizes.end());
@@ -219,15 +256,14 @@ void round_robin::grow_rollouts(executor_actions& out) {
     bool grew = false;
     for (auto& [n, need] : run.need) {
       auto& ns = nodes_.at(n);
-      int take = std::min(ns.free, need - run.held[n]);
-      if (take > 0) {
-        ns.free -= take;
-        run.held[n] += take;
+      auto& held = run.held[n];
+      if (int count = std::min(ns.free, need - int(held.size())); count > 0) {
+        take(ns, count, held);
         grew = true;
       }
     }
     if (grew)
-      out.resizes.push_back(gpu_resize{job, run.total_held()});
+      out.resizes.push_back(gpu_resize{job, run.total_held(), devices_of(run)});
   }
 }
 
@@ -249,13 +285,11 @@ void round_robin::start_rollouts(executor_actions& out) {
       if (!next || available == 0)
         continue;
       running_rollout run{next_order_++, need, {}, false};
-      phase_grant grant{job, phase_kind::rollout, 0, 0, false, 0, {}};
+      phase_grant grant{job, phase_kind::rollout, 0, 0, false, 0, {}, {}};
       for (auto& [n, g] : need) {
         auto& nn = nodes_.at(n);
-        int take = std::min(nn.free, g);
-        run.held[n] = take;
-        nn.free -= take;
-        if (take > 0 && nn.last_job != job) {
+        take(nn, std::min(nn.free, g), run.held[n]);
+        if (!run.held[n].empty() && nn.last_job != job) {
           bool warm = nn.resident.count(job) > 0;
           grant.cold |= !warm;
           grant.switch_s = std::max(grant.switch_s, warm ? m.switches.rollout.warm_s
@@ -266,6 +300,7 @@ void round_robin::start_rollouts(executor_actions& out) {
       }
       ++m.rollout_turn;
       grant.gpus = run.total_held();
+      grant.devices = devices_of(run);
       rollouts_.emplace(job, std::move(run));
       out.grants.push_back(std::move(grant));
       started = true;
@@ -281,7 +316,7 @@ void round_robin::start_training(executor_actions& out) {
   auto& m = members_.at(job);
   ++m.training_turn;
   training_running_ = job;
-  phase_grant grant{job, phase_kind::training, training_gpus_, 0, false, 0, {}};
+  phase_grant grant{job, phase_kind::training, training_gpus_, 0, false, 0, {}, training_pool_};
   if (training_last_ != job) {
     bool warm = training_resident_.count(job) > 0;
     grant.switch_s = warm ? m.switches.training.warm_s : m.switches.training.cold_s;

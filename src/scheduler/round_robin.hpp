@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -25,12 +26,6 @@
 #include "scheduler/types.hpp"
 
 namespace loom {
-
-/// A running rollout's GPUs change: shrunk to its tail, or grown as GPUs free up.
-struct gpu_resize {
-  std::string job;
-  int gpus = 0;
-};
 
 struct executor_actions {
   std::vector<phase_grant> grants;
@@ -49,6 +44,10 @@ public:
   /// `migrate_tails` false disables long-tail migration (the ablation).
   round_robin(int gpus_per_rollout_node, int training_gpus, double tail_threshold,
               bool migrate_tails);
+  /// Names grants give their GPUs: the rollout pool's nodes by index (unnamed: "#N"), and the
+  /// training pool's devices, which every training grant runs on.
+  void name_nodes(std::shared_ptr<const std::vector<std::string>> rollout_names,
+                  std::vector<node_devices> training_pool);
 
   /// A job joins at the end of the turn order, from the next round nobody has started: its
   /// first phases follow everyone else's. Its rollout GPUs fill its nodes in order; `switches`
@@ -89,14 +88,15 @@ public:
 private:
   struct node_state {
     int free = 0;
+    std::vector<bool> busy; // per device: a running rollout holds it
     std::set<std::string> pinned; // members whose rollouts run here
     std::string last_job; // whose state is on the GPUs
     std::set<std::string> resident;
   };
   struct running_rollout {
     uint64_t order = 0;
-    std::map<int, int> need; // node -> GPUs
-    std::map<int, int> held;
+    std::map<int, int> need;              // node -> GPUs
+    std::map<int, std::vector<int>> held; // node -> its device indices
     bool tail = false;
     int total_held() const;
   };
@@ -119,6 +119,11 @@ private:
   /// The training pool serves the next job in turn if it is free.
   void start_training(executor_actions& out);
   node_state& node(int id);
+  /// Takes up to `count` of the node's free devices, lowest first, into `into`.
+  static void take(node_state& ns, int count, std::vector<int>& into);
+  /// Gives back the last `count` devices of `from`.
+  static void give(node_state& ns, std::vector<int>& from, size_t count);
+  std::vector<node_devices> devices_of(const running_rollout& run) const;
   std::map<int, int> need_of(const member_state& m) const;
   bool waiting(const std::string& job, phase_kind phase) const;
   /// The member whose rollout is next on the node.
@@ -131,6 +136,8 @@ private:
   static std::vector<std::string> in_turn_order(std::vector<std::pair<turn, std::string>> jobs);
 
   int gpus_per_node_;
+  std::shared_ptr<const std::vector<std::string>> rollout_names_;
+  std::vector<node_devices> training_pool_;
   int training_gpus_;
   double tail_threshold_;
   bool migrate_tails_;

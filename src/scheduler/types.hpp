@@ -74,6 +74,12 @@ struct enum_names<phase_kind> {
 
 /// A run permit (WEAVE §5.1): the job may run the phase now on `gpus` GPUs, after `switch_s`
 /// of loading.
+/// Where a permitted phase runs: device indices on one node.
+struct node_devices {
+  std::string node;
+  std::vector<int> devices;
+};
+
 struct phase_grant {
   std::string job;
   phase_kind phase = phase_kind::rollout;
@@ -84,6 +90,16 @@ struct phase_grant {
   // after a restart is known for an iteration end already counted.
   int64_t iteration = 0; // of the job's placement, from 1
   std::string group;
+  // The GPUs, by node: a rollout's own on its rollout nodes; training on the whole pool (its
+  // DP degree matched to the pool, WEAVE footnote 2); none for sync.
+  std::vector<node_devices> devices;
+};
+
+/// A running rollout's GPUs change: shrunk to its tail, or grown as GPUs free up.
+struct gpu_resize {
+  std::string job;
+  int gpus = 0;
+  std::vector<node_devices> devices; // all it holds now
 };
 
 /// How Algorithm 1 placed a job (WEAVE §4.2).

@@ -1,5 +1,7 @@
 #include "store/codecs.hpp"
 
+#include <atomic>
+
 #include "loom.pb.h"
 #include "store/proto_enums.hpp"
 
@@ -21,9 +23,17 @@ uint64_t event_seq(std::string_view key) {
   return seq;
 }
 
-std::string encode_event(int64_t time_ns, const loom_event& event) {
+namespace {
+std::atomic<int64_t> event_clock_offset{0};
+}
+
+void set_event_clock_offset(int64_t ns) {
+  event_clock_offset.store(ns);
+}
+
+std::string encode_event(int64_t clock_ns, const loom_event& event) {
   v1::Event e;
-  e.set_time_ns(time_ns);
+  e.set_time_ns(clock_ns + event_clock_offset.load());
   e.set_kind(std::string{to_string(event.kind)});
   e.set_event_kind(to_proto(event.kind));
   e.set_subject(event.subject);

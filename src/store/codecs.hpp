@@ -24,8 +24,11 @@ constexpr uint32_t schema_version = 1;
 std::string event_key(uint64_t seq);
 uint64_t event_seq(std::string_view key);
 
-/// An entry of the event log (loom.v1.Event) at actor-clock time `time_ns`.
-std::string encode_event(int64_t time_ns, const loom_event& event);
+/// An entry of the event log (loom.v1.Event) at actor-clock time `clock_ns`, stored plus the
+/// process's event clock offset: 0 in replay (simulated time, deterministic); `loom serve` sets
+/// the steady clock's distance to the wall clock, so a live log carries wall-clock times.
+std::string encode_event(int64_t clock_ns, const loom_event& event);
+void set_event_clock_offset(int64_t ns);
 
 struct stored_event {
   int64_t time_ns = 0;
