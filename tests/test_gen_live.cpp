@@ -9,6 +9,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>
+#include <future>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -377,6 +380,65 @@ BOOST_AUTO_TEST_CASE(an_engine_killed_mid_step_leaves_the_deployment_running_on_
   auto events = events_in(s.dir / "db");
   BOOST_CHECK_EQUAL(count_prefix(events, "gen_engine_lost"), 2u);
   BOOST_CHECK_EQUAL(count_prefix(events, "gen_step_done"), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(an_engine_cannot_finish_another_engines_requests) {
+  // #41 item 3: engine-b, hostile, acknowledges its commands but generates nothing, and reports
+  // every request of the step finished at 8,192 tokens. Only its own count: the step ends when
+  // the honest engine-a has finished its half.
+  lt::live_service s{{.fabric = false, .extra = deployment_text("TP8", false, false)}};
+  auto serve = s.serve();
+  auto honest = start_engine(s, "engine-a", scenario_file(s, 1, two_lengths(64, 4, 300, 3000)),
+                             "TP8");
+  client hostile{s.keys("engine-b")};
+  std::mutex mutex;
+  std::set<uint64_t> own; // admitted to its instance
+  hostile.on_command([&](const v1::Envelope& e) {
+    v1::CommandAck ack;
+    ack.set_deployment("gen");
+    ack.set_ok(true);
+    if (e.has_reconfigure())
+      ack.set_command(e.reconfigure().command());
+    else if (e.has_admit_requests()) {
+      ack.set_command(e.admit_requests().command());
+      std::lock_guard<std::mutex> lock{mutex};
+      for (auto& r : e.admit_requests().requests())
+        own.insert(r.request());
+    } else
+      return;
+    hostile.ack(ack);
+  });
+  BOOST_REQUIRE(hostile.register_engine("engine-b", "gen", 8, "engine-b")->has_registered());
+  await_layout(s, 2);
+  router r{s};
+  r.start(0, 64);
+  v1::RequestsFinished forged;
+  forged.set_deployment("gen");
+  forged.set_step(0);
+  for (uint64_t i = 0; i < 64; ++i) {
+    auto* d = forged.add_requests();
+    d->set_request(i);
+    d->set_output_tokens(8192);
+  }
+  std::promise<std::optional<call_error>> answer;
+  hostile.requests_finished(forged, [&](std::optional<call_error> e) { answer.set_value(e); });
+  BOOST_CHECK(!answer.get_future().get()); // its own requests counted
+  size_t owned = 0;
+  {
+    std::lock_guard<std::mutex> lock{mutex};
+    owned = own.size();
+  }
+  BOOST_CHECK_GT(owned, 0u);
+  BOOST_CHECK_LT(owned, 64u);
+  auto g = generation_of(s);
+  BOOST_CHECK(g["step_active"].get<bool>());
+  BOOST_CHECK_LE(g["finished"].get<size_t>(), owned + 1); // engine-a may have ended one
+  BOOST_REQUIRE_MESSAGE(r.done(0, 64), "engine-a did not end the step");
+  serve->send_signal(SIGTERM);
+  BOOST_REQUIRE(serve->wait(lt::live_limit));
+  serve->drain(5s);
+  BOOST_CHECK(serve->stderr_text().find("event=gen_finish_refused deployment=gen engine=engine-b")
+              != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(a_service_killed_mid_step_resumes_it_with_its_decisions) {

@@ -344,13 +344,21 @@ BOOST_AUTO_TEST_CASE(a_step_is_placed_round_robin_without_a_planner_and_ends_wit
   BOOST_REQUIRE(placed);
   BOOST_CHECK_EQUAL(placed->engines[0], "e0");
   BOOST_CHECK_EQUAL(placed->engines[3], "e1");
+  BOOST_CHECK_EQUAL(placed->engines[1], "e0");
+  BOOST_CHECK_EQUAL(placed->engines[2], "e1");
+  // Each engine ends its own requests only (#41 item 3): e0's report of e1's request 7 (on
+  // instance 3) is refused, and the rest of the report still counts.
   requests_finished f{"e0", 0, {}};
-  for (uint64_t i = 0; i < 7; ++i)
+  for (uint64_t i : {0, 1, 4, 5, 7})
     f.done.push_back({i, 10, int64_t(100 + i)});
   auto r = rt.on_finished(f, 5);
-  BOOST_CHECK_EQUAL(r.fresh.size(), 7u);
-  BOOST_CHECK(!r.step_done);
+  BOOST_CHECK_EQUAL(r.fresh.size(), 4u);
+  BOOST_CHECK_EQUAL(r.refused, "request 7 does not run on engine e0");
   BOOST_CHECK(rt.on_finished(f, 5).fresh.empty()); // a repeat counts once
+  BOOST_CHECK_EQUAL(rt.on_finished({"nobody", 0, {{2, 10, 1}}}, 5).fresh.size(), 0u);
+  auto more = rt.on_finished({"e1", 0, {{2, 10, 102}, {3, 10, 103}, {6, 10, 106}}}, 5);
+  BOOST_CHECK_EQUAL(more.fresh.size(), 3u);
+  BOOST_CHECK(!more.step_done);
   auto last = rt.on_finished({"e1", 0, {{7, 30, 500}}}, 6);
   BOOST_REQUIRE(last.step_done);
   BOOST_CHECK_EQUAL(last.step_done->last_finished_at_ns, 500);
@@ -373,28 +381,36 @@ BOOST_AUTO_TEST_CASE(admissions_carry_the_step_and_finishes_for_another_step_are
       b.requests.push_back({i, 100, 0, -1});
     return b;
   };
-  auto finish_all = [](uint64_t step) {
-    requests_finished f{"e0", step, {}};
-    for (uint64_t i = 0; i < 4; ++i)
+  auto finish = [](uint64_t step, std::string engine, std::vector<uint64_t> ids) {
+    requests_finished f{std::move(engine), step, {}};
+    for (uint64_t i : ids)
       f.done.push_back({i, 10, int64_t(100 + i)});
     return f;
   };
+  std::map<std::string, std::vector<uint64_t>> on; // each engine's requests, as admitted
   for (uint64_t step : {7, 8}) {
     BOOST_REQUIRE(rt.start_step(batch(step), 1) == deployment_runtime::step_admission::started);
+    on.clear();
+    rt.plan_now(1); // no planner: it places them itself
     for (auto& a : rt.take_commands()) {
       BOOST_CHECK_EQUAL(a.step, step);
+      for (auto& r : a.requests)
+        on[a.engine].push_back(r.id);
       rt.on_ack(ack_for(a), 1);
     }
-    auto wrong = rt.on_finished(finish_all(step + 5), 2);
+    BOOST_REQUIRE_EQUAL(on.size(), 2u);
+    auto wrong = rt.on_finished(finish(step + 5, "e0", on["e0"]), 2);
     BOOST_CHECK(wrong.fresh.empty());
     BOOST_CHECK_EQUAL(wrong.refused, fmt::format("step {} is not running (step {} is)", step + 5,
                                                  step));
-    auto right = rt.on_finished(finish_all(step), 3);
+    auto first = rt.on_finished(finish(step, "e0", on["e0"]), 3);
+    BOOST_CHECK_MESSAGE(first.refused.empty() && !first.step_done, first.refused);
+    auto right = rt.on_finished(finish(step, "e1", on["e1"]), 3);
     BOOST_CHECK(right.refused.empty());
     BOOST_REQUIRE(right.step_done);
-    BOOST_CHECK(rt.on_finished(finish_all(step), 4).refused.empty()); // a repeat, answered Ok
+    BOOST_CHECK(rt.on_finished(finish(step, "e1", on["e1"]), 4).refused.empty()); // repeat: Ok
   }
-  BOOST_CHECK_EQUAL(rt.on_finished(finish_all(3), 5).refused,
+  BOOST_CHECK_EQUAL(rt.on_finished(finish(3, "e0", {0}), 5).refused,
                     "step 3 is not running (no step is)");
   // The step survives the wire on its admissions.
   gen_command admit;
@@ -669,10 +685,11 @@ BOOST_AUTO_TEST_CASE(between_steps_the_next_batch_s_deployment_is_set_up_before_
   for (auto& a : admits)
     rt.on_ack(ack_for(a), 0);
   BOOST_CHECK(!rt.next_step_snapshot()); // the step still runs
-  requests_finished f{"e0", 0, {}};
-  for (uint64_t i = 0; i < 8; ++i)
-    f.done.push_back({uint64_t(0) << 32 | i, 50, 100});
-  BOOST_REQUIRE(rt.on_finished(f, 30).step_done);
+  requests_finished on_e0{"e0", 0, {}}, on_e1{"e1", 0, {}};
+  for (uint64_t i = 0; i < 8; ++i) // instances 0 and 1 are e0's
+    (i % 4 < 2 ? on_e0 : on_e1).done.push_back({uint64_t(0) << 32 | i, 50, 100});
+  BOOST_CHECK(!rt.on_finished(on_e0, 30).step_done);
+  BOOST_REQUIRE(rt.on_finished(on_e1, 30).step_done);
   // The planner foresees step 1 as step 0's batch again, nothing generated, nothing placed.
   auto next = rt.next_step_snapshot();
   BOOST_REQUIRE(next);

@@ -382,6 +382,12 @@ deployment_runtime::on_finished(const requests_finished& f, double now) {
     }
     if (r->where == place::finished)
       continue;
+    // An engine ends only its own requests: another's finish would end a step early and
+    // skew the length forecast the planner acts on.
+    if (!runs_on(*r, f.engine)) {
+      out.refused = fmt::format("request {} does not run on engine {}", d.id, f.engine);
+      continue;
+    }
     set_place(*r, place::finished);
     r->output = d.output_tokens;
     held_.erase(d.id);
@@ -402,6 +408,27 @@ deployment_runtime::on_finished(const requests_finished& f, double now) {
   step_.reset();
   dirty_ = true;
   return out;
+}
+
+bool deployment_runtime::runs_on(const request& r, const std::string& engine) const {
+  if (!engines_.count(engine))
+    return false; // lost, or never registered
+  auto serves = [&](uint32_t instance) {
+    auto it = instances_.find(instance);
+    return it != instances_.end()
+           && std::find(it->second.engines.begin(), it->second.engines.end(), engine)
+                != it->second.engines.end();
+  };
+  switch (r.where) {
+    case place::on_instance: return serves(r.instance);
+    case place::moving: return serves(r.instance) || serves(r.to);
+    case place::held: {
+      auto h = held_.find(r.id);
+      return (h != held_.end() && h->second.kv_source == engine) || serves(r.instance);
+    }
+    case place::unknown: return true; // its report is how the runtime learns where it was
+    default: return false;
+  }
 }
 
 std::vector<int64_t> deployment_runtime::step_outputs() const {

@@ -212,6 +212,9 @@ private:
   void emit(gen_record r, double now);
   double step_s(double now) const { return now - step_started_; }
   request* find(uint64_t id);
+  /// The engine may report the request finished: it serves the instance the request is on
+  /// (or moving to), released it, or the request's place is unknown after a drain or restart.
+  bool runs_on(const request& r, const std::string& engine) const;
   /// Moves a request (the per-place counts follow).
   void set_place(request& r, place p);
   int64_t count(place p) const { return in_place_[size_t(p)]; }
