@@ -51,8 +51,10 @@ std::string comparison_warning(const std::vector<report_run>& runs) {
   std::vector<std::string> kinds;
   for (auto& r : runs) {
     auto k = report_kind(r.report);
+    if (k.empty())
+      k = "unknown";
     if (std::find(kinds.begin(), kinds.end(), k) == kinds.end())
-      kinds.push_back(k.empty() ? "unknown" : k);
+      kinds.push_back(k);
   }
   if (kinds.size() < 2)
     return {};

@@ -42,8 +42,6 @@ _SENT_AGAIN = ("phase_acquire", "phase_release", "staged", "requests_finished", 
 _REGISTER_PATIENCE_S = 3.0
 _wake_ids = itertools.count()
 _HANDSHAKE_OK = zmq.EVENT_HANDSHAKE_SUCCEEDED
-_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 
 class LoomError(Exception):
@@ -117,7 +115,8 @@ class Client:
         # The link to the service, from the socket's monitor: since when it is down (None while
         # up), and when it last came back.
         self._monitor = self._sock.get_monitor_socket(
-            zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED | _HANDSHAKE_OK | _HANDSHAKE_FAILED)
+            zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED | _HANDSHAKE_OK
+            | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
         self._curve = bool(server_key)
         self._ever_connected = False   # what the handshakes said, for link_diagnosis()
         self._handshake_ok = False

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "app/commands.hpp"
@@ -67,10 +68,12 @@ public:
         return exit_config_error;
       runs.push_back({replay::run_label(d), std::move(*report)});
     }
+    std::map<std::string, int> named;
+    for (auto& r : runs)
+      ++named[r.label];
     for (size_t i = 0; i < runs.size(); ++i) // two runs named alike keep their paths
-      for (size_t j = 0; j < runs.size(); ++j)
-        if (i != j && replay::run_label(dirs_[i]) == replay::run_label(dirs_[j]))
-          runs[i].label = dirs_[i];
+      if (named[runs[i].label] > 1)
+        runs[i].label = dirs_[i];
     if (auto warning = replay::comparison_warning(runs); !warning.empty())
       std::fprintf(stderr, "warning: %s\n", warning.c_str());
     std::string out = out_;

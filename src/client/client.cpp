@@ -142,7 +142,7 @@ struct client::impl {
   // What the link's handshakes said, for link_diagnosis().
   bool ever_connected = false;
   bool handshake_ok = false;
-  std::optional<uint32_t> handshake_failure; // the monitor's event id
+  bool key_refused = false; // the service's ZAP handler turned this client's key down
 
   ~impl() {
     if (wake >= 0)
@@ -253,13 +253,9 @@ struct client::impl {
   }
 
   void note_handshake(uint16_t id) {
-    if (id == ZMQ_EVENT_CONNECTED)
-      ever_connected = true;
-    else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
-      handshake_ok = true;
-    else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
-             || id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-      handshake_failure = id;
+    ever_connected |= id == ZMQ_EVENT_CONNECTED;
+    handshake_ok |= id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
+    key_refused |= id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
   }
 
   std::string fmt_line(const char* event, const std::string& what) const {
@@ -495,9 +491,7 @@ client::client(client_options options) : impl_(std::make_unique<impl>()) {
   impl_->monitor.set(zmq::sockopt::linger, 0);
   if (zmq_socket_monitor(s.handle(), monitor_at.c_str(),
                          ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED
-                           | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
-                           | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
-                           | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+                           | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
       == 0)
     impl_->monitor.connect(monitor_at);
   s.connect(impl_->options.endpoint);
@@ -715,7 +709,7 @@ std::string client::link_diagnosis() const {
   const bool curve = !i.options.server_public_key.empty();
   if (i.handshake_ok)
     return {};
-  if (i.handshake_failure == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+  if (i.key_refused)
     return "the service refused this client's key (not among its [security.clients] or "
            "admin keys)";
   if (!i.ever_connected)

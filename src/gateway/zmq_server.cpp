@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -54,28 +55,23 @@ struct zmq_server::impl {
                  key.empty() ? "none" : key, address);
   }
 
-  std::map<std::string, std::chrono::steady_clock::time_point> failed_logged;
+  std::optional<std::chrono::steady_clock::time_point> failure_logged;
 
   /// A peer whose CURVE handshake failed before ZAP (it encrypted to another server key, or
   /// speaks plain ZeroMQ): its client only sees silence, so the service says why, once a
-  /// minute per address.
+  /// minute at most (the event names the bound endpoint, not the peer).
   void log_handshake_failures() {
     zmq::message_t event, address;
     while (monitor.recv(event, zmq::recv_flags::dontwait)) {
       (void)monitor.recv(address, zmq::recv_flags::dontwait);
       if (event.size() < sizeof(uint16_t) + sizeof(uint32_t))
         continue;
-      uint16_t id;
       uint32_t value;
-      std::memcpy(&id, event.data(), sizeof id);
-      std::memcpy(&value, static_cast<const char*>(event.data()) + sizeof id, sizeof value);
+      std::memcpy(&value, static_cast<const char*>(event.data()) + sizeof(uint16_t), sizeof value);
       auto now = std::chrono::steady_clock::now();
-      auto [it, fresh] = failed_logged.try_emplace(address.to_string(), now);
-      if (!fresh && now - it->second < std::chrono::minutes{1})
+      if (failure_logged && now - *failure_logged < std::chrono::minutes{1})
         continue;
-      it->second = now;
-      if (failed_logged.size() > 1024)
-        failed_logged.clear();
+      failure_logged = now;
       const char* why = value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
                           ? "the client does not speak CURVE (no server key given)"
                           : "the client's server key is not this service's (a stale "

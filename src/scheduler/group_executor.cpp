@@ -241,10 +241,7 @@ member_status status_of(executor_ptr self, const std::string& job) {
   }
   s.phase = *st.schedule->current_phase(job);
   s.running = st.schedule->running(job);
-  const auto& names = st.config.rollout_node_names;
-  s.waiting = st.schedule->wait_reason(job, [&](int n) {
-    return names && size_t(n) < names->size() ? (*names)[size_t(n)] : fmt::format("#{}", n);
-  });
+  s.waiting = st.schedule->wait_reason(job);
   return s;
 }
 

@@ -56,14 +56,16 @@ void round_robin::give(node_state& ns, std::vector<int>& from, size_t count) {
   }
 }
 
+std::string round_robin::node_name(int n) const {
+  return rollout_names_ && size_t(n) < rollout_names_->size() ? (*rollout_names_)[size_t(n)]
+                                                               : fmt::format("#{}", n);
+}
+
 std::vector<node_devices> round_robin::devices_of(const running_rollout& run) const {
   std::vector<node_devices> out;
   for (auto& [n, d] : run.held)
     if (!d.empty())
-      out.push_back({rollout_names_ && size_t(n) < rollout_names_->size()
-                       ? (*rollout_names_)[size_t(n)]
-                       : fmt::format("#{}", n),
-                     d});
+      out.push_back({node_name(n), d});
   return out;
 }
 
@@ -364,8 +366,7 @@ std::optional<turn_place> round_robin::place_of(const std::string& job) const {
   return turn_place{m.position, m.rollout_turn - (started ? 1 : 0)};
 }
 
-std::string round_robin::wait_reason(const std::string& job,
-                                     const std::function<std::string(int)>& node_name) const {
+std::string round_robin::wait_reason(const std::string& job) const {
   auto it = members_.find(job);
   if (it == members_.end() || running(job))
     return {};

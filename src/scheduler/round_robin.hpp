@@ -73,11 +73,12 @@ public:
   /// Its place in the turn order: its position and the round of its current iteration's
   /// rollout (where it resumes after a restart, running that iteration again).
   std::optional<turn_place> place_of(const std::string& job) const;
-  /// Why the member's next phase is not permitted yet, in words, naming nodes with
-  /// `node_name`; empty while it runs or if it is not a member.
-  std::string wait_reason(const std::string& job,
-                          const std::function<std::string(int)>& node_name) const;
+  /// Why the member's next phase is not permitted yet, in words, naming its nodes; empty
+  /// while it runs or if it is not a member.
+  std::string wait_reason(const std::string& job) const;
   int free_gpus(int node) const;
+  /// A rollout node's name as name_nodes() gave it ("#N" without one).
+  std::string node_name(int node) const;
   /// GPUs a job holds on the rollout pool (0 unless its rollout runs).
   int rollout_gpus_held(const std::string& job) const;
   /// Jobs waiting for a rollout node / the training pool, in the order they will be served.
