@@ -120,6 +120,7 @@ std::string named(std::mt19937_64& rng) {
     case 2:
       e.mutable_register_()->set_role(loom::v1::ROLE_COLLECTIVE_SHIM);
       e.mutable_register_()->set_worker_id(name);
+      e.mutable_register_()->set_job(name);
       break;
     case 3: e.mutable_inspect_job()->set_job(name); break;
     case 4: e.mutable_staged()->set_job(name); break;

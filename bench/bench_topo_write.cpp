@@ -85,8 +85,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 600 && lt::read_file(dir / "db/keys/server.pub").empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds{50});
   loom::client a{keys(dir, port)}, b{keys(dir, port)};
-  if (!a.register_worker("collective-shim", "shim-a", "")
-      || !b.register_worker("collective-shim", "shim-b", "")) {
+  if (!a.register_worker("collective-shim", "shim-a", "bench")
+      || !b.register_worker("collective-shim", "shim-b", "bench")) {
     std::fprintf(stderr, "bench_topo_write: the shims could not register\n");
     return 1;
   }

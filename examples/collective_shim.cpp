@@ -124,7 +124,7 @@ bool learn_phases(loom::client& c, const settings& s,
 
 int run(const settings& s) {
   loom::client c{s.client};
-  auto reg = c.register_worker("collective-shim", s.id, "");
+  auto reg = c.register_worker("collective-shim", s.id, s.job);
   if (!reg || !reg->has_registered()) {
     std::fprintf(stderr, "register failed: %s\n",
                  reg && reg->has_error() ? reg->error().message().c_str() : "no answer");

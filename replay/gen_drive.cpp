@@ -123,19 +123,27 @@ private:
       r->set_request(request_id(step, i));
       r->set_prompt_tokens(sc_.steps[step][i].prompt_tokens);
     }
-    auto placed = client_.start_step(std::move(m));
-    if (!placed)
-      return make_error(errc::unavailable, fmt::format("step {}: {}", step, placed.error.message));
-    if (placed->done())
-      return placed->last_finished_at_ns();
     for (;;) {
-      if (auto cmd = client_.next_command(std::chrono::milliseconds{200}))
-        if (cmd->has_step_done() && cmd->step_done().step() == step)
-          return cmd->step_done().last_finished_at_ns();
-      if (auto err = check_limits())
-        return err;
+      auto placed = client_.start_step(m);
+      if (!placed)
+        return make_error(errc::unavailable,
+                          fmt::format("step {}: {}", step, placed.error.message));
+      if (placed->done())
+        return placed->last_finished_at_ns();
+      // The StepDone, which a re-registration brings again; a frame lost on a link that
+      // never dropped the session is caught by asking again now and then.
+      for (auto again = std::chrono::steady_clock::now() + ask_again;
+           std::chrono::steady_clock::now() < again;) {
+        if (auto cmd = client_.next_command(std::chrono::milliseconds{200}))
+          if (cmd->has_step_done() && cmd->step_done().step() == step)
+            return cmd->step_done().last_finished_at_ns();
+        if (auto err = check_limits())
+          return err;
+      }
     }
   }
+
+  static constexpr auto ask_again = std::chrono::seconds{10};
 
   const gen_scenario& sc_;
   const drive_options& o_;

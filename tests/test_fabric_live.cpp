@@ -154,8 +154,9 @@ BOOST_AUTO_TEST_CASE(serve_drives_two_switches_through_agents_that_come_and_go) 
                                         "agent of device 'agg-pod0' is connected\"")
               != std::string::npos);
 
-  client shim{s.keys("shim")};
-  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "")->has_registered());
+  client shim{s.keys("shim")}, shim_b{s.keys("shim")};
+  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "job-a")->has_registered());
+  BOOST_REQUIRE(shim_b.register_worker("collective-shim", "shim-1", "job-b")->has_registered());
   // A plan committed through pod0's agent is on its switch (read over TL1).
   auto a = decide(shim, all_reduce("job-a", 0, 1));
   BOOST_CHECK_EQUAL(a.outcome(), "committed");
@@ -171,7 +172,7 @@ BOOST_AUTO_TEST_CASE(serve_drives_two_switches_through_agents_that_come_and_go) 
   };
   restart_agent1();
   await_log(*serve, {"event=ocs_device_down", "device=agg-pod1", "went away"});
-  auto kept = decide(shim, all_reduce("job-b", 2, 3));
+  auto kept = decide(shim_b, all_reduce("job-b", 2, 3));
   BOOST_CHECK_EQUAL(kept.outcome(), "kept");
   BOOST_CHECK_MESSAGE(kept.reason().find("device agg-pod1 unavailable") != std::string::npos,
                       kept.reason());
@@ -179,7 +180,7 @@ BOOST_AUTO_TEST_CASE(serve_drives_two_switches_through_agents_that_come_and_go) 
   // next window.
   agent1 = agent(s, "agg-pod1", pod1);
   await_log(*serve, {"event=ocs_device_resumed", "device=agg-pod1"}, 2);
-  auto b = decide(shim, all_reduce("job-b", 2, 3));
+  auto b = decide(shim_b, all_reduce("job-b", 2, 3));
   BOOST_CHECK_EQUAL(b.outcome(), "committed");
   auto on_pod1 = pod1.read_back();
   BOOST_CHECK_EQUAL(on_pod1.size(), 2 * b.circuits());
@@ -251,7 +252,7 @@ BOOST_AUTO_TEST_CASE(an_agent_speaks_only_for_its_own_device) {
   BOOST_CHECK_EQUAL(error_code(first.call(result)), v1::ERROR_FORBIDDEN);
   // Nobody else answers for a switch.
   client shim{s.keys("shim")};
-  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "")->has_registered());
+  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "job-a")->has_registered());
   result.mutable_ocs_result()->set_device("agg-pod0");
   BOOST_CHECK_EQUAL(error_code(shim.call(result)), v1::ERROR_FORBIDDEN);
   serve->send_signal(SIGTERM);
@@ -314,7 +315,7 @@ void run_opus_steps(const std::vector<std::string>& shim_argv, const std::string
   await_log(*serve, {"event=opus_reconfigured", "job=" + job}, 2);
   // The job registered again: the same layout keeps what runs, another one is refused.
   client shim_again{s.keys("shim")};
-  BOOST_REQUIRE(shim_again.register_worker("collective-shim", "shim-again", "")->has_registered());
+  BOOST_REQUIRE(shim_again.register_worker("collective-shim", "shim-again", job)->has_registered());
   v1::Envelope again;
   auto* j = again.mutable_opus_job();
   j->set_job(job);
@@ -364,6 +365,23 @@ std::string opus_tl1_fabric(const std::filesystem::path& dir,
   return fabric + "[policy.fabric]\nhealth_poll_ms = 200\n";
 }
 
+/// Four 4x4 rail switches (`loom ocs-emu` over TL1) and a service running Opus on them.
+struct opus_rails {
+  std::vector<switch_emulator> rails;
+  lt::temp_dir logins;
+  std::unique_ptr<lt::live_service> service;
+
+  opus_rails() {
+    for (int r = 0; r < 4; ++r)
+      rails.emplace_back(std::vector<std::string>{}, "4x4");
+    lt::live_options o;
+    o.fabric = false;
+    o.training_nodes = 4;
+    o.extra = opus_tl1_fabric(logins.path(), rails);
+    service = std::make_unique<lt::live_service>(o);
+  }
+};
+
 v1::Envelope topo_write(const std::string& job, uint64_t op, uint32_t stage, uint32_t digit) {
   v1::Envelope e;
   auto* w = e.mutable_topo_write();
@@ -379,18 +397,12 @@ v1::Envelope topo_write(const std::string& job, uint64_t op, uint32_t stage, uin
 } // namespace
 
 BOOST_AUTO_TEST_CASE(an_opus_job_and_its_rails_topology_survive_a_restart) {
-  std::vector<switch_emulator> rails;
-  for (int r = 0; r < 4; ++r)
-    rails.emplace_back(std::vector<std::string>{}, "4x4");
-  lt::temp_dir logins;
-  lt::live_options o;
-  o.fabric = false;
-  o.training_nodes = 4;
-  o.extra = opus_tl1_fabric(logins.path(), rails);
-  lt::live_service s{o};
+  opus_rails env;
+  auto& rails = env.rails;
+  auto& s = *env.service;
   auto serve = s.serve();
   client shim{s.keys("shim")};
-  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "")->has_registered());
+  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "llama")->has_registered());
   v1::Envelope reg;
   auto* j = reg.mutable_opus_job();
   j->set_job("llama");
@@ -406,6 +418,18 @@ BOOST_AUTO_TEST_CASE(an_opus_job_and_its_rails_topology_survive_a_restart) {
   auto first = shim.call(reg);
   BOOST_REQUIRE(first && first->has_opus_registered());
   BOOST_CHECK_EQUAL(first->opus_registered().topo(), "11");
+  // A shim names the job it works for, and no other job's shim moves these rails.
+  client hostile{s.keys("shim")};
+  BOOST_CHECK_EQUAL(error_code(hostile.register_worker("collective-shim", "shim-x", "")),
+                    v1::ERROR_INVALID);
+  BOOST_REQUIRE(hostile.register_worker("collective-shim", "shim-x", "other")->has_registered());
+  std::vector<std::vector<cross_connect>> before;
+  for (auto& r : rails)
+    before.push_back(r.read_back());
+  BOOST_CHECK_EQUAL(error_code(hostile.call(topo_write("llama", 0, 0, 0))), v1::ERROR_FORBIDDEN);
+  BOOST_CHECK_EQUAL(error_code(hostile.call(reg)), v1::ERROR_FORBIDDEN);
+  for (size_t r = 0; r < rails.size(); ++r)
+    BOOST_CHECK(rails[r].read_back() == before[r]);
   // Stage 0 moves to PP: acknowledged once on the rails (and durable).
   auto ack = shim.call(topo_write("llama", 0, 0, 0));
   BOOST_REQUIRE_MESSAGE(ack && ack->has_topo_ack(), (ack && ack->has_error() ? ack->error().message() : "no answer"));
@@ -427,7 +451,7 @@ BOOST_AUTO_TEST_CASE(an_opus_job_and_its_rails_topology_survive_a_restart) {
     BOOST_CHECK(rails[r].read_back() == carried[r]);
   }
   client again{s.keys("shim")};
-  BOOST_REQUIRE(again.register_worker("collective-shim", "shim-1", "")->has_registered());
+  BOOST_REQUIRE(again.register_worker("collective-shim", "shim-1", "llama")->has_registered());
   j->clear_traces();
   auto back = again.call(reg);
   BOOST_REQUIRE(back && back->has_opus_registered());
@@ -441,6 +465,52 @@ BOOST_AUTO_TEST_CASE(an_opus_job_and_its_rails_topology_survive_a_restart) {
   BOOST_CHECK(rails[0].read_back() != carried[0]);
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
+namespace {
+
+/// The shim `argv` runs an Opus job over TL1 rails while serve is killed and started again.
+void shim_through_a_restart(std::vector<std::string> argv) {
+  opus_rails env;
+  auto& s = *env.service;
+  auto serve = s.serve();
+  constexpr int steps = 30;
+  for (auto& a : std::vector<std::string>{
+         "--endpoint", s.endpoint(), "--server-key", s.dir / "db/keys/server.pub", "--key",
+         s.dir / "keys/shim", "--job", "llama", "--pp", "2", "--dp", "2", "--steps",
+         std::to_string(steps), "--compute-ms", "30", "--rails", "rail0", "rail1", "rail2",
+         "rail3"})
+    argv.push_back(a);
+  lt::child_process shim{argv};
+  auto step_done = [](int n) {
+    return [n](const std::string& l) { return l.starts_with(fmt::format("step {} done", n)); };
+  };
+  BOOST_REQUIRE_MESSAGE(shim.read_until(false, step_done(2), lt::live_limit), shim.stderr_text());
+  // serve dies under the job's writes and comes back: the shims' writes in flight go to the
+  // next service, and the job runs to its end.
+  serve->send_signal(SIGKILL);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+  serve = s.serve();
+  await_log(*serve, {"event=opus_restored", "job=llama"});
+  auto status = shim.wait(lt::live_limit);
+  shim.drain(5s);
+  BOOST_CHECK_MESSAGE(status && *status == 0, shim.stderr_text());
+  auto lines = shim.stdout_lines();
+  BOOST_CHECK(std::any_of(lines.begin(), lines.end(), step_done(steps - 1)));
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_collective_shim_writes_again_through_a_restart_cpp) {
+  shim_through_a_restart({env_path("LOOM_EXAMPLE_SHIM")});
+}
+
+BOOST_AUTO_TEST_CASE(a_collective_shim_writes_again_through_a_restart_python) {
+  shim_through_a_restart({"/usr/bin/env", "PYTHONPATH=" + env_path("LOOM_PYTHON_PATH"),
+                          "/usr/bin/python3",
+                          lt::source_path("python/examples/collective_shim.py")});
 }
 
 namespace {
@@ -519,7 +589,7 @@ BOOST_AUTO_TEST_CASE(a_hostile_switch_is_marked_down_and_the_other_served) {
         BOOST_CHECK_MESSAGE(down.find("each side must be 1..4096") != std::string::npos, down);
       await_log(*serve, {"event=ocs_device_in_sync", "device=agg-pod1"});
       client shim{s.keys("shim")};
-      BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "")->has_registered());
+      BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "job-b")->has_registered());
       auto b = decide(shim, all_reduce("job-b", 2, 3));
       BOOST_CHECK_EQUAL(b.outcome(), "committed");
       BOOST_CHECK_EQUAL(good.read_back().size(), 2 * b.circuits());
@@ -534,6 +604,41 @@ BOOST_AUTO_TEST_CASE(a_hostile_switch_is_marked_down_and_the_other_served) {
       BOOST_CHECK(status && *status == 0);
     }
   }
+}
+
+// A switch (or an agent) that alarms every port at once masks no more than its budget a
+// minute, and says so: a broken or hostile device cannot take a whole switch away in one poll.
+BOOST_AUTO_TEST_CASE(a_switch_alarming_every_port_masks_its_budget_and_is_reported) {
+  std::vector<std::string> every_port;
+  for (int p = 1; p <= 32; ++p)
+    every_port.insert(every_port.end(), {"--fail-port", std::to_string(p)});
+  switch_emulator alarming{every_port};
+  switch_emulator good;
+  lt::temp_dir logins;
+  lt::live_options o;
+  o.fabric = false;
+  o.extra = tl1_fabric(logins.path(), alarming.address(), good.address())
+            + "port_masks_per_minute = 3\n";
+  lt::live_service s{o};
+  auto serve = s.serve();
+  auto limited = await_log(*serve, {"event=ocs_port_masks_limited", "device=agg-pod0"});
+  BOOST_CHECK_MESSAGE(limited.find("alarmed_unmasked=29 limit_per_minute=3") != std::string::npos,
+                      limited);
+  std::this_thread::sleep_for(1s); // five more polls, each alarming every port
+  auto lines = serve->stderr_lines();
+  auto count = [&](const std::string& what) {
+    return std::count_if(lines.begin(), lines.end(), [&](auto& l) {
+      return l.find(what) != std::string::npos && l.find("device=agg-pod0") != std::string::npos;
+    });
+  };
+  BOOST_CHECK_EQUAL(count("event=ocs_port_masked"), 3);
+  BOOST_CHECK_EQUAL(count("event=ocs_port_masks_limited"), 1); // once a minute
+  // The other switch is served as ever.
+  client shim{s.keys("shim")};
+  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "job-b")->has_registered());
+  BOOST_CHECK_EQUAL(decide(shim, all_reduce("job-b", 2, 3)).outcome(), "committed");
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
 }
 
 // On a shared switch Loom touches only the ports its links give it: other people's patches
@@ -569,7 +674,7 @@ BOOST_AUTO_TEST_CASE(foreign_patches_survive_start_resync_and_a_switch_coming_ba
   BOOST_CHECK(holds_foreign(pod0.read_back()));
   // Plans commit beside them, and never over Loom's port 8, which a foreign patch holds.
   client shim{s.keys("shim")};
-  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "")->has_registered());
+  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "job-b")->has_registered());
   auto b = decide(shim, all_reduce("job-b", 2, 3));
   BOOST_CHECK_EQUAL(b.outcome(), "committed");
   auto on_pod1 = pod1.read_back();

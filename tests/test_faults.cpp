@@ -135,6 +135,41 @@ BOOST_AUTO_TEST_CASE(a_full_disk_makes_the_store_read_only_until_space_returns) 
   BOOST_CHECK(!logged(*second, "Assertion"));
 }
 
+BOOST_AUTO_TEST_CASE(a_store_removed_under_a_running_service_is_detected_and_takes_no_writes) {
+  lt::live_service s{{.rollout_nodes = 8, .training_nodes = 8, .fabric = false}};
+  auto serve = s.serve();
+  int port = metrics_port(*serve);
+  BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("before", 1)}).exit_code, 0);
+  // Someone removes the store, and a directory of the same name comes back (the keys the
+  // admin CLI reads, as a second service would make it): not the store this one opened.
+  const std::filesystem::path db = s.dir / "db", keys = s.dir / "keys-copy";
+  std::filesystem::copy(db / "keys", keys);
+  std::filesystem::remove_all(db);
+  std::filesystem::create_directories(db);
+  std::filesystem::copy(keys, db / "keys");
+  // The watch raises the alarm without waiting for a write.
+  auto alarm = serve->read_until(
+    true, [](auto& l) { return l.find("event=store_lost") != std::string::npos; },
+    lt::live_limit);
+  BOOST_REQUIRE_MESSAGE(alarm, serve->stderr_text());
+  BOOST_CHECK_MESSAGE(alarm->find("removed or replaced") != std::string::npos, *alarm);
+  BOOST_CHECK_EQUAL(metric_line(port, "loom_store_writable"), "loom_store_writable 0");
+  // No write is acknowledged into the lost store, and none creates a new one there.
+  auto refused = s.admin({"submit", s.job_file("after", 1)});
+  BOOST_CHECK_EQUAL(refused.exit_code, 3);
+  BOOST_CHECK_MESSAGE(refused.err.find("ERROR_READ_ONLY") != std::string::npos
+                        && refused.err.find("removed or replaced") != std::string::npos,
+                      refused.err);
+  BOOST_CHECK(!std::filesystem::exists(db / "CURRENT"));
+  auto jobs = s.admin({"jobs"});
+  BOOST_CHECK_EQUAL(jobs.exit_code, 0); // what it knows, it still answers
+  BOOST_CHECK(jobs.out.find("before") != std::string::npos);
+  BOOST_CHECK(jobs.out.find("after") == std::string::npos);
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+  BOOST_CHECK(!std::filesystem::exists(db / "CURRENT"));
+}
+
 BOOST_AUTO_TEST_CASE(a_read_only_mount_starts_the_store_read_only_until_it_is_writable) {
   lt::live_service s{{.rollout_nodes = 8, .training_nodes = 8, .fabric = false}};
   small_disk disk{s.dir / "db", 64 << 20};
@@ -469,7 +504,7 @@ BOOST_AUTO_TEST_CASE(a_key_over_its_limits_is_refused_and_other_keys_keep_their_
   std::vector<std::unique_ptr<loom::client>> shims;
   auto register_shim = [&](int i) {
     shims.push_back(std::make_unique<loom::client>(s.keys("shim")));
-    auto r = shims.back()->register_worker("collective-shim", "shim-" + std::to_string(i), "");
+    auto r = shims.back()->register_worker("collective-shim", "shim-" + std::to_string(i), "job-x");
     BOOST_REQUIRE(r);
     return *r;
   };
@@ -496,17 +531,21 @@ BOOST_AUTO_TEST_CASE(a_key_over_its_limits_is_refused_and_other_keys_keep_their_
 
 namespace {
 
-/// Every job the service lists, with its state.
+/// Every job the service lists, with its state, a page at a time.
 std::map<std::string, std::string> listed_states(const lt::live_service& s) {
   loom::client admin{s.keys("admin")};
   loom::v1::Envelope list;
-  list.mutable_list_jobs();
-  auto reply = admin.call(list, lt::live_limit);
-  BOOST_REQUIRE(reply && reply->has_job_list());
+  list.mutable_list_jobs()->set_limit(500);
   std::map<std::string, std::string> out;
-  for (auto& j : reply->job_list().jobs())
-    out[j.job()] = j.state();
-  return out;
+  for (;;) {
+    auto reply = admin.call(list, lt::live_limit);
+    BOOST_REQUIRE(reply && reply->has_job_list());
+    for (auto& j : reply->job_list().jobs())
+      out[j.job()] = j.state();
+    if (reply->job_list().next_after().empty())
+      return out;
+    list.mutable_list_jobs()->set_after(reply->job_list().next_after());
+  }
 }
 
 } // namespace

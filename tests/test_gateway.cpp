@@ -322,6 +322,28 @@ worst_training_s = 10
 )");
   auto huge = s.admin({"submit", s.dir / "huge.toml"});
   BOOST_CHECK(huge.out.find("needs 64 rollout GPUs; the cluster has 16") != std::string::npos);
+  // Jobs come a page at a time, in id order; the pages together are the whole list.
+  BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("third")}).exit_code, 0);
+  client admin{s.keys("admin")};
+  std::vector<std::string> paged;
+  v1::Envelope list;
+  list.mutable_list_jobs()->set_limit(1);
+  for (int pages = 0; pages < 10; ++pages) {
+    auto page = admin.call(list);
+    BOOST_REQUIRE(page && page->has_job_list());
+    BOOST_CHECK_EQUAL(page->job_list().jobs_size(), 1);
+    for (auto& j : page->job_list().jobs())
+      paged.push_back(j.job());
+    if (page->job_list().next_after().empty())
+      break;
+    list.mutable_list_jobs()->set_after(page->job_list().next_after());
+  }
+  std::vector<std::string> listed;
+  for (auto& j : nlohmann::json::parse(s.admin({"jobs", "--json"}).out))
+    listed.push_back(j["job"]);
+  BOOST_CHECK_EQUAL(paged.size(), 3u);
+  BOOST_CHECK(paged == listed);
+  BOOST_CHECK(std::is_sorted(paged.begin(), paged.end()));
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
 }
@@ -394,7 +416,7 @@ BOOST_AUTO_TEST_CASE(a_failed_node_fails_its_jobs_and_stays_out_until_it_is_back
   BOOST_REQUIRE_EQUAL(rollout_node("a"), "h20-0");
   // A collective shim's plan spans h20-0 and h20-1.
   client shim{s.keys("shim")};
-  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "")->has_registered());
+  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "job-x")->has_registered());
   auto d = shim.call(lt::cross_rail_all_reduce("job-x", 0, 1));
   BOOST_REQUIRE(d && d->has_fabric_decision());
   // h20-0 fails: its job fails alone with the reason, and the shim's owner re-plans.
@@ -590,7 +612,7 @@ BOOST_AUTO_TEST_CASE(a_collective_shim_announces_an_intent_and_the_fabric_commit
   lt::live_service s;
   auto serve = s.serve();
   client shim{s.keys("shim")};
-  auto reg = shim.register_worker("collective-shim", "shim-0", "");
+  auto reg = shim.register_worker("collective-shim", "shim-0", "job-x");
   BOOST_REQUIRE(reg && reg->has_registered());
   auto e = lt::cross_rail_all_reduce("job-x", 0, 1);
   auto* i = e.mutable_fabric_intent();

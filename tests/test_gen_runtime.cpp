@@ -421,6 +421,25 @@ BOOST_AUTO_TEST_CASE(admissions_carry_the_step_and_finishes_for_another_step_are
   BOOST_CHECK_EQUAL(command_of(e, "e0")->step, 8u);
 }
 
+// An engine's load report that lists more requests than the step has is refused whole: no
+// engine runs more, and one of any length would cost every later tick its length.
+BOOST_AUTO_TEST_CASE(a_load_report_longer_than_the_step_is_refused) {
+  auto engine = qwen14b();
+  auto rt = started(engine, small_deployment());
+  rt.start_step(batch_of(0, 8), 0);
+  rt.plan_now(0);
+  auto admits = rt.take_commands();
+  BOOST_REQUIRE(!admits.empty());
+  for (auto& a : admits)
+    rt.on_ack(ack_for(a), 0);
+  BOOST_CHECK(rt.on_stats(stats_of(admits[0], 1, 5), 1));
+  auto padded = stats_of(admits[0], 1, 5);
+  while (padded.requests.size() <= 8)
+    padded.requests.push_back(padded.requests.front());
+  BOOST_CHECK(!rt.on_stats(padded, 2));
+  BOOST_CHECK(rt.on_stats(stats_of(admits[0], 1, 6), 3)); // the honest next tick is taken
+}
+
 // A step that can never finish does not hold the deployment: past step_timeout_s it is
 // aborted, the engines release its requests, the next step starts.
 BOOST_AUTO_TEST_CASE(a_step_past_its_timeout_is_aborted_and_the_next_one_runs) {

@@ -10,6 +10,10 @@
 // collective. In provisioning mode it writes for the next phase as soon as the previous
 // phase's last collective completed (Alg. 2), so the switch turns while the stage computes;
 // the next pre_comm only waits for that write's acknowledgement.
+//
+// A write the service did not take (it restarted under it, its store was read-only, it was
+// stopping) is sent again after a pause, for as long as it takes, as the worker clients send
+// their phase requests again: the next service's barrier counts it like the first.
 
 #include <condition_variable>
 #include <cstdint>
@@ -103,6 +107,8 @@ public:
 
 private:
   bool write(const opus_op& op, uint64_t index);
+  /// Sends the write until the service takes it, then files its answer.
+  bool write_until_taken(const opus_op& op, uint64_t index);
   void provision(const opus_op& op, uint64_t index);
   bool await_provisioned();
   void take_ack(const std::optional<v1::Envelope>& reply);
@@ -126,6 +132,7 @@ private:
   bool failed_ = false;
   bool pending_ = false;                                     // a provisioning write is out
   std::optional<std::pair<std::string, uint64_t>> provisioned_; // what it wrote for
+  std::optional<std::pair<opus_op, uint64_t>> resend_; // a provisioning write not taken
 };
 
 } // namespace loom

@@ -94,7 +94,7 @@ def main():
     p.add_argument("--compute-ms", type=int, default=20)
     a = p.parse_args()
     client = Client(a.endpoint, a.server_key, a.key, timeout_s=30.0)
-    client.register("collective-shim", a.id)
+    client.register("collective-shim", a.id, job=a.job)
     job = register(client, a)
     say(f"job {a.job} on {len(a.rails)} rails, topo {job.topo}")
     stages = [Stage(client, a, s, job.topo) for s in range(a.pp)]

@@ -17,8 +17,14 @@ last collective completed (Alg. 2), and the next pre_comm only waits for that ac
 
 import collections
 import threading
+import time
 
 from . import loom_pb2 as pb
+from .client import LoomError
+
+# Answers that mean the service did not take a write; sent again, pausing 0.1 s up to 2 s.
+_NOT_TAKEN = (pb.ERROR_RESTART_ITERATION, pb.ERROR_READ_ONLY, pb.ERROR_STOPPING)
+_FIRST_PAUSE_S, _LONGEST_PAUSE_S = 0.1, 2.0
 
 Op = collections.namedtuple("Op", "group group_size digit")
 Op.__doc__ = ("A collective: its communication group (the same name at every writer), how many "
@@ -89,11 +95,24 @@ class StageShim:
         return env
 
     def _take(self, env):
-        try:
-            ack = self.client.call(env, timeout_s=None).topo_ack
-            self.topo, self.fallback = ack.topo, ack.fallback
-        except Exception as e:  # noqa: BLE001 - re-raised on the stage's thread
-            self._error = e
+        """Sends the write until the service takes it: one it did not take (it went away under
+        it, its store is read-only, it is stopping) is sent again after a pause, as the worker
+        clients send their phase requests again."""
+        pause = _FIRST_PAUSE_S
+        while True:
+            try:
+                ack = self.client.call(env, timeout_s=None).topo_ack
+                self.topo, self.fallback = ack.topo, ack.fallback
+                return
+            except LoomError as e:
+                if e.code not in _NOT_TAKEN:
+                    self._error = e
+                    return
+            except Exception as e:  # noqa: BLE001 - re-raised on the stage's thread
+                self._error = e
+                return
+            time.sleep(pause)
+            pause = min(2 * pause, _LONGEST_PAUSE_S)
 
     def _await(self):
         if self._pending is not None:

@@ -111,6 +111,23 @@ std::optional<v1::Envelope> request_for(const config& cfg, const admin_request& 
   return request;
 }
 
+/// The reply, with every page of a job list after the first gathered into it; stops at the
+/// first page that does not come back as one.
+std::optional<v1::Envelope> call_all(client& c, v1::Envelope request) {
+  auto reply = c.call(request);
+  while (reply && reply->has_job_list() && !reply->job_list().next_after().empty()) {
+    request.mutable_list_jobs()->set_after(reply->job_list().next_after());
+    auto page = c.call(request);
+    if (!page || !page->has_job_list())
+      return page;
+    auto* list = reply->mutable_job_list();
+    for (auto& j : *page->mutable_job_list()->mutable_jobs())
+      *list->add_jobs() = std::move(j);
+    list->set_next_after(page->job_list().next_after());
+  }
+  return reply;
+}
+
 } // namespace
 
 int run_admin(const config& cfg, const admin_request& req) {
@@ -121,7 +138,7 @@ int run_admin(const config& cfg, const admin_request& req) {
   if (!request)
     return exit_config_error;
   client c{*opt};
-  auto reply = c.call(*request);
+  auto reply = call_all(c, *request);
   if (!reply) {
     auto why = c.link_diagnosis();
     std::fprintf(stderr, "%s: no answer from %s within %d ms%s%s\n", req.command.c_str(),

@@ -121,6 +121,7 @@ caf::expected<fabric_controller_actor> start_fabric(caf::actor_system& sys, cons
   fc.sync_writes = cfg.storage.sync_writes;
   fc.metrics = metrics;
   fc.health_poll = std::chrono::milliseconds{cfg.policy.fabric.health_poll_ms};
+  fc.port_masks_per_minute = cfg.policy.fabric.port_masks_per_minute;
   const auto restored_devices = restored.plans.size();
   const auto restored_opus = restored.opus_jobs.size();
   auto ctl = actors.add("fabric_controller", sys.spawn(fabric_controller, std::move(*model.value),
@@ -373,6 +374,7 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, const serve_op
   // Actors initialise asynchronously: one round trip makes "ready" mean the store answers.
   if (auto ready = ask_now<ok_atom>(sys, store_handle, flush_atom::value); !ready)
     return ready.error();
+  caf::anon_send(store_handle, health_atom::value); // watches its directory from now on
   std::map<std::string, agent_driver_actor> agents;
   auto fabric = start_fabric(sys, cfg, store_handle, metrics, actors, agents);
   if (!fabric)

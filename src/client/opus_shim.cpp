@@ -1,5 +1,9 @@
 #include "loom/opus_shim.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 namespace loom {
 
 bool opus_shim_policy::starts_phase(size_t k) const {
@@ -89,11 +93,34 @@ v1::Envelope topo_write_of(const std::string& job, uint32_t stage, const opus_op
   return e;
 }
 
+/// The service did not take the write: it went away under it (the client answers
+/// RESTART_ITERATION), its store is read-only, or it is stopping.
+bool not_taken(const std::optional<v1::Envelope>& reply) {
+  if (!reply || !reply->has_error())
+    return false;
+  auto code = reply->error().code();
+  return code == v1::ERROR_RESTART_ITERATION || code == v1::ERROR_READ_ONLY
+         || code == v1::ERROR_STOPPING;
+}
+
+constexpr auto first_pause = std::chrono::milliseconds{100};
+constexpr auto longest_pause = std::chrono::seconds{2};
+
 } // namespace
 
 bool opus_stage_shim::write(const opus_op& op, uint64_t index) {
   ++writes_;
-  take_ack(client_.call(topo_write_of(job_, stage_, op, index), no_timeout));
+  return write_until_taken(op, index);
+}
+
+bool opus_stage_shim::write_until_taken(const opus_op& op, uint64_t index) {
+  auto reply = client_.call(topo_write_of(job_, stage_, op, index), no_timeout);
+  for (std::chrono::milliseconds pause = first_pause; not_taken(reply);
+       pause = std::min<std::chrono::milliseconds>(pause * 2, longest_pause)) {
+    std::this_thread::sleep_for(pause);
+    reply = client_.call(topo_write_of(job_, stage_, op, index), no_timeout);
+  }
+  take_ack(reply);
   std::lock_guard<std::mutex> lock{mutex_};
   return !failed_;
 }
@@ -106,13 +133,30 @@ void opus_stage_shim::provision(const opus_op& op, uint64_t index) {
   }
   ++writes_;
   client_.call_async(topo_write_of(job_, stage_, op, index),
-                     [this](std::optional<v1::Envelope> reply) { take_ack(reply); });
+                     [this, op, index](std::optional<v1::Envelope> reply) {
+                       if (!not_taken(reply)) {
+                         take_ack(reply);
+                         return;
+                       }
+                       // On the client's I/O thread, which must not wait: the stage's own
+                       // thread sends it again before its next collective.
+                       std::lock_guard<std::mutex> lock{mutex_};
+                       pending_ = false;
+                       resend_ = std::make_pair(op, index);
+                       answered_.notify_all();
+                     });
 }
 
 bool opus_stage_shim::await_provisioned() {
-  std::unique_lock<std::mutex> lock{mutex_};
-  answered_.wait(lock, [this] { return !pending_; });
-  return !failed_;
+  std::optional<std::pair<opus_op, uint64_t>> again;
+  {
+    std::unique_lock<std::mutex> lock{mutex_};
+    answered_.wait(lock, [this] { return !pending_; });
+    again = std::exchange(resend_, std::nullopt);
+    if (!again)
+      return !failed_;
+  }
+  return write_until_taken(again->first, again->second);
 }
 
 bool opus_stage_shim::pre_comm(const opus_op& op) {

@@ -94,6 +94,9 @@ using store_actor = caf::typed_actor<
   caf::reacts_to<drain_atom>,
   // Internal, while read-only: try to open the database for writing again.
   caf::reacts_to<tick_atom>,
+  // Check that the store on disk is still the one opened, then again every second (serve
+  // starts the watch; replay's stores, on a virtual clock, run without it).
+  caf::reacts_to<health_atom>,
   // Atomically applies the batch; answers the event-log sequence after the write.
   caf::replies_to<write_atom, write_batch>::with<uint64_t>,
   // Reads one record; a missing key is an errc::not_found error.
@@ -166,6 +169,8 @@ using cluster_scheduler_actor = caf::typed_actor<
   // An executor's durable record of a job's turn and iterations (kept for status answers).
   caf::reacts_to<progress_atom, job_progress>,
   caf::replies_to<jobs_atom>::with<std::vector<job_status>>,
+  // A page of them in id order: after an id (empty: from the first), at most a count.
+  caf::replies_to<jobs_atom, std::string, uint32_t>::with<std::vector<job_status>>,
   // One job, with where it runs and, while placed, its executor's view of it.
   caf::replies_to<job_atom, std::string>::with<job_status>,
   caf::replies_to<groups_atom>::with<std::vector<group_status>>>;
@@ -237,6 +242,9 @@ using gen_controller_actor = caf::typed_actor<
   caf::reacts_to<ack_atom, command_ack>,
   // The router starts a step: answered with where its requests run, once that is durable.
   caf::replies_to<step_atom, step_batch>::with<step_placement>,
+  // The last step that ended, for a router that was away when its StepDone went out;
+  // errc::not_found before any.
+  caf::replies_to<step_done_atom>::with<step_outcome>,
   caf::replies_to<status_atom>::with<gen_status>,
   // An operator aborts the running step (why): answered with its outcome once durable;
   // errc::not_found when no step runs.

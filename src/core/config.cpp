@@ -345,6 +345,11 @@ void read_policy(table_reader& root, config& cfg) {
                                  f->optional<int64_t>("health_poll_ms", out.fabric.health_poll_ms),
                                  0, 3'600'000))
       out.fabric.health_poll_ms = uint32_t(*v);
+    if (auto v = within<int64_t>(*f, "port_masks_per_minute",
+                                 f->optional<int64_t>("port_masks_per_minute",
+                                                      out.fabric.port_masks_per_minute),
+                                 1, 4096))
+      out.fabric.port_masks_per_minute = uint32_t(*v);
     f->reject_unknown();
   }
   pol->reject_unknown();

@@ -67,6 +67,7 @@ struct balancer_policy {
 struct fabric_policy {
   double safe_window_margin_ms = 5; // RFabric §5.3: slack required beyond the OCS delay
   uint32_t health_poll_ms = 1000;    // RFabric App. H: every device's health and alarms; 0: never
+  uint32_t port_masks_per_minute = 8; // alarmed ports masked per device per minute, at most
 };
 
 struct policy {

@@ -7,12 +7,14 @@
 // answers; a failed apply is rolled back on the devices that took it and the previous plan
 // stays. Opus jobs run their rails through a rail_orchestrator each.
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <caf/actor_clock.hpp>
 #include <caf/typed_response_promise.hpp>
 
 #include "core/actors.hpp"
@@ -33,6 +35,9 @@ struct fabric_controller_config {
   bool sync_writes = true;
   std::shared_ptr<service_metrics> metrics; // live mode: plan outcomes
   caf::timespan health_poll{0};        // App. H: every device's health and alarms; 0: never
+  // Alarmed ports masked per device in any minute: a switch (or an agent) that reports every
+  // port failed at once masks them no faster than this, and is reported.
+  uint32_t port_masks_per_minute = 8;
 };
 
 struct fabric_controller_state {
@@ -51,6 +56,8 @@ struct fabric_controller_state {
     bool resync = false;  // read it back before using it (at start, and after it was down)
     bool polling = false; // a health poll or a read-back is out
     std::string reason;   // why it is down
+    std::deque<caf::actor_clock::time_point> masked_at; // alarm masks in the last minute
+    std::optional<caf::actor_clock::time_point> limit_logged;
   };
   /// A committed decision answered once its circuits carry light (the link-up delay).
   struct link_wait {

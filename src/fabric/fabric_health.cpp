@@ -143,15 +143,41 @@ void resync(self_ptr self, uint32_t dev) {
       [self, dev](caf::error& err) { resync_failed(self, dev, err); });
 }
 
-/// Alarmed ports not masked yet: masked now (a switch port q is duplex port q or q - P).
+/// Whether the device may mask one more alarmed port now (port_masks_per_minute).
+bool mask_allowed(self_ptr self, uint32_t dev) {
+  auto& seen = self->state.devices[dev].masked_at;
+  const auto now = self->clock().now();
+  while (!seen.empty() && now - seen.front() >= std::chrono::minutes{1})
+    seen.pop_front();
+  if (seen.size() >= self->state.config.port_masks_per_minute)
+    return false;
+  seen.push_back(now);
+  return true;
+}
+
+/// Alarmed ports not masked yet: masked now (a switch port q is duplex port q or q - P), at
+/// most port_masks_per_minute a minute; the rest wait for a later poll, reported once a minute.
 void mask_alarms(self_ptr self, uint32_t dev, const std::vector<uint32_t>& failed_ports) {
   const auto ports = self->state.model->devices[dev].ports;
+  size_t held = 0;
   for (auto q : failed_ports) {
     auto p = q > ports ? q - ports : q;
     if (p < 1 || p > ports || self->state.model->port_failed({dev, p}))
       continue;
+    if (!mask_allowed(self, dev)) {
+      ++held;
+      continue;
+    }
     mask(self, dev, p, [](std::vector<std::string>) {}, [](caf::error) {});
   }
+  auto& logged = self->state.devices[dev].limit_logged;
+  if (held == 0 || (logged && self->clock().now() - *logged < std::chrono::minutes{1}))
+    return;
+  logged = self->clock().now();
+  spdlog::warn("event=ocs_port_masks_limited device={} alarmed_unmasked={} limit_per_minute={} "
+               "reason=\"more ports alarmed at once than fail in practice: the switch or its "
+               "agent may be broken or hostile\"",
+               device_id(self, dev), held, self->state.config.port_masks_per_minute);
 }
 
 void on_health(self_ptr self, uint32_t dev, const driver_health& h) {

@@ -88,7 +88,7 @@ void open_session(self_ptr self, const std::string& identity, uint64_t rid,
     }
     spdlog::info("event=worker_registered worker={} role={} job={} deployment={} node={} "
                  "resumed={}",
-                 worker_id, s.role, s.job, s.deployment, s.node,
+                 worker_id, s.role, s.job.empty() ? s.owner : s.job, s.deployment, s.node,
                  outcome == open_outcome::resumed);
     reply(self, identity, rid, [&](v1::Envelope& e) {
       auto* x = e.mutable_registered();
@@ -142,9 +142,9 @@ void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope
                fmt::format("this key is registered for role '{}', not '{}'", frame.role, *role));
     return;
   }
-  if (runs_job(*role) && r.job().empty()) {
+  if ((runs_job(*role) || announces_fabric(*role)) && r.job().empty()) {
     send_error(self, frame.identity, rid, v1::ERROR_INVALID,
-               fmt::format("a {} worker names the job it runs", *role));
+               fmt::format("a {} session names the job it works for", *role));
     return;
   }
   if (*role == worker_role::ocs_agent && r.device().empty()) {
@@ -161,7 +161,8 @@ void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope
             self->clock().now(), frame.key, r.incarnation(),
             serves_generation(*role) ? r.deployment() : "",
             *role == worker_role::ocs_agent ? r.device() : "",
-            runs_job(*role) ? r.data_address() : ""};
+            runs_job(*role) ? r.data_address() : "",
+            announces_fabric(*role) ? r.job() : ""};
   auto outcome = st.sessions.check(r.worker_id(), s, alive_limit(st.config));
   if (auto no = refusal(st.config, r.worker_id(), outcome)) {
     send_error(self, frame.identity, rid, no->first, no->second);

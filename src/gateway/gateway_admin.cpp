@@ -4,6 +4,8 @@
 #include <caf/all.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "core/inspect.hpp"
 #include "gateway/gateway_steps.hpp"
@@ -12,6 +14,8 @@
 namespace loom::gateway_steps {
 
 namespace {
+
+constexpr uint32_t max_jobs_page = 10'000; // about 1.5 MB of JobInfo
 
 auto failure(self_ptr self, const std::string& identity, uint64_t rid) {
   return [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); };
@@ -36,14 +40,19 @@ void submit(self_ptr self, const std::string& identity, uint64_t rid, const v1::
       failure(self, identity, rid));
 }
 
-void list_jobs(self_ptr self, const std::string& identity, uint64_t rid) {
-  self->request(self->state.scheduler, caf::infinite, jobs_atom::value)
+/// A page of jobs: a list of any length fits no frame (100k jobs are 14.5 MB of JobInfo).
+void list_jobs(self_ptr self, const std::string& identity, uint64_t rid, const v1::ListJobs& m) {
+  const uint32_t limit = m.limit() == 0 ? max_jobs_page : std::min(m.limit(), max_jobs_page);
+  // One more than the page tells whether another follows.
+  self->request(self->state.scheduler, caf::infinite, jobs_atom::value, m.after(), limit + 1)
     .then(
-      [self, identity, rid](const std::vector<job_status>& jobs) {
+      [self, identity, rid, limit](const std::vector<job_status>& jobs) {
         reply(self, identity, rid, [&](v1::Envelope& e) {
           auto* list = e.mutable_job_list();
-          for (auto& s : jobs)
-            wire::fill(*list->add_jobs(), s);
+          for (size_t i = 0; i < jobs.size() && i < limit; ++i)
+            wire::fill(*list->add_jobs(), jobs[i]);
+          if (jobs.size() > limit)
+            list->set_next_after(jobs[limit - 1].job);
         });
       },
       failure(self, identity, rid));
@@ -143,7 +152,7 @@ void handle_admin(self_ptr self, const std::string& identity, const v1::Envelope
   auto rid = env.request_id();
   switch (env.body_case()) {
     case v1::Envelope::kSubmitJob: submit(self, identity, rid, env.submit_job()); return;
-    case v1::Envelope::kListJobs: list_jobs(self, identity, rid); return;
+    case v1::Envelope::kListJobs: list_jobs(self, identity, rid, env.list_jobs()); return;
     case v1::Envelope::kInspectJob: inspect_job(self, identity, rid, env.inspect_job().job()); return;
     case v1::Envelope::kCancelJob: cancel(self, identity, rid, env.cancel_job().job()); return;
     case v1::Envelope::kListGroups: list_groups(self, identity, rid); return;

@@ -99,6 +99,12 @@ void step_start(self_ptr self, const std::string& identity, uint64_t rid,
       [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
 }
 
+void send_step_done(self_ptr self, const std::string& identity, const step_outcome& o) {
+  v1::Envelope e;
+  wire::fill(*e.mutable_step_done(), o);
+  send_frame(self, identity, e);
+}
+
 } // namespace
 
 std::optional<admission> deployment_admission(self_ptr self, const std::string& identity,
@@ -114,7 +120,14 @@ std::optional<admission> deployment_admission(self_ptr self, const std::string& 
     return std::nullopt;
   }
   if (s.role == worker_role::gen_router)
-    return admission{[](auto done) { done(caf::error{}); }};
+    return admission{[self, controller = it->second, identity](auto done) {
+      done(caf::error{});
+      // A StepDone goes out once, to the routers registered then: one that was away (the
+      // service restarted, its session lapsed) hears the last one after its Registered.
+      self->request(controller, caf::infinite, step_done_atom::value)
+        .then([self, identity](const step_outcome& o) { send_step_done(self, identity, o); },
+              [](caf::error&) {});
+    }};
   if (gpus <= 0) {
     send_error(self, identity, rid, v1::ERROR_INVALID, "an engine registers with its gpus");
     return std::nullopt;
@@ -178,11 +191,8 @@ void command_engine(self_ptr self, const std::string& deployment, const gen_comm
 }
 
 void step_finished(self_ptr self, const step_outcome& o) {
-  for (auto& identity : self->state.sessions.identities_of(o.deployment, worker_role::gen_router)) {
-    v1::Envelope e;
-    wire::fill(*e.mutable_step_done(), o);
-    send_frame(self, identity, e);
-  }
+  for (auto& identity : self->state.sessions.identities_of(o.deployment, worker_role::gen_router))
+    send_step_done(self, identity, o);
 }
 
 namespace {

@@ -1,7 +1,7 @@
 // The gateway's traffic from registered peers: heartbeats, the WEAVE phase shim (staged,
 // acquire, release, progress), goodbyes, and the fabric's intents and Opus topo_writes. A
 // session acts only on its own job and in its role's phases; fabric traffic is the collective
-// shims'.
+// shims', each for its own job.
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -273,13 +273,29 @@ void expert_load_of(self_ptr self, const std::string& identity, uint64_t rid,
           [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
 }
 
-/// Fabric traffic: the collective shims'; without a fabric it is unavailable.
+/// The fabric owner (job) a shim's message concerns.
+const std::string& owner_named(const v1::Envelope& env) {
+  switch (env.body_case()) {
+    case v1::Envelope::kTopoWrite: return env.topo_write().job();
+    case v1::Envelope::kOpusJob: return env.opus_job().job();
+    case v1::Envelope::kExpertLoad: return env.expert_load().owner();
+    default: return env.fabric_intent().owner();
+  }
+}
+
+/// Fabric traffic: the collective shims', each for the owner it registered for (a shim cannot
+/// move another job's circuits or rails); without a fabric it is unavailable.
 void fabric_traffic(self_ptr self, const std::string& identity, const session& s,
                     const v1::Envelope& env) {
   auto rid = env.request_id();
   if (!announces_fabric(s.role)) {
     send_error(self, identity, rid, v1::ERROR_FORBIDDEN,
                fmt::format("a {} session may not send {}", s.role, wire::body_name(env)));
+    return;
+  }
+  if (auto owner = owner_named(env); owner != s.owner) {
+    send_error(self, identity, rid, v1::ERROR_FORBIDDEN,
+               fmt::format("this shim works for '{}', not '{}'", s.owner, owner));
     return;
   }
   if (!self->state.fabric) {

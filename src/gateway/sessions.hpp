@@ -39,7 +39,8 @@ constexpr bool serves_generation(worker_role r) {
   return r == worker_role::gen_instance || r == worker_role::gen_router;
 }
 
-/// Collective shims announce fabric intents and Opus topo_writes; nobody else does.
+/// Collective shims announce fabric intents and Opus topo_writes; nobody else does. Each works
+/// for one fabric owner (its job), named when it registers, like a job's workers.
 constexpr bool announces_fabric(worker_role r) {
   return r == worker_role::collective_shim;
 }
@@ -55,6 +56,7 @@ struct session {
   std::string deployment{}; // gen-instance, gen-router: the generation deployment it serves
   std::string device{};     // ocs-agent: the OCS device it drives
   std::string data_address{}; // job workers: where its share of a sync is served (WEAVE §5.2)
+  std::string owner{};        // collective-shim: the fabric owner (job) it works for
 };
 
 enum class open_outcome : uint8_t {

@@ -246,15 +246,17 @@ gen_deployment deployment_runtime::serving() const {
   return deployment_of(serving_ids(true));
 }
 
-void deployment_runtime::on_stats(const instance_stats& s, double now) {
+bool deployment_runtime::on_stats(const instance_stats& s, double now) {
   auto e = engines_.find(s.engine);
   if (e == engines_.end() || !e->second.alive)
-    return;
+    return true;
   e->second.seen = now;
+  if (s.requests.size() > requests_.size())
+    return false;
   auto it = instances_.find(s.instance);
   if (s.epoch != epoch_ || it == instances_.end() || it->second.engines.front() != s.engine
       || !it->second.serving)
-    return; // a layout that is gone, or one not serving yet
+    return true; // a layout that is gone, or one not serving yet
   auto& inst = it->second;
   step_preemptions_ += std::max<int64_t>(0, s.preemptions - inst.preemptions_seen);
   inst.preemptions_seen = s.preemptions;
@@ -262,7 +264,7 @@ void deployment_runtime::on_stats(const instance_stats& s, double now) {
   inst.fresh = true;
   inst.reported = now;
   if (!step_)
-    return;
+    return true;
   for (auto& q : s.requests) {
     auto* r = find(q.id);
     if (!r || r->where == place::finished)
@@ -275,6 +277,7 @@ void deployment_runtime::on_stats(const instance_stats& s, double now) {
       r->instance = s.instance;
     }
   }
+  return true;
 }
 
 // -- steps -------------------------------------------------------------------------------------
@@ -362,6 +365,10 @@ std::optional<step_outcome> deployment_runtime::done_outcome(uint64_t step) cons
     return std::nullopt;
   return step_outcome{config_.name, step, last_done_->at_ns, last_done_->requests,
                       !last_done_->aborted.empty(), last_done_->aborted};
+}
+
+std::optional<step_outcome> deployment_runtime::last_outcome() const {
+  return last_done_ ? done_outcome(last_done_->step) : std::nullopt;
 }
 
 deployment_runtime::finished_result

@@ -47,7 +47,10 @@ public:
   std::optional<std::string> refusal(const engine_hello& h) const;
   void join(const engine_hello& h, double now);
   void lose(const std::string& engine, const std::string& why, double now);
-  void on_stats(const instance_stats& s, double now);
+  /// An instance's load on a tick. False, and nothing of it taken but the engine's sign of
+  /// life, when it lists more requests than the step has: no engine runs more, and a report
+  /// of any length would cost every later tick its length (a hostile or broken engine).
+  bool on_stats(const instance_stats& s, double now);
   bool knows(const std::string& engine) const;
   /// Engines registered, alive or restored and not yet back.
   bool has_engines() const { return !engines_.empty(); }
@@ -65,6 +68,8 @@ public:
   /// Where the current step's requests run; nothing while they are not all placed.
   std::optional<step_placement> placement() const;
   std::optional<step_outcome> done_outcome(uint64_t step) const;
+  /// The outcome of the last step that ended, if any.
+  std::optional<step_outcome> last_outcome() const;
 
   /// Finishes reported by an engine: the ones new to the step (to make durable), and the
   /// step's outcome if that was its last request.

@@ -160,6 +160,19 @@ void ask_balancer(self_ptr self, std::vector<gen_worker> loads) {
 
 /// After anything changed: a due tick asks the balancer and maybe the planner, requests
 /// without an instance are planned, and what was decided is made durable and sent.
+/// An engine's load report listed more requests than the step has: one line per engine every
+/// 10 s while it goes on.
+void stats_refused(self_ptr self, const instance_stats& s) {
+  const double now = now_s(self);
+  auto [it, fresh] = self->state.stats_refused_at.try_emplace(s.engine, now);
+  if (!fresh && now - it->second < 10)
+    return;
+  it->second = now;
+  spdlog::warn("event=gen_stats_refused deployment={} engine={} requests={} reason=\"more "
+               "requests than the step has\"",
+               name_of(self), s.engine, s.requests.size());
+}
+
 void after_event(self_ptr self) {
   auto& rt = *self->state.runtime;
   const double now = now_s(self);
@@ -329,7 +342,8 @@ gen_controller(gen_controller_actor::stateful_pointer<gen_controller_state> self
       after_event(self);
     },
     [self](stats_atom, const instance_stats& s) {
-      self->state.runtime->on_stats(s, now_s(self));
+      if (!self->state.runtime->on_stats(s, now_s(self)))
+        stats_refused(self, s);
       after_event(self);
     },
     [self](finished_atom, const requests_finished& f) { return on_finished(self, f); },
@@ -360,6 +374,12 @@ gen_controller(gen_controller_actor::stateful_pointer<gen_controller_state> self
       commit(self, {}, [promise]() mutable { promise.deliver(ok_atom::value); });
       after_event(self);
       return promise;
+    },
+    [self](step_done_atom) -> caf::result<step_outcome> {
+      if (auto last = self->state.runtime->last_outcome())
+        return *last;
+      return make_error(errc::not_found,
+                        fmt::format("deployment '{}' has ended no step", name_of(self)));
     },
     [self](cancel_atom, const std::string& why) -> caf::result<step_outcome> {
       auto aborted = self->state.runtime->abort_step(why, now_s(self));

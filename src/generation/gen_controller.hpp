@@ -8,6 +8,7 @@
 // is the gateway; in replay, the simulated generation framework.
 
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,7 @@ struct gen_controller_state {
   std::deque<outgoing> outgoing;
   std::vector<caf::typed_response_promise<step_placement>> routers; // waiting for placement
   double last_forecast_error = -1;
+  std::map<std::string, double> stats_refused_at; // per engine: when its refusal was logged
 };
 
 gen_controller_actor::behavior_type

@@ -392,6 +392,9 @@ cluster_scheduler(cluster_scheduler_actor::stateful_pointer<cluster_scheduler_st
         self->state.progress[p.job] = p;
     },
     [self](jobs_atom) { return job_statuses(self->state); },
+    [self](jobs_atom, const std::string& after, uint32_t limit) {
+      return job_statuses(self->state, after, limit);
+    },
     [self](job_atom, const std::string& id) { return inspect_job(self, id); },
     [self](groups_atom) { return group_statuses(self->state); },
   };

@@ -28,9 +28,15 @@ job_status status_of(const cluster_scheduler_state& st, const std::string& id,
 } // namespace
 
 std::vector<job_status> job_statuses(const cluster_scheduler_state& st) {
+  return job_statuses(st, "", uint32_t(st.jobs.size()));
+}
+
+std::vector<job_status> job_statuses(const cluster_scheduler_state& st, const std::string& after,
+                                     uint32_t limit) {
   std::vector<job_status> out;
-  for (auto& [id, e] : st.jobs)
-    out.push_back(status_of(st, id, e));
+  for (auto it = after.empty() ? st.jobs.begin() : st.jobs.upper_bound(after);
+       it != st.jobs.end() && out.size() < limit; ++it)
+    out.push_back(status_of(st, it->first, it->second));
   return out;
 }
 

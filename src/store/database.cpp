@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
@@ -86,6 +88,17 @@ caf::expected<std::vector<std::string>> column_families(const std::string& path,
   return names;
 }
 
+/// Device and inode of the directory at `path` and of its LOCK file; zeros for what is gone.
+std::array<uint64_t, 4> identity_of(const std::string& path) {
+  std::array<uint64_t, 4> id{};
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0)
+    id[0] = st.st_dev, id[1] = st.st_ino;
+  if (::stat((path + "/LOCK").c_str(), &st) == 0)
+    id[2] = st.st_dev, id[3] = st.st_ino;
+  return id;
+}
+
 } // namespace
 
 caf::expected<std::unique_ptr<database>> database::open(const std::string& path,
@@ -141,6 +154,8 @@ database::open_families(const std::string& path, bool read_only, wal_recovery re
                                   message_of(err)));
   }
   self->db_.reset(raw);
+  if (!read_only)
+    self->identity_ = identity_of(path);
   for (size_t i = 0; i < names->size(); ++i)
     for (auto kind : all_values<record_kind>())
       if ((*names)[i] == to_string(kind))
@@ -267,6 +282,8 @@ database::write_all(const std::vector<const write_batch*>& batches) {
   if (broken_)
     return make_error(errc::storage_read_only,
                       fmt::format("database {} failed a write before; it takes none", path_));
+  if (auto err = check_identity())
+    return err;
   auto st = db_->Write(wo, &wb);
   if (!st.ok()) {
     broken_ = true;
@@ -321,12 +338,25 @@ uint64_t database::count(record_kind kind) {
   return n;
 }
 
+caf::error database::check_identity() {
+  if (read_only_ || (!lost_ && identity_of(path_) == identity_))
+    return caf::none;
+  lost_ = true;
+  return make_error(errc::storage_read_only,
+                    fmt::format("the store directory {} was removed or replaced under this "
+                                "service: it takes no more writes (they would go with the "
+                                "removed files); restore the store and restart the service",
+                                path_));
+}
+
 caf::error database::flush() {
   if (read_only_)
     return caf::none;
   if (broken_)
     return make_error(errc::storage_read_only,
                       fmt::format("database {} failed a write before; it cannot sync", path_));
+  if (auto err = check_identity())
+    return err;
   auto st = db_->FlushWAL(true);
   if (!st.ok()) {
     broken_ = true;

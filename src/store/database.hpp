@@ -86,6 +86,13 @@ public:
   /// Makes everything written so far durable (syncs the WAL), e.g. before shutdown.
   caf::error flush();
 
+  /// A read-write open checks, before each write, that its directory and LOCK file are still
+  /// the ones it opened: a store removed or replaced under the process would take every later
+  /// write into unlinked files, acknowledged and gone. Once they are not, the handle is lost:
+  /// it takes no more writes (storage_read_only naming what changed) but still serves reads.
+  caf::error check_identity();
+  bool lost() const { return lost_; }
+
 private:
   database() = default;
   rocksdb::ColumnFamilyHandle* handle(record_kind kind) const;
@@ -110,7 +117,9 @@ private:
   bool read_only_ = false;
   std::string read_only_cause_;
   bool broken_ = false;
+  bool lost_ = false;
   bool created_ = false;
+  std::array<uint64_t, 4> identity_{}; // device and inode of the directory, then of LOCK
   ack_mark ack_;
 };
 

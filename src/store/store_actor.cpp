@@ -37,9 +37,21 @@ caf::error read_only_error(const store_state& st) {
                                 st.read_only_reason));
 }
 
+/// The store on disk is not the one this service opened: reads come from the handle it has,
+/// and nothing reopens the path, which holds another store or none (a fresh open there would
+/// take writes into an empty store, and the state this service stands on would be gone).
+void enter_lost(store_ptr self, const caf::error& cause) {
+  auto& st = self->state;
+  st.read_only_reason = message_of(cause);
+  set_writable(self, false);
+  spdlog::error("event=store_lost path={} reason=\"{}\"", st.path, st.read_only_reason);
+}
+
 /// A write or sync failed: serve reads from a read-only open and retry a writable one.
 void enter_read_only(store_ptr self, const caf::error& cause) {
   auto& st = self->state;
+  if (st.db && st.db->lost())
+    return enter_lost(self, cause);
   st.read_only_reason = message_of(cause);
   set_writable(self, false);
   spdlog::error("event=store_read_only path={} reason=\"{}\"", st.path, st.read_only_reason);
@@ -68,6 +80,17 @@ void try_reopen(store_ptr self) {
   st.read_only_reason.clear();
   st.reopen_delay = reopen_interval;
   set_writable(self, true);
+}
+
+/// Checks that the store on disk is still the one opened, then again every watch_interval, so
+/// that its loss raises the alarm before a write finds it.
+void watch(store_ptr self) {
+  auto& st = self->state;
+  if (st.read_only_reason.empty() && st.db)
+    if (auto err = st.db->check_identity())
+      enter_lost(self, err);
+  if (!st.db || !st.db->lost())
+    self->delayed_send(self, watch_interval, health_atom::value);
 }
 
 /// The database to read from, or why there is none.
@@ -99,7 +122,7 @@ void commit_queued(store_ptr self) {
     auto err = failed(self, seqs.error());
     for (auto& rp : waiting)
       rp.deliver(err);
-    if (st.read_only_reason.empty() && st.db->broken())
+    if (st.read_only_reason.empty() && (st.db->broken() || st.db->lost()))
       enter_read_only(self, err);
     return;
   }
@@ -154,6 +177,7 @@ store_actor::behavior_type store(store_actor::stateful_pointer<store_state> self
   return {
     [self](drain_atom) { commit_queued(self); },
     [self](tick_atom) { try_reopen(self); },
+    [self](health_atom) { watch(self); },
     [self](write_atom, write_batch& batch) { return queue(self, std::move(batch)); },
     [self](get_atom, record_kind kind, const std::string& key) -> caf::result<std::string> {
       commit_queued(self);

@@ -11,6 +11,11 @@
 // and tries a read-write open after `reopen_interval`, then at doubling intervals up to
 // `max_reopen_interval` (one log line each), until one succeeds (space freed), without a
 // restart. It starts in this mode on a database that a full disk keeps from opening.
+//
+// Lost mode: the store directory was removed or replaced under the service (checked before
+// every write and every `watch_interval`). Every write is refused with why, reads come from
+// the handle it has, and nothing reopens the path: an alarm for the operator, not a disk to
+// wait for.
 
 #include <chrono>
 #include <memory>
@@ -45,6 +50,7 @@ struct store_state {
 
 constexpr auto reopen_interval = std::chrono::milliseconds{1000};
 constexpr auto max_reopen_interval = std::chrono::milliseconds{30'000};
+constexpr auto watch_interval = std::chrono::milliseconds{1000};
 
 /// The store actor over an opened database; it closes the database (flushing the WAL) when it
 /// terminates. A database opened read-only starts it in read-only mode, for the database's

@@ -236,17 +236,23 @@ std::string read_file(const std::string& path) {
 }
 
 int free_tcp_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0
-      || ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw std::runtime_error("no free TCP port");
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  // Below the kernel's ephemeral range (32768 and up by default): a port-0 bind (serve's
+  // metrics endpoint) or an outgoing connection is never given it before its user binds it.
+  thread_local std::mt19937 rng{std::random_device{}()};
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = std::uniform_int_distribution<int>{20000, 32000}(rng);
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(uint16_t(port));
+    const bool free = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    if (fd >= 0)
+      ::close(fd);
+    if (free)
+      return port;
+  }
+  throw std::runtime_error("no free TCP port");
 }
 
 std::string http_get(int port, const std::string& path) {
