@@ -312,12 +312,12 @@ wire_scheduler(wire_scheduler_actor::stateful_pointer<wire_scheduler_state> self
     },
     [](drift_atom, const std::string&, double, double, int64_t) {},
     [](progress_atom, const job_progress&) {},
-    [](jobs_atom) { return std::vector<job_status>{}; },
     [](jobs_atom, const std::string&, uint32_t) { return std::vector<job_status>{}; },
     [](job_atom, const std::string&) -> caf::result<job_status> {
       return unavailable("inspect jobs");
     },
     [](groups_atom) { return std::vector<group_status>{}; },
+    [](census_atom) { return scheduler_census{}; },
   };
 }
 

@@ -344,6 +344,19 @@ worst_training_s = 10
   BOOST_CHECK_EQUAL(paged.size(), 3u);
   BOOST_CHECK(paged == listed);
   BOOST_CHECK(std::is_sorted(paged.begin(), paged.end()));
+  // /metrics counts them by state (kept as jobs change, not by copying every job's status).
+  auto log = serve->stderr_text();
+  auto at = log.find("port=", log.find("event=metrics_listening"));
+  const int port = std::stoi(log.substr(at + 5));
+  auto counted = [&] {
+    auto page = lt::http_get(port, "/metrics");
+    return page.find("loom_jobs{state=\"placed\"} 2") != std::string::npos
+           && page.find("loom_jobs{state=\"rejected\"} 1") != std::string::npos;
+  };
+  for (auto until = std::chrono::steady_clock::now() + lt::live_limit;
+       !counted() && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(200ms);
+  BOOST_CHECK_MESSAGE(counted(), lt::http_get(port, "/metrics"));
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
 }

@@ -2,8 +2,6 @@
 
 #include <caf/all.hpp>
 
-#include <map>
-
 #include "core/inspect.hpp"
 
 namespace loom {
@@ -69,21 +67,15 @@ void poll_scheduler_metrics(caf::actor_system& sys, cluster_scheduler_actor sche
   sys.spawn([scheduler, metrics, period](caf::event_based_actor* self) {
     self->link_to(scheduler);
     auto poll = [=] {
-      self->request(scheduler, caf::infinite, jobs_atom::value)
+      self->request(scheduler, caf::infinite, census_atom::value)
         .then(
-          [metrics](const std::vector<job_status>& jobs) {
-            std::map<job_state, double> by;
-            for (auto& j : jobs)
-              by[j.state] += 1;
-            for (auto s : all_values<job_state>())
-              metrics->jobs(std::string{to_string(s)}).Set(by[s]);
-          },
-          [](caf::error&) {});
-      self->request(scheduler, caf::infinite, groups_atom::value)
-        .then(
-          [metrics](const std::vector<group_status>& g) {
-            metrics->groups().Set(double(g.size()));
-            metrics->actors_up("group_executor").Set(double(g.size())); // one per group
+          [metrics](const scheduler_census& c) {
+            for (auto s : all_values<job_state>()) {
+              auto n = c.jobs.find(s);
+              metrics->jobs(std::string{to_string(s)}).Set(n == c.jobs.end() ? 0 : double(n->second));
+            }
+            metrics->groups().Set(double(c.groups));
+            metrics->actors_up("group_executor").Set(double(c.groups)); // one per group
           },
           [](caf::error&) {});
     };

@@ -34,6 +34,7 @@ using fail_atom = caf::atom_constant<caf::atom("fail")>;
 using drift_atom = caf::atom_constant<caf::atom("drift")>;
 using jobs_atom = caf::atom_constant<caf::atom("jobs")>;
 using groups_atom = caf::atom_constant<caf::atom("groups")>;
+using census_atom = caf::atom_constant<caf::atom("census")>;
 using join_atom = caf::atom_constant<caf::atom("join")>;
 using leave_atom = caf::atom_constant<caf::atom("leave")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
@@ -168,12 +169,13 @@ using cluster_scheduler_actor = caf::typed_actor<
   caf::reacts_to<drift_atom, std::string, double, double, int64_t>,
   // An executor's durable record of a job's turn and iterations (kept for status answers).
   caf::reacts_to<progress_atom, job_progress>,
-  caf::replies_to<jobs_atom>::with<std::vector<job_status>>,
-  // A page of them in id order: after an id (empty: from the first), at most a count.
+  // Jobs in id order, a page: after an id (empty: from the first), at most a count.
   caf::replies_to<jobs_atom, std::string, uint32_t>::with<std::vector<job_status>>,
   // One job, with where it runs and, while placed, its executor's view of it.
   caf::replies_to<job_atom, std::string>::with<job_status>,
-  caf::replies_to<groups_atom>::with<std::vector<group_status>>>;
+  caf::replies_to<groups_atom>::with<std::vector<group_status>>,
+  // Jobs per state and groups, counted (for /metrics).
+  caf::replies_to<census_atom>::with<scheduler_census>>;
 
 /// Replay's simulated RL frameworks: they submit jobs at their arrival times, run the phases
 /// they are permitted on simulated GPUs, crash and resubmit jobs as the scenario says.

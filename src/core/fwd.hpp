@@ -40,6 +40,7 @@ struct member_joined;
 struct member_status;
 struct job_status;
 struct group_status;
+struct scheduler_census;
 struct iteration_record;
 struct cluster_record;
 

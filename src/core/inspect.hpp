@@ -144,6 +144,11 @@ typename Inspector::result_type inspect(Inspector& f, job_status& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scheduler_census& x) {
+  return f(caf::meta::type_name("scheduler_census"), x.jobs, x.groups);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_status& x) {
   return f(caf::meta::type_name("group_status"), x.group, x.jobs, x.rollout_nodes,
            x.training_nodes, x.saturated, x.cost_per_hour, x.iterations_done);

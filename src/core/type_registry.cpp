@@ -39,6 +39,7 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<job_status>("loom.job_status");
   cfg.add_message_type<std::vector<job_status>>("loom.job_statuses");
   cfg.add_message_type<group_status>("loom.group_status");
+  cfg.add_message_type<scheduler_census>("loom.scheduler_census");
   cfg.add_message_type<std::vector<group_status>>("loom.group_statuses");
   cfg.add_message_type<iteration_record>("loom.iteration_record");
   cfg.add_message_type<cluster_record>("loom.cluster_record");

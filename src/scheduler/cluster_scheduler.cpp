@@ -157,9 +157,9 @@ void decided(scheduler_ptr self, const rl_job& job, const placement_decision& d,
              const placement_reply& reply, double decision_us) {
   auto& st = self->state;
   if (d.kind == placement_kind::rejected) {
-    st.jobs[job.id] = {job, job_state::rejected, 0, d.reason};
+    st.put_job(job.id, {job, job_state::rejected, 0, d.reason});
   } else {
-    st.jobs[job.id] = {job, job_state::placed, d.group, ""};
+    st.put_job(job.id, {job, job_state::placed, d.group, ""});
     self->send(executor_for(self, d.group), join_atom::value, group_member{job, d.rollout_nodes});
   }
   observe(self, event_of(d.kind), job.id, decision_us);
@@ -319,7 +319,7 @@ void scheduler_steps::depart(scheduler_ptr self, const std::string& id, job_stat
                           + (progress == st.progress.end() ? 0 : progress->second.iterations_done);
   if (progress != st.progress.end())
     st.progress.erase(progress);
-  entry.state = state;
+  st.set_job_state(entry, state);
   entry.reason = reason;
   leave_group(self, id, group, state);
   observe(self, departure_of(state), id, 0);
@@ -335,6 +335,20 @@ void scheduler_steps::depart(scheduler_ptr self, const std::string& id, job_stat
 cluster_scheduler_state::~cluster_scheduler_state() {
   for (auto& [id, exec] : executors)
     caf::anon_send_exit(exec, caf::exit_reason::user_shutdown);
+}
+
+void cluster_scheduler_state::put_job(const std::string& id, job_entry e) {
+  auto [it, fresh] = jobs.try_emplace(id);
+  if (!fresh)
+    --job_counts[it->second.state];
+  ++job_counts[e.state];
+  it->second = std::move(e);
+}
+
+void cluster_scheduler_state::set_job_state(job_entry& e, job_state s) {
+  --job_counts[e.state];
+  ++job_counts[s];
+  e.state = s;
 }
 
 placement_engine make_placement_engine(const cluster& c, const weave_policy& policy,
@@ -391,12 +405,12 @@ cluster_scheduler(cluster_scheduler_actor::stateful_pointer<cluster_scheduler_st
           && group_name(it->second.group) == p.group)
         self->state.progress[p.job] = p;
     },
-    [self](jobs_atom) { return job_statuses(self->state); },
     [self](jobs_atom, const std::string& after, uint32_t limit) {
       return job_statuses(self->state, after, limit);
     },
     [self](job_atom, const std::string& id) { return inspect_job(self, id); },
     [self](groups_atom) { return group_statuses(self->state); },
+    [self](census_atom) { return census(self->state); },
   };
 }
 

@@ -54,7 +54,8 @@ struct cluster_scheduler_state {
   worker_actor worker;
   observer_actor observer;
   std::map<uint64_t, group_executor_actor> executors;
-  std::map<std::string, job_entry> jobs;
+  std::map<std::string, job_entry> jobs;        // changed only by put_job and set_job_state
+  std::map<job_state, uint64_t> job_counts;     // jobs per state, kept by those two
   std::map<std::string, job_progress> progress; // executors' last durable record per job
   std::map<std::string, std::string> failed_nodes; // out of service: why (durable in meta)
   // Submissions being decided and persisted: a second one of the same name gets the same
@@ -66,6 +67,10 @@ struct cluster_scheduler_state {
   cluster_scheduler_state& operator=(const cluster_scheduler_state&) = delete;
   /// The executors go with the scheduler, whatever ended it.
   ~cluster_scheduler_state();
+
+  /// A job's entry, new or replacing its last one.
+  void put_job(const std::string& id, job_entry e);
+  void set_job_state(job_entry& e, job_state s);
 };
 
 /// The pools of a cluster as the placement engine sees them.

@@ -33,7 +33,7 @@ bool restore_group(scheduler_ptr self, restored_group& g, const restore_plan& pl
   }
   auto exec = executor_for(self, g.id);
   for (auto& m : g.members) {
-    st.jobs[m.job.id] = {m.job, job_state::placed, g.id, ""};
+    st.put_job(m.job.id, {m.job, job_state::placed, g.id, ""});
     if (auto p = plan.progress.find(m.job.id); p != plan.progress.end()) {
       st.progress[m.job.id] = p->second;
       self->send(exec, restore_atom::value, m, p->second);
@@ -54,7 +54,7 @@ void readmit(scheduler_ptr self, const rl_job& job) {
 void restore_jobs(scheduler_ptr self, restore_plan& plan) {
   auto& st = self->state;
   for (auto& rec : plan.ended)
-    st.jobs[rec.job.id] = {rec.job, rec.state, 0, rec.reason, rec.iterations_done};
+    st.put_job(rec.job.id, {rec.job, rec.state, 0, rec.reason, rec.iterations_done});
   size_t placed = 0;
   for (auto& g : plan.groups) {
     if (restore_group(self, g, plan)) {

@@ -27,10 +27,6 @@ job_status status_of(const cluster_scheduler_state& st, const std::string& id,
 
 } // namespace
 
-std::vector<job_status> job_statuses(const cluster_scheduler_state& st) {
-  return job_statuses(st, "", uint32_t(st.jobs.size()));
-}
-
 std::vector<job_status> job_statuses(const cluster_scheduler_state& st, const std::string& after,
                                      uint32_t limit) {
   std::vector<job_status> out;
@@ -38,6 +34,10 @@ std::vector<job_status> job_statuses(const cluster_scheduler_state& st, const st
        it != st.jobs.end() && out.size() < limit; ++it)
     out.push_back(status_of(st, it->first, it->second));
   return out;
+}
+
+scheduler_census census(const cluster_scheduler_state& st) {
+  return {st.job_counts, st.engine->groups().size()};
 }
 
 std::vector<group_status> group_statuses(const cluster_scheduler_state& st) {

@@ -58,11 +58,11 @@ void restore_failed_nodes(scheduler_ptr self, const std::map<std::string, std::s
 /// restart, once the groups are back).
 void isolate_failed_nodes(scheduler_ptr self);
 
-std::vector<job_status> job_statuses(const cluster_scheduler_state& st);
-/// Those after id `after` (empty: from the first), at most `limit`.
+/// Jobs after id `after` (empty: from the first), at most `limit`, in id order.
 std::vector<job_status> job_statuses(const cluster_scheduler_state& st, const std::string& after,
                                      uint32_t limit);
 std::vector<group_status> group_statuses(const cluster_scheduler_state& st);
+scheduler_census census(const cluster_scheduler_state& st);
 /// One job in detail; while placed its executor adds how far it got and why it waits.
 caf::result<job_status> inspect_job(scheduler_ptr self, const std::string& id);
 
