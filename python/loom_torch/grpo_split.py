@@ -29,6 +29,7 @@ class Inbox:
 
     def __init__(self, server: DataServer, prompts: int, wanted: Callable[[], Dict[str, Any]]):
         self._groups: Dict[int, Dict[int, Group]] = {}
+        self._trained = 0  # iterations up to this one are trained: their groups are gone
         self._changed = threading.Condition()
         self.prompts, self._wanted = prompts, wanted
         self.attempt = 0  # counts iterations dropped to run again from their rollout
@@ -40,6 +41,8 @@ class Inbox:
     def _take(self, args: List[bytes]) -> List[bytes]:
         iteration = int(args[0])
         with self._changed:
+            if iteration <= self._trained:
+                return [b"ok"]  # late: that iteration is trained already
             got = self._groups.setdefault(iteration, {})
             for g in json.loads(args[1]):
                 got[g["index"]] = Group(g["index"], Problem(g["prompt"], g["answer"]),
@@ -49,12 +52,21 @@ class Inbox:
 
     def complete(self, iteration: int) -> bool:
         with self._changed:
-            return len(self._groups.get(iteration, {})) >= self.prompts
+            return (iteration <= self._trained
+                    or len(self._groups.get(iteration, {})) >= self.prompts)
 
     def wait(self, iteration: int) -> List[Group]:
         with self._changed:
             self._changed.wait_for(lambda: len(self._groups.get(iteration, {})) >= self.prompts)
             return list(self._groups[iteration].values())
+
+    def trained(self, iteration: int) -> None:
+        """The iteration is trained: its groups (and any before) go, so that a long run does
+        not keep every iteration's samples."""
+        with self._changed:
+            self._trained = max(self._trained, iteration)
+            for k in [k for k in self._groups if k <= iteration]:
+                del self._groups[k]
 
     def drop(self, iteration: int) -> None:
         with self._changed:
@@ -88,6 +100,7 @@ def run_trainer(a: argparse.Namespace, job: Job, server: DataServer) -> None:
             inbox.drop(k)
             continue
         learner.finished()
+        inbox.trained(k)
         line = record(k, groups, stats, k, nbytes(learner.trainer.state()), times, 0)
         line["sync_route"] = [[h.worker, h.source] for h in sync.grant.sync_route]
         line["sync_missing"] = sorted(missing)

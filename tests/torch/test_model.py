@@ -2,6 +2,7 @@
 recomputing from scratch, batching changes nothing, a moved or recomputed KV cache continues a
 request exactly, and a TP2 instance of two processes (gloo) decodes as TP1 does."""
 
+import json
 import os
 import sys
 import unittest
@@ -15,6 +16,7 @@ from loom_torch import Decoder, KvCache, ModelConfig, init_weights, shard  # noq
 from loom_torch.batching import Batcher, Request  # noqa: E402
 from loom_torch.instance import Instance  # noqa: E402
 from loom_torch.generate import greedy, pack, sample, unpack  # noqa: E402
+from loom_torch.grpo_split import Inbox, call  # noqa: E402
 from loom_torch.kv_channel import DataServer, Parking, pull  # noqa: E402
 from loom_torch.tasks import Problem, reward  # noqa: E402
 from loom_torch.tokenizer import EOS, decode, encode  # noqa: E402
@@ -241,6 +243,31 @@ class GrpoPiecesTest(unittest.TestCase):
                 seq.append(t)
             self.assertTrue(torch.allclose(lp.detach(), torch.tensor(want), atol=1e-4))
             self.assertTrue(lp.requires_grad)
+
+
+class InboxTest(unittest.TestCase):
+    """The split trainer's channel keeps an iteration's samples until it is trained."""
+
+    def test_a_trained_iteration_is_forgotten_and_late_samples_are_not_kept(self):
+        server = DataServer()
+        self.addCleanup(server.close)
+        inbox = Inbox(server, 2, lambda: {})
+
+        def send(k, indices):
+            groups = [{"index": i, "prompt": "1+1", "answer": "2", "responses": [],
+                       "rewards": []} for i in indices]
+            reply = call(server.address, b"samples", str(k).encode(), json.dumps(groups).encode())
+            self.assertEqual(reply, b"ok")
+
+        send(1, [0, 1])
+        send(2, [0])
+        self.assertEqual(call(server.address, b"complete", b"1"), b"yes")
+        self.assertEqual(call(server.address, b"complete", b"2"), b"no")
+        self.assertEqual(len(inbox.wait(1)), 2)
+        inbox.trained(1)
+        send(1, [0, 1])  # late: a worker that ran iteration 1 again
+        self.assertEqual(sorted(inbox._groups), [2])
+        self.assertEqual(call(server.address, b"complete", b"1"), b"yes")
 
 
 if __name__ == "__main__":
