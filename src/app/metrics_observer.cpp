@@ -72,7 +72,8 @@ void poll_scheduler_metrics(caf::actor_system& sys, cluster_scheduler_actor sche
           [metrics](const scheduler_census& c) {
             for (auto s : all_values<job_state>()) {
               auto n = c.jobs.find(s);
-              metrics->jobs(std::string{to_string(s)}).Set(n == c.jobs.end() ? 0 : double(n->second));
+              metrics->jobs(std::string{to_string(s)})
+                .Set(n == c.jobs.end() ? 0 : double(n->second));
             }
             metrics->groups().Set(double(c.groups));
             metrics->actors_up("group_executor").Set(double(c.groups)); // one per group

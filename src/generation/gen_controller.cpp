@@ -158,8 +158,6 @@ void ask_balancer(self_ptr self, std::vector<gen_worker> loads) {
       });
 }
 
-/// After anything changed: a due tick asks the balancer and maybe the planner, requests
-/// without an instance are planned, and what was decided is made durable and sent.
 /// An engine's load report listed more requests than the step has: one line per engine every
 /// 10 s while it goes on.
 void stats_refused(self_ptr self, const instance_stats& s) {
@@ -173,6 +171,8 @@ void stats_refused(self_ptr self, const instance_stats& s) {
                name_of(self), s.engine, s.requests.size());
 }
 
+/// After anything changed: a due tick asks the balancer and maybe the planner, requests
+/// without an instance are planned, and what was decided is made durable and sent.
 void after_event(self_ptr self) {
   auto& rt = *self->state.runtime;
   const double now = now_s(self);
