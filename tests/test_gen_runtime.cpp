@@ -94,6 +94,16 @@ instance_stats stats_of(const gen_command& admit, uint64_t epoch, int64_t genera
   return s;
 }
 
+/// Step 0 of 8 requests placed round-robin at t = 0, every admission acknowledged: the admits.
+std::vector<gen_command> admitted_step(deployment_runtime& rt) {
+  rt.start_step(batch_of(0, 8), 0);
+  rt.plan_now(0);
+  auto admits = rt.take_commands();
+  for (auto& a : admits)
+    rt.on_ack(ack_for(a), 0);
+  return admits;
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(layout)
@@ -426,12 +436,8 @@ BOOST_AUTO_TEST_CASE(admissions_carry_the_step_and_finishes_for_another_step_are
 BOOST_AUTO_TEST_CASE(a_load_report_longer_than_the_step_is_refused) {
   auto engine = qwen14b();
   auto rt = started(engine, small_deployment());
-  rt.start_step(batch_of(0, 8), 0);
-  rt.plan_now(0);
-  auto admits = rt.take_commands();
+  auto admits = admitted_step(rt);
   BOOST_REQUIRE(!admits.empty());
-  for (auto& a : admits)
-    rt.on_ack(ack_for(a), 0);
   BOOST_CHECK(rt.on_stats(stats_of(admits[0], 1, 5), 1));
   auto padded = stats_of(admits[0], 1, 5);
   while (padded.requests.size() <= 8)
@@ -447,12 +453,8 @@ BOOST_AUTO_TEST_CASE(a_step_past_its_timeout_is_aborted_and_the_next_one_runs) {
   auto d = small_deployment();
   d.step_timeout_s = 100;
   auto rt = started(engine, d);
-  rt.start_step(batch_of(0, 8), 0);
-  rt.plan_now(0);
-  auto admits = rt.take_commands();
+  auto admits = admitted_step(rt);
   BOOST_REQUIRE_EQUAL(admits.size(), 4u);
-  for (auto& a : admits)
-    rt.on_ack(ack_for(a), 0);
   for (double t = 1; t < 99; t += 1) { // the engines keep reporting: nothing is lost
     for (auto& a : admits)
       rt.on_stats(stats_of(a, 1, 5), t);
