@@ -311,6 +311,7 @@ wire_scheduler(wire_scheduler_actor::stateful_pointer<wire_scheduler_state> self
       return unavailable("report nodes");
     },
     [](drift_atom, const std::string&, double, double, int64_t) {},
+    [](profiled_atom, const job_profile&) {},
     [](progress_atom, const job_progress&) {},
     [](jobs_atom, const std::string&, uint32_t) { return std::vector<job_status>{}; },
     [](job_atom, const std::string&) -> caf::result<job_status> {
@@ -339,6 +340,8 @@ wire_job_actor::behavior_type wire_job(wire_job_actor::stateful_pointer<wire_job
     [self](done_atom, const std::string&, phase_kind phase, double solo_s) {
       return done(self, phase, solo_s);
     },
+    // Simulated frameworks measure no host memory: their jobs give it in their specs.
+    [](footprint_atom, const std::string&, phase_kind, double) {},
     [self](tail_atom, const std::string& job) {
       // WEAVE §4.3: the tail threshold of the rollout's responses is done.
       const double t = self->state.ctx->config.policy.weave.tail_migration_threshold;

@@ -259,6 +259,24 @@ BOOST_AUTO_TEST_CASE(each_strategy_where_it_is_cheapest) {
   BOOST_CHECK_CLOSE(e.cost_per_hour(), 2 * 8 * 1.85 + 8 * 5.28, 1e-9);
 }
 
+BOOST_AUTO_TEST_CASE(a_profiling_pass_runs_in_a_group_of_its_own_that_nobody_joins) {
+  auto e = small_cluster();
+  auto p = job("P", 0, 0, 2.0);
+  p.profile = true; // WEAVE §5 (1): no phase times yet
+  auto d = place_and_commit(e, p);
+  BOOST_CHECK(d.kind == placement_kind::new_group);
+  // B would fit in any group's bubbles: it still does not join the profiling one.
+  auto b = place_and_commit(e, job("B", 4, 3, 5.0));
+  BOOST_CHECK(b.kind == placement_kind::new_group);
+  BOOST_CHECK_NE(b.group, d.group);
+  // Profiled, P leaves and is placed with its measured phases: it packs onto B's nodes.
+  BOOST_CHECK(e.remove("P"));
+  auto measured = job("P", 2, 1, 5.0);
+  auto again = place_and_commit(e, measured);
+  BOOST_CHECK(again.kind == placement_kind::direct_packing);
+  BOOST_CHECK_EQUAL(again.group, b.group);
+}
+
 BOOST_AUTO_TEST_CASE(room_and_memory_checks_are_the_ones_placement_uses) {
   auto e = small_cluster(2);
   place_and_commit(e, job("A", 10, 5, 3.0, 400, 300));
@@ -710,6 +728,27 @@ BOOST_AUTO_TEST_CASE(a_job_spec_written_reads_back_to_the_same_job) {
   BOOST_CHECK(b.model_gb == j.model_gb && b.iterations == j.iterations);
 }
 
+BOOST_AUTO_TEST_CASE(a_profiled_job_names_no_worst_case_and_reads_back_as_profiled) {
+  const std::string spec = "name = \"p\"\nrollout_gpus = 8\ntraining_gpus = 8\nprofile = true\n";
+  auto r = parse_job_spec(spec, "p.toml", 1.5);
+  BOOST_REQUIRE(r.value);
+  BOOST_CHECK(r.value->profile);
+  BOOST_CHECK(r.value->rollout_s == 0 && r.value->rollout_memory_gb == 0);
+  auto back = parse_job_spec(format_job_spec(*r.value), "written", 1.5);
+  BOOST_REQUIRE(back.value);
+  BOOST_CHECK(back.value->profile);
+  // A hand-written worst case beside profile = true is one of them too many.
+  auto both = parse_job_spec(spec + "worst_training_s = 9\n", "both.toml", 1.5);
+  BOOST_CHECK(!both.value);
+  BOOST_REQUIRE(!both.errors.empty());
+  BOOST_CHECK_MESSAGE(both.errors[0].to_string().find("both.toml:5:") != std::string::npos
+                        && both.errors[0].to_string().find("worst_training_s") != std::string::npos,
+                      both.errors[0].to_string());
+  // Without it, the worst cases are required as before.
+  BOOST_CHECK(!parse_job_spec("name = \"q\"\nrollout_gpus = 8\ntraining_gpus = 8\n", "q", 1.5)
+                 .value);
+}
+
 BOOST_AUTO_TEST_SUITE(ledger)
 
 namespace {
@@ -737,6 +776,28 @@ iteration_ledger a_and_b(int b_node) {
 }
 
 } // namespace
+
+BOOST_AUTO_TEST_CASE(a_profiling_pass_is_measured_not_counted) {
+  iteration_ledger l{"g1", 8};
+  auto m = ledger_member("P", 0, 0, 5);
+  m.job.profile = true;
+  l.join(m, 0);
+  l.footprint("P", phase_kind::rollout, 3.5);
+  BOOST_CHECK(!l.phase_done("P", phase_kind::rollout, 9, 9 * s));
+  l.footprint("P", phase_kind::training, 20);
+  BOOST_CHECK(!l.phase_done("P", phase_kind::training, 4, 13 * s));
+  l.footprint("P", phase_kind::sync, 21); // the trainer's state, still training's
+  BOOST_CHECK(!l.drift_victim(0.1));      // no worst case to outgrow yet
+  auto end = l.phase_done("P", phase_kind::sync, 1, 14 * s);
+  BOOST_REQUIRE(end && end->profiled);
+  BOOST_CHECK(!end->completed);
+  BOOST_CHECK_EQUAL(end->profiled->job, "P");
+  BOOST_CHECK_EQUAL(end->profiled->rollout_s, 9.0);
+  BOOST_CHECK_EQUAL(end->profiled->training_s, 4.0);
+  BOOST_CHECK_EQUAL(end->profiled->rollout_memory_gb, 3.5);
+  BOOST_CHECK_EQUAL(end->profiled->training_memory_gb, 21.0);
+  BOOST_CHECK(!l.find("P")); // it leaves to be placed; its iterations start after
+}
 
 BOOST_AUTO_TEST_CASE(a_sync_ends_an_iteration_and_the_last_one_completes_the_job) {
   iteration_ledger l{"g1", 8};

@@ -130,9 +130,11 @@ public:
   /// WEAVE §5.1: blocks until the phase ("rollout", "training", "sync") is granted.
   outcome<v1::PhaseGrant> acquire(const std::string& job, const std::string& phase,
                                   std::chrono::milliseconds timeout = no_timeout);
-  /// The phase is done; `solo_s`: how long the same work takes alone on full GPUs.
+  /// The phase is done; `solo_s`: how long the same work takes alone on full GPUs;
+  /// `host_memory_gb`: what its state holds in host DRAM until its next turn, per node, when
+  /// measured (a profiling pass, PhaseGrant.profiling, places the job with it).
   std::optional<call_error> release(const std::string& job, const std::string& phase,
-                                    double solo_s);
+                                    double solo_s, double host_memory_gb = 0);
   /// Rollout progress (WEAVE §4.3: drives long-tail migration).
   void progress(const std::string& job, uint32_t responses_done, uint32_t responses_total);
   /// Leaves: `job_finished` tells the service the job is complete, `job_failed` that it

@@ -349,12 +349,15 @@ class Client:
             self._grants[(job, phase)] = grant
         return grant
 
-    def release(self, job, phase, solo_s):
-        """The phase is done; solo_s: how long the same work takes alone on full GPUs."""
+    def release(self, job, phase, solo_s, host_memory_gb=0.0):
+        """The phase is done; solo_s: how long the same work takes alone on full GPUs;
+        host_memory_gb: what its state holds in host DRAM until its next turn, per node, when
+        measured (a profiling pass places the job with it)."""
         env = pb.Envelope()
         env.phase_release.job = job
         env.phase_release.phase = PHASES[phase]
         env.phase_release.solo_s = solo_s
+        env.phase_release.host_memory_gb = host_memory_gb
         with self._cond:
             grant = self._grants.get((job, phase))
         if grant is not None:

@@ -34,10 +34,15 @@ class Grant:
     """A run permit (WEAVE §5.1): the GPUs the phase runs on and the load before it, the
     iteration (of the job's placement, from 1) Loom counts it in, and, for rollout and sync
     permits, the route of the job's weights (WEAVE §5.2) over the workers that registered a
-    data address (loom_client.weights moves them along it)."""
+    data address (loom_client.weights moves them along it).
+
+    `profiling`: WEAVE's one-shot profiling pass (§5 (1)), granted once to a job submitted with
+    `profile = true`: run the phase at the job's maximum token limit and keep nothing it
+    changes; it is no iteration. Its measured time and the phase's `host_memory_gb` place
+    the job afterwards."""
 
     def __init__(self, phase, gpus=0, switch_s=0.0, cold=False, iteration=0, sync_route=(),
-                 devices=None):
+                 devices=None, profiling=False):
         self.phase = phase
         self.gpus = gpus
         self.switch_s = switch_s
@@ -46,6 +51,7 @@ class Grant:
         self.sync_route = list(sync_route)
         # node id -> device indices the phase runs on (CUDA_VISIBLE_DEVICES order on the node)
         self.devices = dict(devices or {})
+        self.profiling = profiling
 
     def source_of(self, worker):
         """Where `worker` pulls the weights from, or None when the route does not reach it."""
@@ -67,13 +73,15 @@ class Phase:
     exception, with the block's duration as its solo time unless `solo_s` is set. As a
     decorator, it holds the phase around every call of the function. A permit is the job's,
     not the worker's: where several workers share a phase (rollout workers), each acquires it
-    and one ends it; the others pass `release=False`."""
+    and one ends it; the others pass `release=False`. Set `host_memory_gb` inside the block
+    to report what the phase's state holds in host DRAM until its next turn (per node)."""
 
     def __init__(self, job, name, solo_s=None, release=True):
         self._job = job
         self.name = name
         self.solo_s = solo_s
         self.release = release
+        self.host_memory_gb = 0.0
         self.grant = None
         self._since = None
 
@@ -85,7 +93,8 @@ class Phase:
     def __exit__(self, kind, value, traceback):
         if kind is None and self.release:
             held = time.monotonic() - self._since
-            self._job._release(self.name, held if self.solo_s is None else self.solo_s)
+            self._job._release(self.name, held if self.solo_s is None else self.solo_s,
+                               self.host_memory_gb)
         return False
 
     def refresh(self):
@@ -106,6 +115,11 @@ class Phase:
     def devices(self):
         """{node: [device, ...]} the phase runs on (its grant's)."""
         return self.grant.devices if self.grant else {}
+
+    @property
+    def profiling(self):
+        """The grant is the job's profiling pass (see Grant)."""
+        return bool(self.grant and self.grant.profiling)
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -167,11 +181,12 @@ class Job:
         g = self.client.acquire(self.name, name)
         route = [Hop(h.worker, h.address, h.source) for h in g.sync_route]
         self.devices = _devices(g.devices)
-        return Grant(name, g.gpus, g.switch_s, g.cold, g.iteration, route, self.devices)
+        return Grant(name, g.gpus, g.switch_s, g.cold, g.iteration, route, self.devices,
+                     g.profiling)
 
-    def _release(self, name, solo_s):
+    def _release(self, name, solo_s, host_memory_gb=0.0):
         if self.enabled:
-            self.client.release(self.name, name, solo_s)
+            self.client.release(self.name, name, solo_s, host_memory_gb)
 
     def staged(self):
         """The job's state is in host DRAM (WEAVE §5.1 Init); its first phase says so too."""
@@ -193,7 +208,8 @@ class Job:
 
     def on_job_left(self, fn):
         """fn(state, reason): the job left its group, state "JOB_STATE_FINISHED", ... or
-        "JOB_STATE_DRIFTED" or "JOB_STATE_MOVED" (placed again elsewhere: its phases go on there)."""
+        "JOB_STATE_DRIFTED", "JOB_STATE_MOVED" or "JOB_STATE_PROFILED" (placed again elsewhere: its
+        phases go on there)."""
         self._left.append(fn)
         return fn
 

@@ -25,18 +25,20 @@ def greedy(decoder: Decoder, prompts: List[List[int]], max_new: int) -> List[Lis
 
 
 def sample(decoder: Decoder, prompts: List[List[int]], max_new: int,
-           generator: torch.Generator, temperature: float = 1.0) -> List[List[int]]:
+           generator: torch.Generator, temperature: float = 1.0,
+           to_max: bool = False) -> List[List[int]]:
     """Each prompt decoded by sampling from softmax(logits / temperature), all in one batch:
     an RL rollout (GRPO draws a group of samples per prompt). Seeded by `generator` only, so
-    a run is reproducible."""
+    a run is reproducible. `to_max`: past EOS too, every response `max_new` tokens long (the
+    worst case WEAVE's profiling pass times, §5 (1))."""
     def pick(logits: torch.Tensor) -> List[int]:
         probs = torch.softmax(logits / temperature, dim=-1)
         return torch.multinomial(probs, 1, generator=generator).squeeze(-1).tolist()
-    return _decode(decoder, prompts, max_new, pick)
+    return _decode(decoder, prompts, max_new, pick, to_max)
 
 
 def _decode(decoder: Decoder, prompts: List[List[int]], max_new: int,
-            pick: Pick) -> List[List[int]]:
+            pick: Pick, to_max: bool = False) -> List[List[int]]:
     caches = [KvCache(decoder.cfg.layers) for _ in prompts]
     outs: List[List[int]] = [[] for _ in prompts]
     live = list(range(len(prompts)))
@@ -47,7 +49,7 @@ def _decode(decoder: Decoder, prompts: List[List[int]], max_new: int,
         for i, t in zip(live, pick(logits)):
             outs[i].append(t)
             feed[i] = [t]
-            if t != EOS and len(outs[i]) < max_new:
+            if (to_max or t != EOS) and len(outs[i]) < max_new:
                 still.append(i)
         live = still
     return outs

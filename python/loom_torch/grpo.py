@@ -28,13 +28,15 @@ from loom_client import Job, JobEnded, Restarted
 from loom_client.data_channel import DataServer
 
 from .grpo_split import run_rollout, run_trainer
-from .learner import Learner, model_config, nbytes, record, rollout_share, say
+from .learner import Learner, model_config, nbytes, profiled, record, rollout_share, say
 from .rollout import RolloutPolicy
 from .tasks import TASKS
 
 
 def run_driver(a: argparse.Namespace, job: Job) -> None:
-    """Every stage in this process; the sync copies the weights to the rollout policy."""
+    """Every stage in this process; the sync copies the weights to the rollout policy. A
+    profiling pass (profile = true, WEAVE §5 (1)) runs the same stages at the maximum
+    response length and keeps nothing; each phase reports its host-memory footprint."""
     learner = Learner(a)
     learner.resume()
     policy = RolloutPolicy(model_config(a), learner.trainer.state(), learner.iteration)
@@ -42,18 +44,24 @@ def run_driver(a: argparse.Namespace, job: Job) -> None:
         k, times = learner.iteration + 1, [time.monotonic()]
         try:
             with job.phase("rollout") as rollout:
-                groups = rollout_share(a, policy, k, 0, 1)
+                groups = rollout_share(a, policy, k, 0, 1, to_max=rollout.profiling)
                 job.progress(len(groups), a.prompts)
+                rollout.host_memory_gb = policy.host_memory_gb()
             times.append(time.monotonic())
-            with job.phase("training"):
-                stats = learner.train(groups)
+            with job.phase("training") as training:
+                stats = (learner.trial if training.profiling else learner.train)(groups)
+                training.host_memory_gb = stats.get("host_memory_gb",
+                                                    learner.trainer.host_memory_gb())
             times.append(time.monotonic())
-            with job.phase("sync"):
-                policy.load(learner.trainer.state(), k)
+            with job.phase("sync") as sync:
+                policy.load(learner.trainer.state(), learner.iteration + (not sync.profiling))
             times.append(time.monotonic())
         except Restarted as e:
             learner.rewind(e)
             policy.load(learner.trainer.state(), learner.iteration)
+            continue
+        if sync.profiling:
+            say(profiled(times, rollout, training))
             continue
         learner.finished()
         say(record(k, groups, stats, policy.version, nbytes(learner.trainer.state()), times,

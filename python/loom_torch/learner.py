@@ -96,6 +96,16 @@ class Learner:
     def train(self, groups: List[Group]) -> Dict[str, float]:
         return self.trainer.update(groups, random.Random(seed_for(self.a.seed, self.iteration + 1)))
 
+    def trial(self, groups: List[Group]) -> Dict[str, float]:
+        """A profiling pass's training (WEAVE §5 (1)): every sample updates the policy, and
+        then the policy and AdamW are put back as they were; nothing of it is kept."""
+        before = self.snapshot()
+        stats = self.trainer.update(groups, random.Random(seed_for(self.a.seed, 0)),
+                                    every_sample=True)
+        stats["host_memory_gb"] = self.trainer.host_memory_gb()  # AdamW's moments included
+        self.restore(before)
+        return stats
+
     def finished(self) -> None:
         """The iteration is synced: count it and keep it."""
         self.iteration += 1
@@ -105,11 +115,12 @@ class Learner:
 
 
 def rollout_share(a: argparse.Namespace, policy: RolloutPolicy, iteration: int, rank: int,
-                  workers: int) -> List[Group]:
-    """This worker's part of the iteration's groups: prompts rank, rank + workers, ..."""
+                  workers: int, to_max: bool = False) -> List[Group]:
+    """This worker's part of the iteration's groups: prompts rank, rank + workers, ...
+    `to_max`: every response at the task's maximum length (a profiling pass)."""
     batch = iteration_batch(a.task, a.digits, a.prompts, seed_for(a.seed, iteration))
     mine = [(i, p) for i, p in enumerate(batch) if i % workers == rank]
-    return policy.generate(mine, a.group, lambda i: seed_for(a.seed, iteration, i + 1))
+    return policy.generate(mine, a.group, lambda i: seed_for(a.seed, iteration, i + 1), to_max)
 
 
 def record(iteration: int, groups: List[Group], stats: Dict[str, float], version: int,
@@ -121,6 +132,14 @@ def record(iteration: int, groups: List[Group], stats: Dict[str, float], version
             "weights_version": version, "sync_bytes": moved, "rollout_gpus": gpus,
             "rollout_s": round(times[1] - times[0], 3), "training_s": round(times[2] - times[1], 3),
             "sync_s": round(times[3] - times[2], 3)}
+
+
+def profiled(times: List[float], rollout: Any, training: Any) -> Dict[str, Any]:
+    """The line a profiling pass prints: what it measured (Loom measured the same)."""
+    return {"event": "profiled", "rollout_s": round(times[1] - times[0], 3),
+            "training_s": round(times[2] - times[1], 3), "sync_s": round(times[3] - times[2], 3),
+            "rollout_memory_gb": rollout.host_memory_gb,
+            "training_memory_gb": training.host_memory_gb}
 
 
 def say(line: Dict[str, Any]) -> None:

@@ -40,20 +40,26 @@ class RolloutPolicy:
         self.cfg = cfg
         self.load(weights, version)
 
+    def host_memory_gb(self) -> float:
+        """What this policy holds between rollouts: its weights."""
+        return sum(v.numel() * v.element_size() for v in self.decoder.w.values()) / 1e9
+
     def load(self, weights: Weights, version: int) -> None:
         """Takes synced weights (copied: the trainer goes on changing its own)."""
         self.decoder = Decoder(self.cfg, {k: v.detach().clone() for k, v in weights.items()})
         self.version = version
 
     def generate(self, batch: List[Tuple[int, Problem]], group: int,
-                 seed_of: Callable[[int], int]) -> List[Group]:
+                 seed_of: Callable[[int], int], to_max: bool = False) -> List[Group]:
         """Each (index, problem)'s group, sampled with a generator seeded by `seed_of(index)`
         alone: a prompt's responses do not depend on which worker drew it or what else it
-        drew, so a rollout split over workers gives what one worker gives."""
+        drew, so a rollout split over workers gives what one worker gives. `to_max`: every
+        response as long as the task allows (a profiling pass)."""
         groups = []
         for index, p in batch:
             gen = torch.Generator().manual_seed(seed_of(index))
-            responses = sample(self.decoder, [p.prompt_tokens()] * group, len(p.target()), gen)
+            responses = sample(self.decoder, [p.prompt_tokens()] * group, len(p.target()), gen,
+                               to_max=to_max)
             groups.append(Group(index, p, responses, [reward(p, r) for r in responses]))
         return groups
 

@@ -54,13 +54,15 @@ class Trainer:
         picked = logp.gather(1, torch.tensor(targets)[:, None]).squeeze(1)
         return list(picked.split([len(r) for _, r, _ in samples]))
 
-    def update(self, groups: List[Group], rng: random.Random) -> Dict[str, float]:
-        """One iteration's update: every response with a nonzero advantage, in
-        `minibatches` shuffled steps. Returns the mean loss and the fraction of clipped
-        tokens."""
+    def update(self, groups: List[Group], rng: random.Random,
+               every_sample: bool = False) -> Dict[str, float]:
+        """One iteration's update: every response with a nonzero advantage (`every_sample`:
+        every response, the worst case a profiling pass times), in `minibatches` shuffled
+        steps. Returns the mean loss and the fraction of clipped tokens."""
         samples = [(g.problem.prompt_tokens(), r, a)
                    for g in sorted(groups, key=lambda g: g.index)
-                   for r, a in zip(g.responses, group_advantages(g.rewards)) if a != 0.0]
+                   for r, a in zip(g.responses, group_advantages(g.rewards))
+                   if a != 0.0 or every_sample]
         if not samples:
             return {"loss": 0.0, "clipped": 0.0, "samples": 0}
         with torch.no_grad():
@@ -88,6 +90,15 @@ class Trainer:
             losses.append(float(loss))
         return {"loss": sum(losses) / len(losses), "clipped": clipped / max(1, tokens),
                 "samples": len(samples)}
+
+    def host_memory_gb(self) -> float:
+        """What training holds between its turns: weights, gradients and AdamW's moments,
+        counted from the tensors themselves."""
+        tensors = list(self.weights.values())
+        tensors += [w.grad for w in self.weights.values() if w.grad is not None]
+        tensors += [t for st in self.optimizer.state.values() for t in st.values()
+                    if torch.is_tensor(t)]
+        return sum(t.numel() * t.element_size() for t in tensors) / 1e9
 
     def state(self) -> Weights:
         """The current weights, detached (what a sync sends)."""

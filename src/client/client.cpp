@@ -644,7 +644,7 @@ outcome<v1::PhaseGrant> client::acquire(const std::string& job, const std::strin
 }
 
 std::optional<call_error> client::release(const std::string& job, const std::string& phase,
-                                          double solo_s) {
+                                          double solo_s, double host_memory_gb) {
   auto p = phase_of(phase);
   if (!p)
     return call_error{v1::ERROR_INVALID, "phase is one of rollout, training, sync"};
@@ -652,6 +652,7 @@ std::optional<call_error> client::release(const std::string& job, const std::str
   e.mutable_phase_release()->set_job(job);
   e.mutable_phase_release()->set_phase(*p);
   e.mutable_phase_release()->set_solo_s(solo_s);
+  e.mutable_phase_release()->set_host_memory_gb(host_memory_gb);
   {
     std::lock_guard<std::mutex> lock{impl_->mutex};
     if (auto g = impl_->grants.find({job, *p}); g != impl_->grants.end()) {

@@ -32,6 +32,8 @@ using submit_atom = caf::atom_constant<caf::atom("submit")>;
 using finish_atom = caf::atom_constant<caf::atom("finish")>;
 using fail_atom = caf::atom_constant<caf::atom("fail")>;
 using drift_atom = caf::atom_constant<caf::atom("drift")>;
+using profiled_atom = caf::atom_constant<caf::atom("profiled")>;
+using footprint_atom = caf::atom_constant<caf::atom("footprint")>;
 using jobs_atom = caf::atom_constant<caf::atom("jobs")>;
 using groups_atom = caf::atom_constant<caf::atom("groups")>;
 using census_atom = caf::atom_constant<caf::atom("census")>;
@@ -145,6 +147,9 @@ using group_executor_actor = caf::typed_actor<
   // Answered once what it changed is durable (an iteration end); a report of a phase the job
   // is not running is an error.
   caf::replies_to<done_atom, std::string, phase_kind, double>::with<ok_atom>,
+  // A worker measured the host memory (GB) the job's phase state holds between turns; sent
+  // before the phase's done_atom.
+  caf::reacts_to<footprint_atom, std::string, phase_kind, double>,
   // The job's rollout has the tail threshold of its responses done.
   caf::reacts_to<tail_atom, std::string>,
   // Where the job stands: iterations, phase, and why it waits.
@@ -167,6 +172,8 @@ using cluster_scheduler_actor = caf::typed_actor<
   // The job's measured phases outgrew its profile and saturate its group: stop and re-place
   // it with the measured rollout and training times; the count is iterations it has done.
   caf::reacts_to<drift_atom, std::string, double, double, int64_t>,
+  // The job's profiling pass ended (WEAVE §5 (1)(2)): place it with what it measured.
+  caf::reacts_to<profiled_atom, job_profile>,
   // An executor's durable record of a job's turn and iterations (kept for status answers).
   caf::reacts_to<progress_atom, job_progress>,
   // Jobs in id order, a page: after an id (empty: from the first), at most a count.

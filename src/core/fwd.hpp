@@ -31,6 +31,7 @@ struct rl_job;
 struct group_member;
 struct phase_grant;
 struct gpu_resize;
+struct job_profile;
 struct node_devices;
 struct placement_reply;
 struct job_progress;

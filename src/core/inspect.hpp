@@ -78,7 +78,7 @@ typename Inspector::result_type inspect(Inspector& f, rl_job& x) {
   return f(caf::meta::type_name("rl_job"), x.id, x.rollout_gpus, x.training_gpus,
            x.rollout_memory_gb, x.training_memory_gb, x.slo, x.rollout_s, x.training_s, x.sync_s,
            x.name, x.model, x.max_response_tokens, x.batch_size, x.multi_turn, x.model_gb,
-           x.iterations, x.iterations_before, x.rollout_switch_s, x.training_switch_s);
+           x.iterations, x.iterations_before, x.rollout_switch_s, x.training_switch_s, x.profile);
 }
 
 template <class Inspector>
@@ -94,7 +94,13 @@ typename Inspector::result_type inspect(Inspector& f, node_devices& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, phase_grant& x) {
   return f(caf::meta::type_name("phase_grant"), x.job, x.phase, x.gpus, x.switch_s, x.cold,
-           x.iteration, x.group, x.devices);
+           x.iteration, x.group, x.devices, x.profiling);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_profile& x) {
+  return f(caf::meta::type_name("job_profile"), x.job, x.rollout_s, x.training_s,
+           x.rollout_memory_gb, x.training_memory_gb);
 }
 
 template <class Inspector>

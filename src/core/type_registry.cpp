@@ -28,6 +28,7 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<phase_kind>("loom.phase_kind");
   cfg.add_message_type<phase_grant>("loom.phase_grant");
   cfg.add_message_type<gpu_resize>("loom.gpu_resize");
+  cfg.add_message_type<job_profile>("loom.job_profile");
   cfg.add_message_type<placement_reply>("loom.placement_reply");
   cfg.add_message_type<job_progress>("loom.job_progress");
   cfg.add_message_type<node_report>("loom.node_report");

@@ -97,8 +97,9 @@ void job_joined(self_ptr self, const member_joined& m) {
 /// The executor's permit: it answers the workers waiting for it, or waits for them.
 void permit(self_ptr self, const phase_grant& g) {
   auto& st = self->state;
-  spdlog::info("event=phase_granted job={} phase={} gpus={} switch_s={:.2f} cold={}", g.job,
-               g.phase, g.gpus, g.switch_s, g.cold);
+  spdlog::info("event=phase_granted job={} phase={} iteration={} gpus={} switch_s={:.2f} cold={} "
+               "profiling={}",
+               g.job, g.phase, g.iteration, g.gpus, g.switch_s, g.cold, g.profiling);
   auto now = self->clock().now();
   for (auto& w : st.grants.grant(g)) {
     st.metrics->grant_latency().Observe(std::chrono::duration<double>(now - w.since).count());

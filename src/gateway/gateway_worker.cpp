@@ -3,6 +3,8 @@
 // session acts only on its own job and in its role's phases; fabric traffic is the collective
 // shims', each for its own job.
 
+#include <cmath>
+
 #include <caf/all.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -117,8 +119,10 @@ void release(self_ptr self, const std::string& identity, const session& s, uint6
   auto phase = wire::phase_of(r.phase());
   if (!admitted(self, identity, rid, s, r.job(), phase, true))
     return;
-  if (r.solo_s() < 0) {
-    send_error(self, identity, rid, v1::ERROR_INVALID, "PhaseRelease needs solo_s >= 0");
+  if (!(r.solo_s() >= 0) || !(r.host_memory_gb() >= 0) || !std::isfinite(r.solo_s())
+      || !std::isfinite(r.host_memory_gb())) {
+    send_error(self, identity, rid, v1::ERROR_INVALID,
+               "PhaseRelease needs finite solo_s >= 0 and host_memory_gb >= 0");
     return;
   }
   const auto job = r.job();
@@ -130,6 +134,8 @@ void release(self_ptr self, const std::string& identity, const session& s, uint6
   self->state.grants.release(job, *phase);
   if (*phase == phase_kind::rollout)
     self->state.jobs[job].tail_sent = false;
+  if (r.host_memory_gb() > 0) // before the phase's end, which may end a profiling pass
+    self->send(executor, footprint_atom::value, job, *phase, r.host_memory_gb());
   self->request(executor, caf::infinite, done_atom::value, job, *phase, r.solo_s())
     .then([self, identity, rid](ok_atom) {
             reply(self, identity, rid, [](v1::Envelope& e) { e.mutable_ok(); });

@@ -82,6 +82,7 @@ void fill(v1::PhaseGrant& out, const phase_grant& g) {
   out.set_iteration(uint64_t(g.iteration));
   out.set_group(g.group);
   fill_devices(*out.mutable_devices(), g.devices);
+  out.set_profiling(g.profiling);
 }
 
 void fill(v1::TailMigration& out, const gpu_resize& r) {

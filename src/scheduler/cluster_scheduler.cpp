@@ -125,8 +125,9 @@ write_batch decision_batch(scheduler_ptr self, const rl_job& job, const placemen
   if (d.kind == placement_kind::new_group)
     batch.records.push_back(meta_write(st));
   event = {event_kind::job_placed, job.id,
-           fmt::format("decision={} group={} delta_cost_per_hour={:.2f} cost_per_hour={:.2f}",
-                       reply.kind, reply.group, d.delta_cost_per_hour, reply.cost_per_hour)};
+           fmt::format("decision={} group={} delta_cost_per_hour={:.2f} cost_per_hour={:.2f}{}",
+                       reply.kind, reply.group, d.delta_cost_per_hour, reply.cost_per_hour,
+                       job.profile ? " profiling=true" : "")};
   return batch;
 }
 
@@ -196,6 +197,7 @@ event_kind departure_event(job_state state) {
     case job_state::failed: return event_kind::job_failed;
     case job_state::drifted: return event_kind::job_drifted;
     case job_state::moved: return event_kind::job_moved;
+    case job_state::profiled: return event_kind::job_profiled;
     default: return event_kind::job_cancelled;
   }
 }
@@ -240,33 +242,69 @@ caf::result<ok_atom> depart_and_answer(scheduler_ptr self, const std::string& id
   return rp;
 }
 
+/// The job leaves its group (`why`) and Algorithm 1 places `job` again: it runs its
+/// remaining iterations wherever that is. Rejected, its workers are told it ended.
+void place_again(scheduler_ptr self, rl_job job, job_state why, const std::string& reason) {
+  depart(self, job.id, why, reason, [self, job](caf::error err) {
+    if (err)
+      return;
+    admit(self, job, [self, id = job.id](caf::expected<placement_reply> r) {
+      if (r && r->kind != placement_kind::rejected)
+        return;
+      if (!r)
+        spdlog::error("event=replacement_failed job={} error=\"{}\"", id, render(r.error()));
+      // Its workers wait for a new group that will not come.
+      if (self->state.worker)
+        self->send(self->state.worker, leave_atom::value, id, job_state::rejected);
+    });
+  });
+}
+
+/// The placed job `id` as it stands, or nothing once it left.
+const rl_job* placed_job(scheduler_ptr self, const std::string& id) {
+  auto it = self->state.jobs.find(id);
+  if (it == self->state.jobs.end() || it->second.state != job_state::placed)
+    return nullptr;
+  return &it->second.job;
+}
+
 /// WEAVE §5.3: the job's measured phases saturate its group; it is stopped and placed again
 /// with them, for the iterations it has left. They are grown by the drift margin, the
 /// hysteresis that makes the next re-placement wait for as large a change again.
 void replace_drifted(scheduler_ptr self, const std::string& id, double rollout_s,
                      double training_s, int64_t done_iterations) {
-  auto it = self->state.jobs.find(id);
-  if (it == self->state.jobs.end() || it->second.state != job_state::placed)
+  const rl_job* placed = placed_job(self, id);
+  if (!placed)
     return;
-  rl_job job = it->second.job.continued(done_iterations);
+  rl_job job = placed->continued(done_iterations);
   const double grown = 1 + self->state.config.policy.drift_margin;
   job.rollout_s = rollout_s * grown;
   job.training_s = training_s * grown;
-  depart(self, id, job_state::drifted, "measured phases saturate its group",
-         [self, job](caf::error err) {
-           if (err)
-             return;
-           admit(self, job, [self, id = job.id](caf::expected<placement_reply> r) {
-             if (r && r->kind != placement_kind::rejected)
-               return;
-             if (!r)
-               spdlog::error("event=drift_replacement_failed job={} error=\"{}\"", id,
-                             render(r.error()));
-             // Its workers wait for a new group that will not come.
-             if (self->state.worker)
-               self->send(self->state.worker, leave_atom::value, id, job_state::rejected);
-           });
-         });
+  place_again(self, std::move(job), job_state::drifted, "measured phases saturate its group");
+}
+
+/// WEAVE §5 (1)(2): the job's solo profiling pass measured its phases at the maximum token
+/// limit; those worst cases (grown by the drift margin, so that noise alone never reads as
+/// drift) and the footprints its workers measured place it by Algorithm 1. A footprint no
+/// worker reported stays as its spec gave it.
+void place_profiled(scheduler_ptr self, const job_profile& p) {
+  const rl_job* placed = placed_job(self, p.job);
+  if (!placed || !placed->profile)
+    return;
+  rl_job job = *placed;
+  job.profile = false;
+  const double grown = 1 + self->state.config.policy.drift_margin;
+  constexpr double shortest_s = 1e-3; // Algorithm 1 plans a rollout that takes time
+  job.rollout_s = std::max(p.rollout_s * grown, shortest_s);
+  job.training_s = std::max(p.training_s * grown, shortest_s);
+  if (p.rollout_memory_gb > 0)
+    job.rollout_memory_gb = p.rollout_memory_gb * grown;
+  if (p.training_memory_gb > 0)
+    job.training_memory_gb = p.training_memory_gb * grown;
+  place_again(self, std::move(job), job_state::profiled,
+              fmt::format("profiled: rollout {:.3f} s, training {:.3f} s, host memory {:.4f} + "
+                          "{:.4f} GB",
+                          p.rollout_s, p.training_s, p.rollout_memory_gb, p.training_memory_gb));
 }
 
 caf::result<placement_reply> submit(scheduler_ptr self, rl_job job) {
@@ -399,6 +437,7 @@ cluster_scheduler(cluster_scheduler_actor::stateful_pointer<cluster_scheduler_st
            int64_t done_iterations) {
       replace_drifted(self, id, rollout_s, training_s, done_iterations);
     },
+    [self](profiled_atom, const job_profile& p) { place_profiled(self, p); },
     [self](progress_atom, const job_progress& p) {
       auto it = self->state.jobs.find(p.job);
       if (it != self->state.jobs.end() && it->second.state == job_state::placed

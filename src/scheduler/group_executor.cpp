@@ -44,7 +44,7 @@ void arm(executor_ptr self) {
 void watch(executor_ptr self, const phase_grant& g) {
   auto& st = self->state;
   auto* m = st.ledger->find(g.job);
-  if (!m)
+  if (!m || m->member.job.profile) // a profiling pass has no worst case to overrun yet
     return;
   st.watched[g.job] = watched_phase{
     g.phase, now_ns(self),
@@ -57,8 +57,10 @@ void hand_out(executor_ptr self, const executor_actions& actions) {
   for (auto g : actions.grants) {
     spdlog::debug("event=run_permit group={} job={} phase={} gpus={} switch_s={:.2f} cold={}",
                   st.config.group, g.job, g.phase, g.gpus, g.switch_s, g.cold);
-    if (auto* m = st.ledger->find(g.job))
+    if (auto* m = st.ledger->find(g.job)) {
       g.iteration = m->iteration + 1;
+      g.profiling = m->member.job.profile;
+    }
     g.group = st.config.group;
     watch(self, g);
     if (st.worker)
@@ -120,6 +122,21 @@ void complete(executor_ptr self, const std::string& job, int64_t done,
     .then([](ok_atom) {}, [](const caf::error&) {});
 }
 
+/// The job's profiling pass ended (WEAVE §5 (1)(2)): it leaves the schedule before another
+/// phase is permitted, and the scheduler places it with what it measured.
+void profiled(executor_ptr self, const job_profile& p, executor_actions& actions) {
+  auto& st = self->state;
+  std::erase_if(actions.grants, [&](auto& g) { return g.job == p.job; });
+  std::erase_if(actions.resizes, [&](auto& r) { return r.job == p.job; });
+  auto freed = st.schedule->remove(p.job);
+  actions.grants.insert(actions.grants.end(), freed.grants.begin(), freed.grants.end());
+  spdlog::info("event=profile_measured group={} job={} rollout_s={:.3f} training_s={:.3f} "
+               "rollout_memory_gb={:.4f} training_memory_gb={:.4f}",
+               st.config.group, p.job, p.rollout_s, p.training_s, p.rollout_memory_gb,
+               p.training_memory_gb);
+  self->send(st.scheduler, profiled_atom::value, p);
+}
+
 void report_drift(executor_ptr self) {
   auto& st = self->state;
   auto drift = st.ledger->drift_victim(st.config.policy.drift_margin);
@@ -164,7 +181,9 @@ caf::result<ok_atom> phase_done(executor_ptr self, const std::string& job, phase
   st.watched.erase(job);
   auto end = st.ledger->phase_done(job, phase, solo_s, now_ns(self));
   auto actions = st.schedule->phase_done(job, phase);
-  if (!end) {
+  if (end && end->profiled)
+    profiled(self, *end->profiled, actions);
+  if (!end || end->profiled) {
     hand_out(self, actions);
     return ok_atom::value;
   }
@@ -315,6 +334,9 @@ group_executor(group_executor_actor::stateful_pointer<group_executor_state> self
     [self](staged_atom, const std::string& job) { staged(self, job); },
     [self](done_atom, const std::string& job, phase_kind phase, double solo_s) {
       return phase_done(self, job, phase, solo_s);
+    },
+    [self](footprint_atom, const std::string& job, phase_kind phase, double gb) {
+      self->state.ledger->footprint(job, phase, gb);
     },
     [self](tail_atom, const std::string& job) {
       auto& st = self->state;

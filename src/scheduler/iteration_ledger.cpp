@@ -30,6 +30,15 @@ void iteration_ledger::overran(const std::string& job, phase_kind phase, double 
                                       / std::max(1, m.member.job.training_gpus));
 }
 
+void iteration_ledger::footprint(const std::string& job, phase_kind phase, double gb) {
+  auto it = members_.find(job);
+  if (it == members_.end())
+    return;
+  auto& m = it->second;
+  double& kept = phase == phase_kind::rollout ? m.rollout_memory_gb : m.training_memory_gb;
+  kept = std::max(kept, gb); // sync holds the trainer's state: counted as training's
+}
+
 bool iteration_ledger::leave(const std::string& job) {
   return members_.erase(job) > 0;
 }
@@ -54,6 +63,13 @@ std::optional<iteration_end> iteration_ledger::phase_done(const std::string& job
   if (phase != phase_kind::sync)
     return std::nullopt;
   const auto& spec = m.member.job;
+  if (spec.profile) {
+    iteration_end end;
+    end.profiled = job_profile{job, m.longest_rollout_s, m.longest_training_s,
+                               m.rollout_memory_gb, m.training_memory_gb};
+    members_.erase(it);
+    return end;
+  }
   // The SLO is a slowdown over the job alone (§4.2): against its profile, or against the work
   // it measured when that outgrew the profile (drift is the job's own, not its group's).
   iteration_end end{{job, group_, m.iteration, now_ns, double(now_ns - m.since_ns) / 1e9,
@@ -109,7 +125,7 @@ std::optional<drift_report> iteration_ledger::drift_victim(double margin) {
   member_progress* worst = nullptr;
   double worst_growth = 1 + margin;
   for (auto& [id, m] : members_) {
-    if (m.drift_reported)
+    if (m.drift_reported || m.member.job.profile) // a profile has no worst case to outgrow
       continue;
     if (double g = growth(m); g > worst_growth) {
       worst_growth = g;

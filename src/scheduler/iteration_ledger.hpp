@@ -24,6 +24,9 @@ struct member_progress {
   double longest_training_s = 0;
   bool drift_reported = false;
   int overruns = 0;     // phases that ran past the policy's overrun factor
+  // Host memory its workers said each phase's state holds between turns (the largest).
+  double rollout_memory_gb = 0;
+  double training_memory_gb = 0;
 };
 
 /// WEAVE §5.3: a member to stop and re-place with the longest phase times it measured.
@@ -39,6 +42,9 @@ struct drift_report {
 struct iteration_end {
   iteration_record record;
   bool completed = false;
+  // The job's profiling pass ended (WEAVE §5 (1)): not an iteration; the job leaves the
+  // ledger and is placed with what it measured.
+  std::optional<job_profile> profiled;
 };
 
 class iteration_ledger {
@@ -62,6 +68,9 @@ public:
   /// The job's phase has run `elapsed_s` and is still running, past the overrun factor: that
   /// is a lower bound on what the phase takes now (WEAVE §5.3), counted and measured.
   void overran(const std::string& job, phase_kind phase, double elapsed_s);
+
+  /// A worker of the job measured the host memory its phase's state holds between turns.
+  void footprint(const std::string& job, phase_kind phase, double gb);
 
   /// The member whose measured phases outgrew its profile most, by more than `margin`, once
   /// the measured phases saturate the group (T_load >= T_cycle) or break a member's SLO in

@@ -6,6 +6,37 @@
 
 namespace loom {
 
+namespace {
+
+/// Host-memory footprints and worst-case phases: written by hand, or (profile = true)
+/// measured by WEAVE's one-shot profiling pass, §5 (1)(2). A profiled job may name
+/// footprints its workers do not report; its phase times are only ever measured.
+void read_worst_cases(table_reader& t, rl_job& j, bool& ok) {
+  auto take = [&](std::optional<double> v, double& out) {
+    if (v)
+      out = *v;
+    else
+      ok = false;
+  };
+  auto memory = [&](std::string_view key, double& out) {
+    take(non_negative(t, key, j.profile ? t.optional<double>(key, 0.0) : t.required<double>(key)),
+         out);
+  };
+  memory("rollout_host_memory_gb", j.rollout_memory_gb);
+  memory("training_host_memory_gb", j.training_memory_gb);
+  for (auto [key, out] : {std::pair{"worst_rollout_s", &j.rollout_s},
+                          std::pair{"worst_training_s", &j.training_s}}) {
+    if (!j.profile) {
+      take(positive(t, key, t.required<double>(key)), *out);
+    } else if (t.optional<double>(key, -1.0) != -1.0) {
+      t.error(key, "is measured by the job's profiling pass (profile = true): remove one");
+      ok = false;
+    }
+  }
+}
+
+} // namespace
+
 std::optional<rl_job> read_job_spec(table_reader& t, double default_slo) {
   rl_job j;
   bool ok = true;
@@ -26,15 +57,9 @@ std::optional<rl_job> read_job_spec(table_reader& t, double default_slo) {
        j.max_response_tokens);
   take(at_least<int64_t>(t, "batch_size", t.optional<int64_t>("batch_size", 0), 0), j.batch_size);
   take(t.optional<bool>("multi_turn", false), j.multi_turn);
-  take(non_negative(t, "rollout_host_memory_gb",
-                    t.required<double>("rollout_host_memory_gb")),
-       j.rollout_memory_gb);
-  take(non_negative(t, "training_host_memory_gb",
-                    t.required<double>("training_host_memory_gb")),
-       j.training_memory_gb);
+  take(t.optional<bool>("profile", false), j.profile);
+  read_worst_cases(t, j, ok);
   take(at_least<double>(t, "slo", t.optional<double>("slo", default_slo), 1.0), j.slo);
-  take(positive(t, "worst_rollout_s", t.required<double>("worst_rollout_s")), j.rollout_s);
-  take(positive(t, "worst_training_s", t.required<double>("worst_training_s")), j.training_s);
   take(non_negative(t, "model_gb", t.optional<double>("model_gb", 0.0)), j.model_gb);
   take(at_least<int64_t>(t, "iterations", t.optional<int64_t>("iterations", 0), 0),
        j.iterations);
@@ -69,7 +94,7 @@ job_spec_result load_job_spec_file(const std::string& path, double default_slo) 
 
 std::string format_job_spec(const rl_job& j) {
   // {} prints the shortest text that reads back to the same double.
-  return fmt::format(R"(name = "{}"
+  auto text = fmt::format(R"(name = "{}"
 model = "{}"
 rollout_gpus = {}
 training_gpus = {}
@@ -79,14 +104,16 @@ multi_turn = {}
 rollout_host_memory_gb = {}
 training_host_memory_gb = {}
 slo = {}
-worst_rollout_s = {}
-worst_training_s = {}
 model_gb = {}
 iterations = {}
 )",
-                     j.id, j.model, j.rollout_gpus, j.training_gpus, j.max_response_tokens,
-                     j.batch_size, j.multi_turn, j.rollout_memory_gb, j.training_memory_gb, j.slo,
-                     j.rollout_s, j.training_s, j.model_gb, j.iterations);
+                          j.id, j.model, j.rollout_gpus, j.training_gpus, j.max_response_tokens,
+                          j.batch_size, j.multi_turn, j.rollout_memory_gb, j.training_memory_gb,
+                          j.slo, j.model_gb, j.iterations);
+  if (j.profile)
+    return text + "profile = true\n";
+  return text + fmt::format("worst_rollout_s = {}\nworst_training_s = {}\n", j.rollout_s,
+                            j.training_s);
 }
 
 } // namespace loom

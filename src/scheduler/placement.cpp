@@ -50,8 +50,11 @@ placement_engine::placement_engine(std::vector<pool_node> rollout_pool,
 
 void placement_engine::update_open(uint64_t id) {
   auto it = groups_.find(id);
+  // A profiling pass runs solo (WEAVE §5 (1)): nothing joins its group.
+  auto profiling = [](const group_member& m) { return m.job.profile; };
   if (it != groups_.end() && !it->second.is_saturated
-      && int(it->second.members.size()) < max_group_size_)
+      && int(it->second.members.size()) < max_group_size_
+      && std::none_of(it->second.members.begin(), it->second.members.end(), profiling))
     open_.insert(id);
   else
     open_.erase(id);
@@ -194,8 +197,8 @@ bool placement_engine::meets_slos(const co_execution_group& g, const rl_job& job
 
 placement_decision placement_engine::place(const rl_job& job) const {
   placement_decision best;
-  if (job.rollout_gpus <= 0 || job.training_gpus <= 0 || job.rollout_s <= 0 || job.training_s < 0
-      || job.slo < 1.0) {
+  if (job.rollout_gpus <= 0 || job.training_gpus <= 0
+      || (!job.profile && (job.rollout_s <= 0 || job.training_s < 0)) || job.slo < 1.0) {
     best.reason = "invalid job: needs rollout and training GPUs, a rollout time and an SLO >= 1";
     return best;
   }
@@ -203,6 +206,8 @@ placement_decision placement_engine::place(const rl_job& job) const {
     best.reason = std::move(why);
     return best;
   }
+  if (job.profile) // WEAVE §5 (1): its phases are unknown until it ran once alone
+    return isolated(job);
   best.delta_cost_per_hour = std::numeric_limits<double>::infinity();
   const size_t nodes_needed = rollout_nodes_needed(job);
   const auto fresh_rollout = free_rollout_nodes(job.rollout_gpus);

@@ -40,6 +40,9 @@ struct rl_job {
   // (derived from the working sets, like sync_s); planning adds them once a group is shared.
   double rollout_switch_s = 0;
   double training_switch_s = 0;
+  // WEAVE §5 (1)(2): its phase durations and host-memory footprints are not given but
+  // measured by one solo profiling pass at the maximum token limit before Algorithm 1 places it.
+  bool profile = false;
 
   /// Iteration time alone on dedicated pools: rollout -> train -> sync.
   double solo_s() const { return rollout_s + training_s + sync_s; }
@@ -94,6 +97,19 @@ struct phase_grant {
   // The GPUs, by node: a rollout's own on its rollout nodes; training on the whole pool (its
   // DP degree matched to the pool, WEAVE footnote 2); none for sync.
   std::vector<node_devices> devices;
+  // WEAVE §5 (1): the job's one-shot profiling pass, run at the maximum token limit and not
+  // counted as an iteration; its measured phases and footprints place it afterwards.
+  bool profiling = false;
+};
+
+/// What a job's profiling pass measured (WEAVE §5 (2)): the longest phases its workers
+/// reported and the host memory their state holds between phases.
+struct job_profile {
+  std::string job;
+  double rollout_s = 0;
+  double training_s = 0;
+  double rollout_memory_gb = 0;
+  double training_memory_gb = 0;
 };
 
 /// A running rollout's GPUs change: shrunk to its tail, or grown as GPUs free up.
@@ -125,16 +141,17 @@ enum class job_state : uint8_t {
   cancelled,
   drifted, // stopped to be placed again with its measured phases (WEAVE §5.3)
   moved,   // stopped to be placed again where it costs less (consolidation)
+  profiled, // its one-shot profiling pass ended: placed by Algorithm 1 with what it measured
 };
 
 /// The job left its group only to be placed again: its workers wait for the new group.
 constexpr bool placed_again(job_state s) {
-  return s == job_state::drifted || s == job_state::moved;
+  return s == job_state::drifted || s == job_state::moved || s == job_state::profiled;
 }
 
 template <>
 struct enum_names<job_state> {
-  static constexpr std::array<std::pair<job_state, std::string_view>, 7> table{{
+  static constexpr std::array<std::pair<job_state, std::string_view>, 8> table{{
     {job_state::placed, "placed"},
     {job_state::rejected, "rejected"},
     {job_state::finished, "finished"},
@@ -142,6 +159,7 @@ struct enum_names<job_state> {
     {job_state::cancelled, "cancelled"},
     {job_state::drifted, "drifted"},
     {job_state::moved, "moved"},
+    {job_state::profiled, "profiled"},
   }};
 };
 
@@ -154,11 +172,12 @@ enum class cluster_event : uint8_t {
   left,    // finished, failed or cancelled
   drifted, // stopped to be re-placed with its measured phases (WEAVE §5.3)
   moved,   // stopped to be re-placed where it costs less (consolidation)
+  profiled, // its profiling pass ended: placed with what it measured (WEAVE §5 (1)(2))
 };
 
 template <>
 struct enum_names<cluster_event> {
-  static constexpr std::array<std::pair<cluster_event, std::string_view>, 7> table{{
+  static constexpr std::array<std::pair<cluster_event, std::string_view>, 8> table{{
     {cluster_event::direct_packing, "direct_packing"},
     {cluster_event::rollout_scaling, "rollout_scaling"},
     {cluster_event::new_group, "new_group"},
@@ -166,14 +185,16 @@ struct enum_names<cluster_event> {
     {cluster_event::left, "left"},
     {cluster_event::drifted, "drifted"},
     {cluster_event::moved, "moved"},
+    {cluster_event::profiled, "profiled"},
   }};
 };
 
 /// The cluster record a job's leaving its group makes.
 constexpr cluster_event departure_of(job_state s) {
   return s == job_state::drifted ? cluster_event::drifted
-         : s == job_state::moved ? cluster_event::moved
-                                 : cluster_event::left;
+         : s == job_state::moved    ? cluster_event::moved
+         : s == job_state::profiled ? cluster_event::profiled
+                                    : cluster_event::left;
 }
 
 /// The cluster event a placement decision is.

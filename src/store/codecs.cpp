@@ -74,6 +74,7 @@ std::string encode_job(const job_record& rec) {
   r.set_iterations(uint64_t(job.iterations));
   r.set_sync_s(job.sync_s);
   r.set_iterations_before(uint64_t(std::max<int64_t>(0, job.iterations_before)));
+  r.set_profile(job.profile);
   r.set_iterations_done(uint64_t(std::max<int64_t>(0, rec.iterations_done)));
   return r.SerializeAsString();
 }
@@ -104,6 +105,7 @@ std::optional<job_record> decode_job(std::string_view bytes) {
   j.iterations = int64_t(r.iterations());
   j.sync_s = r.sync_s();
   j.iterations_before = int64_t(r.iterations_before());
+  j.profile = r.profile();
   out.state = *state;
   out.group = r.group_id();
   out.reason = r.reason();

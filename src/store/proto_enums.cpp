@@ -38,6 +38,7 @@ v1::JobState to_proto(job_state x) {
     case job_state::cancelled: return v1::JOB_STATE_CANCELLED;
     case job_state::drifted: return v1::JOB_STATE_DRIFTED;
     case job_state::moved: return v1::JOB_STATE_MOVED;
+    case job_state::profiled: return v1::JOB_STATE_PROFILED;
   }
   return v1::JOB_STATE_UNSPECIFIED;
 }
@@ -54,6 +55,7 @@ std::optional<job_state> from_proto(v1::JobState x) {
     case v1::JOB_STATE_CANCELLED: return job_state::cancelled;
     case v1::JOB_STATE_DRIFTED: return job_state::drifted;
     case v1::JOB_STATE_MOVED: return job_state::moved;
+    case v1::JOB_STATE_PROFILED: return job_state::profiled;
     default: return std::nullopt;
   }
 }

@@ -74,11 +74,12 @@ enum class event_kind : uint8_t {
   opus_profiled,      // an Opus job's phase table, learned from its shims' traces
   job_moved,          // consolidation: left its group to be placed where it costs less
   gen_step_aborted,   // a generation step ended unfinished (its timeout, or an operator)
+  job_profiled,       // its profiling pass ended: it leaves that group to be placed
 };
 
 template <>
 struct enum_names<event_kind> {
-  static constexpr std::array<std::pair<event_kind, std::string_view>, 26> table{{
+  static constexpr std::array<std::pair<event_kind, std::string_view>, 27> table{{
     {event_kind::job_placed, "job_placed"},
     {event_kind::job_rejected, "job_rejected"},
     {event_kind::job_finished, "job_finished"},
@@ -105,6 +106,7 @@ struct enum_names<event_kind> {
     {event_kind::opus_profiled, "opus_profiled"},
     {event_kind::job_moved, "job_moved"},
     {event_kind::gen_step_aborted, "gen_step_aborted"},
+    {event_kind::job_profiled, "job_profiled"},
   }};
 };
 

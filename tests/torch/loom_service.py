@@ -17,10 +17,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Service:
-    """`loom serve` of binary `loom` on a fresh store in `work`, with `extra` config."""
+def nodes(rollout: int, training: int) -> str:
+    """A cluster's node tables: `rollout` H20 nodes r0.. and `training` H800 nodes t0..."""
+    out = ""
+    for pool, gpu, n in (("rollout", "H20", rollout), ("training", "H800", training)):
+        for i in range(n):
+            out += (f'[[cluster.{pool}]]\nid = "{pool[0]}{i}"\ngpu = "{gpu}"\ngpus = 8\n'
+                    f"host_memory_gb = 1024\n")
+    return out
 
-    def __init__(self, loom: str, work: str, extra: str):
+
+class Service:
+    """`loom serve` of binary `loom` on a fresh store in `work`, with `extra` config and the
+    cluster's node tables `cluster` (one rollout and one training node by default)."""
+
+    def __init__(self, loom: str, work: str, extra: str, cluster: str = ""):
         self.loom = loom
         self.endpoint = f"tcp://127.0.0.1:{free_port()}"
         self.config = os.path.join(work, "loom.toml")
@@ -35,17 +46,7 @@ path = "{os.path.join(work, 'db')}"
 [cluster]
 name = "c"
 cross_link_gbps = 20.0
-[[cluster.rollout]]
-id = "r0"
-gpu = "H20"
-gpus = 8
-host_memory_gb = 1024
-[[cluster.training]]
-id = "t0"
-gpu = "H800"
-gpus = 8
-host_memory_gb = 1024
-[security]
+{cluster or nodes(1, 1)}[security]
 insecure = true
 {extra}""")
         self.log = open(os.path.join(work, "serve.log"), "a")
