@@ -87,17 +87,26 @@ def run_trainer(a: argparse.Namespace, job: Job, server: DataServer) -> None:
         groups = inbox.wait(k)
         times = [time.monotonic()] * 2
         try:
-            with job.phase("training"):
-                stats = learner.train(groups)
+            with job.phase("training") as training:
+                stats = (learner.trial if training.profiling else learner.train)(groups)
+                training.host_memory_gb = stats.get("host_memory_gb",
+                                                    learner.trainer.host_memory_gb())
             times.append(time.monotonic())
             with job.phase("sync") as sync:
-                weights.publish(k, *pack_weights(learner.trainer.state()))
+                # a profiling pass kept nothing: the version the workers hold goes again
+                version = k - 1 if sync.profiling else k
+                weights.publish(version, *pack_weights(learner.trainer.state()))
                 receivers = [h.worker for h in sync.grant.sync_route]
-                missing = weights.wait_synced(k, receivers, a.sync_timeout_s)
+                missing = weights.wait_synced(version, receivers, a.sync_timeout_s)
             times.append(time.monotonic())
         except Restarted as e:
             learner.rewind(e)
             inbox.drop(k)
+            continue
+        if sync.profiling:  # WEAVE §5 (1): the workers run iteration k again, for real
+            inbox.drop(k)
+            say({"event": "profiled", "training_s": round(times[2] - times[1], 3),
+                 "sync_s": round(times[3] - times[2], 3)})
             continue
         learner.finished()
         inbox.trained(k)
@@ -114,6 +123,7 @@ class Puller(threading.Thread):
     def __init__(self, me: str, weights: WeightChannel):
         super().__init__(daemon=True, name="weights")
         self.me, self.weights = me, weights
+        self.pulled: Dict[int, int] = {}  # bytes received per version, counted as they came
         self.grant = None
         self.target = 0
         self.wake = threading.Event()
@@ -130,6 +140,7 @@ class Puller(threading.Thread):
                 got = fetch(source, target, timeout_s=1.0)
             except TimeoutError:
                 continue
+            self.pulled[target] = sum(len(b) for b in got[1].values())
             self.weights.publish(target, *got)
             report_synced(grant.trainer(), target, self.me)
 
@@ -190,7 +201,8 @@ def run_rollout(a: argparse.Namespace, job: Job, server: DataServer) -> None:
                 k = want["iteration"]
                 if policy.version != k - 1:
                     policy.load(puller.hold(k - 1, a.sync_timeout_s), k - 1)
-                groups = rollout_share(a, policy, k, a.rank, a.workers)
+                groups = rollout_share(a, policy, k, a.rank, a.workers, rollout.profiling)
+                rollout.host_memory_gb = policy.host_memory_gb()
                 call(trainer, b"samples", str(k).encode(), json.dumps([
                     {"index": g.index, "prompt": g.problem.prompt, "answer": g.problem.answer,
                      "responses": g.responses, "rewards": g.rewards} for g in groups]).encode())
@@ -201,9 +213,11 @@ def run_rollout(a: argparse.Namespace, job: Job, server: DataServer) -> None:
         except Restarted as e:
             say({"event": "restarted", "reason": e.message})
             continue
-        say({"event": "rollout", "iteration": k, "groups": len(groups),
-             "weights_version": policy.version,
-             "source": rollout.grant.source_of(job.worker_id), "address": server.address})
-        puller.target = k  # the sync after this iteration's training delivers version k
-        puller.wake.set()
+        if not rollout.profiling:  # a profiling pass is no iteration: k runs again
+            say({"event": "rollout", "iteration": k, "groups": len(groups),
+                 "weights_version": policy.version,
+                 "pulled_bytes": puller.pulled.get(policy.version, 0),
+                 "source": rollout.grant.source_of(job.worker_id), "address": server.address})
+            puller.target = k  # the sync after this iteration's training delivers version k
+            puller.wake.set()
         wait_turn(trainer, want)

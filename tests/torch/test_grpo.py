@@ -24,31 +24,31 @@ from loom_service import Service  # noqa: E402
 Grpo.package = PACKAGE
 
 
-def submit(service: Service, work: str, iterations: int) -> Dict[str, str]:
-    """Submits the job `grpo-reverse`; the environment its workers need."""
+def submit(service: Service, work: str, iterations: int, profile: bool) -> Dict[str, str]:
+    """Submits the job `grpo-reverse`, with hand-written worst cases or (profile) to be
+    profiled; the environment its workers need."""
     spec = os.path.join(work, "job.toml")
+    worst = ("profile = true\n" if profile else "rollout_host_memory_gb = 10\n"
+             "training_host_memory_gb = 10\nworst_rollout_s = 30\nworst_training_s = 30\n")
     with open(spec, "w") as f:
         f.write(f"""name = "grpo-reverse"
 model = "loom-reference"
 rollout_gpus = 4
 training_gpus = 4
-rollout_host_memory_gb = 10
-training_host_memory_gb = 10
-worst_rollout_s = 30
-worst_training_s = 30
 iterations = {iterations}
-""")
+{worst}""")
     service.admin("submit", spec)
     return {"LOOM_ENDPOINT": service.endpoint, "LOOM_JOB": "grpo-reverse"}
 
 
 @contextlib.contextmanager
-def scheduled(iterations: int) -> Iterator[Tuple[Service, Dict[str, str]]]:
+def scheduled(iterations: int,
+              profile: bool = False) -> Iterator[Tuple[Service, Dict[str, str]]]:
     """A fresh `serve` with the job submitted: the service and its workers' environment."""
     with tempfile.TemporaryDirectory() as work:
         service = Service(LOOM, work, "")
         try:
-            yield service, submit(service, work, iterations)
+            yield service, submit(service, work, iterations, profile)
         finally:
             service.stop()
 
@@ -119,13 +119,14 @@ class GrpoTest(unittest.TestCase):
             self.assertEqual(counted(service), ["finished", f"{iterations}/{iterations}"])
 
     def test_split_over_processes_weights_move_along_loom_s_route(self):
-        """A trainer and two rollout workers on two nodes under a real `serve`: each sync's
-        weights cross once to the first node's worker and go on from it to the second
-        (WEAVE §5.2, the route in Loom's sync grant), every sync ends only when both hold
-        them, and the split job learns exactly what one driver process learns."""
+        """A trainer and two rollout workers on two nodes under a real `serve`, submitted to
+        be profiled: after the profiling pass (which keeps nothing), each sync's weights
+        cross once to the first node's worker and go on from it to the second (WEAVE §5.2,
+        the route in Loom's sync grant), every sync ends only when both hold them, and the
+        split job learns exactly what one driver process learns."""
         iterations = 6
         alone = run("--iterations", str(iterations), "--seed", "6").iterations()
-        with scheduled(iterations) as (service, env):
+        with scheduled(iterations, profile=True) as (service, env):
             common = ["--iterations", str(iterations), "--seed", "6"]
             trainer = Grpo(*common, "--role", "train", "--node", "t0", env=env)
             rollouts = [Grpo(*common, "--role", "rollout", "--rank", str(r), "--workers",
@@ -134,6 +135,8 @@ class GrpoTest(unittest.TestCase):
             for r in rollouts:
                 self.assertEqual(r.finish(), 0, r.stderr)
             self.assertEqual(trainer.iterations(), alone)
+            self.assertEqual(len([r for r in trainer.records if r.get("event") == "profiled"]),
+                             1, trainer.records)
             for rec in (r for r in trainer.records if "reward" in r):
                 route = dict(rec["sync_route"])
                 self.assertEqual(sorted(route), ["grpo-reverse-rollout-0",
@@ -153,6 +156,12 @@ class GrpoTest(unittest.TestCase):
             self.assertEqual(route["grpo-reverse-rollout-0"], first[0]["source"])
             self.assertEqual([r["weights_version"] for r in second],
                              list(range(iterations)))
+            # Counted where they arrived: every version crossed the route's two hops once
+            # each, the model's size per hop (version 0 before the first rollout included).
+            model = trainer.iterations()[1]["sync_bytes"]
+            for k in range(iterations):
+                self.assertEqual(first[k]["pulled_bytes"] + second[k]["pulled_bytes"],
+                                 model * len(route), f"version {k}")
             self.assertEqual(counted(service), ["finished", f"{iterations}/{iterations}"])
 
 
