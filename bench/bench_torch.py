@@ -6,12 +6,17 @@
                 vs the same bytes over a bare ZeroMQ REQ/REP on loopback;
   reshard       a TP1 instance closed and a TP2 one built (a worker process spawned, the
                 group formed, weights re-made and re-split) vs making and splitting the same
-                weights in this process: the process-group cost a reshard pays.
+                weights in this process: the process-group cost a reshard pays;
+  weight sync   a version of a model's weights pulled from a worker's weight channel
+                (loom_client.weights: publish, fetch, unpack into tensors, as a GRPO rollout
+                worker does, WEAVE §5.2) vs the same bytes over a bare TCP socket on loopback.
    bench_torch.py [PYTHON_DIR] [--rounds N]"""
 
 import os
+import socket
 import statistics
 import sys
+import threading
 import time
 
 sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("--") else
@@ -25,9 +30,12 @@ from loom_torch.batching import Batcher, Request  # noqa: E402
 from loom_torch.instance import Instance  # noqa: E402
 from loom_torch.generate import pack  # noqa: E402
 from loom_torch.kv_channel import DataServer, Parking, pull  # noqa: E402
+from loom_torch.model import pack_weights, unpack_weights  # noqa: E402
 from loom_torch.tokenizer import encode  # noqa: E402
+from loom_client.weights import WeightChannel, fetch  # noqa: E402
 
 CFG = ModelConfig(layers=4, hidden=256, heads=8, kv_heads=4, ffn=512)
+SYNCED = ModelConfig(layers=8, hidden=512, heads=8, kv_heads=4, ffn=1536)  # ~100 MB
 BATCH, CONTEXT, STEPS = 16, 256, 16
 
 
@@ -114,6 +122,43 @@ def reshard(rounds):
     return median_of(engine, rounds), median_of(floor, rounds), weight_bytes
 
 
+def weight_sync(rounds):
+    """Per round, one new version published and pulled whole; the floor sends as many bytes
+    down a connected loopback TCP socket into a preallocated buffer."""
+    weights = init_weights(SYNCED, 1)
+    server = DataServer()
+    channel = WeightChannel(server)
+    version = [0]
+
+    def loom():
+        version[0] += 1
+        start = time.perf_counter()
+        channel.publish(version[0], *pack_weights(weights))
+        unpack_weights(*fetch(server.address, version[0]))
+        return time.perf_counter() - start
+
+    nbytes = sum(t.numel() * t.element_size() for t in weights.values())
+    payload, into = b"\0" * nbytes, bytearray(nbytes)
+    listener = socket.create_server(("127.0.0.1", 0))
+    sender = socket.create_connection(listener.getsockname())
+    receiver, _ = listener.accept()
+
+    def floor():
+        start = time.perf_counter()
+        t = threading.Thread(target=sender.sendall, args=(payload,))
+        t.start()
+        view, got = memoryview(into), 0
+        while got < nbytes:
+            got += receiver.recv_into(view[got:])
+        t.join()
+        return time.perf_counter() - start
+    result = median_of(loom, rounds), median_of(floor, rounds), nbytes
+    server.close()
+    for sock in (sender, receiver, listener):
+        sock.close()
+    return result
+
+
 def main():
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
     torch.set_num_threads(1)
@@ -129,6 +174,9 @@ def main():
     print(f"reshard TP1 -> TP2, {weight_bytes / 1e6:.1f} MB of weights: {took * 1e3:.0f} ms "
           f"({weight_bytes / took / 1e6:.0f} MB/s), making and splitting them in-process "
           f"{floor * 1e3:.0f} ms, ratio {took / floor:.1f}")
+    took, floor, nbytes = weight_sync(rounds)
+    print(f"weight sync, {nbytes / 1e6:.1f} MB: weight channel {nbytes / took / 1e6:.0f} MB/s, "
+          f"loopback TCP socket {nbytes / floor / 1e6:.0f} MB/s, ratio {took / floor:.2f}")
 
 
 if __name__ == "__main__":

@@ -15,12 +15,12 @@ needs); this module never looks inside them, so it needs neither torch nor numpy
 import json
 import threading
 import time
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .data_channel import GONE, DataServer, ask
 
 NOT_YET = b"not-yet"
-Blobs = Dict[str, bytes]
+Blobs = Dict[str, Any]  # name -> a bytes-like buffer (bytes, memoryview)
 
 
 class WeightChannel:
@@ -88,7 +88,8 @@ def fetch(source: str, version: int, timeout_s: float = 120.0,
     while time.monotonic() < until:
         frames = ask(source, [b"weights", str(version).encode()], max(0.1, until - time.monotonic()))
         if frames is not None and bytes(frames[0]) not in (NOT_YET, GONE):
-            blobs = {bytes(frames[i]).decode(): frames[i + 1].bytes
+            # the received frames' own memory, not a copy: served on as it came
+            blobs = {bytes(frames[i]).decode(): frames[i + 1].buffer
                      for i in range(1, len(frames) - 1, 2)}
             return json.loads(bytes(frames[0])), blobs
         time.sleep(poll_s)

@@ -14,8 +14,8 @@ shares), `grpo` (the job on Loom's Job API: the CLI and the driver), `grpo_split
 and rollout roles, weights moved along Loom's sync route).
 docs/engines.md is the adapter contract; docs/frameworks.md puts a framework under Loom.
 
-Not here yet (issues 44, 45): the measured profile (`--profile`), instances spanning engines,
-WEAVE's one-shot profiler for the GRPO job.
+Not here yet (issue 44): the engine's measured step profile (`--profile`), instances spanning
+engines.
 """
 
 from .config import ModelConfig
