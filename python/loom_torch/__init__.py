@@ -6,7 +6,8 @@ its TP shards), `parallel` (process groups over torch.distributed), `instance` (
 instance: rank 0 here, the others mirroring it, caches by request), `batching` (continuous
 batching with KV memory accounting and preemption), `generate` (greedy and sampled decoding,
 a cache as bytes), `kv_channel` (the data channels: prompts, outputs and moved requests with their
-caches), `engine` (loom-engine-torch: one node's server obeying Loom's commands), `router`
+caches), `engine` (loom-engine-torch: one node's server obeying Loom's commands), `profile` (its
+`--profile`: step times measured per TP degree, as Loom's engine profile), `router`
 (the framework's side of a step), and a GRPO job on the same model: `tasks` (toy tasks with
 exact checkers), `rollout` (groups of sampled responses), `trainer` (group advantages, the
 clipped loss, AdamW), `learner` (the policy, its checkpoint and the seeds every role
@@ -14,8 +15,8 @@ shares), `grpo` (the job on Loom's Job API: the CLI and the driver), `grpo_split
 and rollout roles, weights moved along Loom's sync route).
 docs/engines.md is the adapter contract; docs/frameworks.md puts a framework under Loom.
 
-Not here yet (issue 44): the engine's measured step profile (`--profile`), instances spanning
-engines.
+Not here yet (issue 44): instances spanning engines, expert parallelism and attention-FFN
+disaggregation.
 """
 
 from .config import ModelConfig

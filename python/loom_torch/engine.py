@@ -16,6 +16,9 @@ before Loom hears RequestsFinished, so a step Loom calls done has every output d
 
 An instance lives within this engine's devices: one that spans engines (TP over two nodes) is
 refused with why (docs/engines.md).
+
+`loom-engine-torch --profile FILE` measures instead: this engine's decode step times for every
+TP degree its devices run, written as Loom's engine profile (profile.py).
 """
 
 import argparse
@@ -36,6 +39,7 @@ from .batching import Batcher, Request
 from .config import ModelConfig
 from .instance import Instance
 from .kv_channel import DataServer, Parking, ask, pull, unpack_released
+from .profile import write_profile
 
 Ack = Tuple[bool, str, List[pb.RequestProgress], float]
 
@@ -60,8 +64,7 @@ def progress(r: Request, kv: bool) -> pb.RequestProgress:
 class TorchEngine:
     def __init__(self, args: argparse.Namespace):
         self.args = args
-        self.cfg = ModelConfig(layers=args.layers, hidden=args.hidden, heads=args.heads,
-                               kv_heads=args.kv_heads, ffn=args.ffn)
+        self.cfg = model_config(args)
         self.channel = DataServer(f"tcp://{args.host}:*")
         self.parking = Parking()
         self.parking.serve_on(self.channel)
@@ -119,7 +122,7 @@ class TorchEngine:
         return True, "", [], time.perf_counter() - started
 
     def _kv_capacity(self, tp: int) -> int:
-        return self.args.kv_bytes * tp // self.cfg.kv_bytes_per_token(tp)
+        return kv_capacity(self.args, self.cfg, tp)
 
     def _admit(self, a: pb.AdmitRequests) -> Ack:
         s = self.served.get(a.instance)
@@ -266,24 +269,64 @@ class TorchEngine:
         self.channel.close()
 
 
-def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = engine_arguments(__doc__.splitlines()[0], gpus=2, prog="loom-engine-torch")
+def model_config(a: argparse.Namespace) -> ModelConfig:
+    return ModelConfig(layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=a.kv_heads,
+                       ffn=a.ffn)
+
+
+def kv_capacity(a: argparse.Namespace, cfg: ModelConfig, tp: int) -> int:
+    """KV-cache tokens a TPk instance holds: each of its devices holds its shard of every
+    token (kv_bytes_per_token(tp)) within its own budget."""
+    return a.kv_bytes // cfg.kv_bytes_per_token(tp)
+
+
+def model_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """What builds the model and its instances, the same for serving and for profiling."""
     p.add_argument("--device", default="cpu", help="cpu, or cuda where torch sees a GPU")
-    p.add_argument("--host", default="127.0.0.1", help="the data channel's interface")
     p.add_argument("--seed", type=int, default=1, help="the weights' seed")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--ffn", type=int, default=256)
-    p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--kv-bytes", type=int, default=64 << 20,
                    help="KV cache budget per device, in bytes")
+    return p
+
+
+def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(x == "--profile" or x.startswith("--profile=") for x in argv):
+        p = model_arguments(argparse.ArgumentParser(
+            prog="loom-engine-torch --profile",
+            description="Measures this engine's decode step per TP degree; writes Loom's "
+                        "engine profile (docs/scenarios.md, Engine profiles)."))
+        p.add_argument("--profile", required=True, help="the profile TOML to write")
+        p.add_argument("--gpus", type=int, default=2, help="devices: the TP degrees to measure")
+        p.add_argument("--profile-model", default="loom-reference",
+                       help="the deployment's model name the profile is for")
+        p.add_argument("--profile-gpu", default="CPU",
+                       help="the deployment's GPU name the profile is for")
+        p.add_argument("--profile-batches", type=int, nargs="+", default=[1, 8, 32],
+                       help="batch sizes to time (reach the engine's --max-batch)")
+        p.add_argument("--profile-contexts", type=int, nargs="+", default=[64, 256, 512],
+                       help="context tokens per request to time")
+        return p.parse_args(argv)
+    p = model_arguments(engine_arguments(__doc__.splitlines()[0], gpus=2,
+                                         prog="loom-engine-torch"))
+    p.add_argument("--host", default="127.0.0.1", help="the data channel's interface")
+    p.add_argument("--max-batch", type=int, default=64)
+    p.set_defaults(profile=None)
     return p.parse_args(argv)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    engine = TorchEngine(parse(argv))
+    args = parse(argv)
+    if args.profile:
+        cfg = model_config(args)
+        write_profile(args, cfg, {tp: kv_capacity(args, cfg, tp) for tp in range(1, args.gpus + 1)})
+        return 0
+    engine = TorchEngine(args)
 
     def stop(*_):
         engine.stop = True

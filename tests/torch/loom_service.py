@@ -35,24 +35,29 @@ class Service:
         self.loom = loom
         self.endpoint = f"tcp://127.0.0.1:{free_port()}"
         self.config = os.path.join(work, "loom.toml")
-        with open(self.config, "w") as f:
+        self.write_config(self.config, os.path.join(work, "db"), self.endpoint, extra, cluster)
+        self.log = open(os.path.join(work, "serve.log"), "a")
+        self.proc = None
+        self.starts = 0
+        self.start()
+
+    @staticmethod
+    def write_config(path: str, store: str, endpoint: str, extra: str, cluster: str = "") -> None:
+        """serve's config: insecure on loopback, the store at `store`, `extra` appended."""
+        with open(path, "w") as f:
             f.write(f"""[service]
 name = "torch-live"
 [endpoints]
-gateway = "{self.endpoint}"
+gateway = "{endpoint}"
 metrics = "127.0.0.1:0"
 [storage]
-path = "{os.path.join(work, 'db')}"
+path = "{store}"
 [cluster]
 name = "c"
 cross_link_gbps = 20.0
 {cluster or nodes(1, 1)}[security]
 insecure = true
 {extra}""")
-        self.log = open(os.path.join(work, "serve.log"), "a")
-        self.proc = None
-        self.starts = 0
-        self.start()
 
     def start(self) -> None:
         self.proc = subprocess.Popen([self.loom, "serve", "-c", self.config], stdout=self.log,

@@ -35,8 +35,9 @@ CFG = ModelConfig()  # the engine's defaults
 LIMIT_S = 300 * SCALE
 
 
-def deployment(initial: str, balancer: bool) -> str:
-    """Two engines of two devices; no planner (the test's operator switches layouts)."""
+def deployment(initial: str, balancer: bool, profile: str) -> str:
+    """Two engines of two devices; no planner (the test's operator switches layouts); the step
+    times the forecast and balancer read are the engine's own (`--profile`)."""
     return f"""
 [[generation.deployments]]
 name = "gen"
@@ -51,6 +52,7 @@ balancer = {str(balancer).lower()}
 theta = 0.01
 tick_ms = 100
 command_timeout_s = {5 * SCALE}
+profile = "{profile}"
 """
 
 
@@ -140,7 +142,42 @@ class StepThread(threading.Thread):
         return self.outputs
 
 
+def measure_profile(folder: str) -> str:
+    """`loom-engine-torch --profile` for the engines' model and two devices: the profile file."""
+    path = os.path.join(folder, "profile.toml")
+    out = subprocess.run([sys.executable, "-m", "loom_torch.engine", "--profile", path,
+                          "--gpus", "2", "--seed", str(SEED), "--profile-model", "Qwen2.5-14B",
+                          "--profile-gpu", "H800", "--profile-batches", "1", "4", "16",
+                          "--profile-contexts", "32", "128", "384"],
+                         env=dict(os.environ, PYTHONPATH=PACKAGE, OMP_NUM_THREADS="1"),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return path
+
+
 class TorchLive(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.profiles = tempfile.mkdtemp(prefix="loom-torch-profile-")
+        cls.profile = measure_profile(cls.profiles)
+
+    def test_the_engine_profiles_itself_for_every_tp_degree_and_loom_takes_it(self):
+        """Its step times per TP degree its devices run, samples varying the batch and its
+        context apart, in the file format `serve` reads (every test here serves on it)."""
+        with open(self.profile) as f:
+            text = f.read()
+        self.assertEqual(re.findall(r'parallel = "(\w+)"', text), ["TP1", "TP2"])
+        for key in ("batch", "context_tokens", "step_ms"):
+            rows = re.findall(rf"^{key} = \[(.*)\]$", text, re.M)
+            self.assertEqual([len(r.split(",")) for r in rows], [9, 9], key)
+        batches = {int(b) for b in re.findall(r"^batch = \[(.*)\]$", text, re.M)[0].split(",")}
+        self.assertGreater(len(batches), 1)
+        config = os.path.join(self.profiles, "loom.toml")
+        Service.write_config(config, os.path.join(self.profiles, "db"), "tcp://127.0.0.1:1",
+                             deployment("TP1", False, self.profile))
+        out = subprocess.run([LOOM, "check-config", config], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+
     def setUp(self):
         torch.set_num_threads(1)
         self.work = tempfile.mkdtemp(prefix="loom-torch-live-")
@@ -158,7 +195,7 @@ class TorchLive(unittest.TestCase):
             self.service.log.close()
 
     def start(self, initial: str, balancer: bool = False):
-        self.service = Service(LOOM, self.work, deployment(initial, balancer))
+        self.service = Service(LOOM, self.work, deployment(initial, balancer, self.profile))
         self.engines = [Engine(self.service, f"e{k}") for k in range(2)]
         self.wait_for(lambda: all(e.count("reshard: ok") for e in self.engines),
                       "both engines loaded their first instances")
