@@ -124,10 +124,13 @@ def reshard(rounds):
 
 def weight_sync(rounds):
     """Per round, one new version published and pulled whole; the floor sends as many bytes
-    down a connected loopback TCP socket into a preallocated buffer."""
+    down a connected loopback TCP socket into a preallocated buffer. Then a sync over two
+    rollout nodes as WEAVE §5.2 routes it (trainer -> node A's worker -> node B's), whose
+    time model_sync_s predicts as one copy over the cross-cluster link plus one broadcast
+    hop: at the floor's measured speed on both links, twice the floor's time."""
     weights = init_weights(SYNCED, 1)
-    server = DataServer()
-    channel = WeightChannel(server)
+    server, relay = DataServer(), DataServer()
+    channel, relayed = WeightChannel(server), WeightChannel(relay)
     version = [0]
 
     def loom():
@@ -135,6 +138,16 @@ def weight_sync(rounds):
         start = time.perf_counter()
         channel.publish(version[0], *pack_weights(weights))
         unpack_weights(*fetch(server.address, version[0]))
+        return time.perf_counter() - start
+
+    def route():
+        version[0] += 1
+        start = time.perf_counter()
+        channel.publish(version[0], *pack_weights(weights))
+        got = fetch(server.address, version[0])  # node A's worker
+        relayed.publish(version[0], *got)
+        unpack_weights(*got)
+        unpack_weights(*fetch(relay.address, version[0]))  # node B's, from A
         return time.perf_counter() - start
 
     nbytes = sum(t.numel() * t.element_size() for t in weights.values())
@@ -152,8 +165,9 @@ def weight_sync(rounds):
             got += receiver.recv_into(view[got:])
         t.join()
         return time.perf_counter() - start
-    result = median_of(loom, rounds), median_of(floor, rounds), nbytes
+    result = median_of(loom, rounds), median_of(floor, rounds), nbytes, median_of(route, rounds)
     server.close()
+    relay.close()
     for sock in (sender, receiver, listener):
         sock.close()
     return result
@@ -174,9 +188,12 @@ def main():
     print(f"reshard TP1 -> TP2, {weight_bytes / 1e6:.1f} MB of weights: {took * 1e3:.0f} ms "
           f"({weight_bytes / took / 1e6:.0f} MB/s), making and splitting them in-process "
           f"{floor * 1e3:.0f} ms, ratio {took / floor:.1f}")
-    took, floor, nbytes = weight_sync(rounds)
+    took, floor, nbytes, route = weight_sync(rounds)
     print(f"weight sync, {nbytes / 1e6:.1f} MB: weight channel {nbytes / took / 1e6:.0f} MB/s, "
           f"loopback TCP socket {nbytes / floor / 1e6:.0f} MB/s, ratio {took / floor:.2f}")
+    print(f"sync over two rollout nodes (trainer -> A -> B): {route * 1e3:.0f} ms, "
+          f"model_sync_s at the socket's speed {2 * floor * 1e3:.0f} ms, "
+          f"measured/modelled {route / (2 * floor):.2f}")
 
 
 if __name__ == "__main__":
