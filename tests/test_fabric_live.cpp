@@ -672,6 +672,26 @@ BOOST_AUTO_TEST_CASE(foreign_patches_survive_start_resync_and_a_switch_coming_ba
     BOOST_CHECK_MESSAGE(sync.find("foreign=4") != std::string::npos, sync);
   }
   BOOST_CHECK(holds_foreign(pod0.read_back()));
+  // /metrics says so per device: up, and the foreign patches counted apart from Loom's.
+  auto log = serve->stderr_text();
+  const int metrics_port =
+    std::stoi(log.substr(log.find("port=", log.find("event=metrics_listening")) + 5));
+  auto shows = [&](std::vector<std::string> lines) {
+    for (auto until = std::chrono::steady_clock::now() + lt::live_limit;;
+         std::this_thread::sleep_for(100ms)) {
+      auto page = lt::http_get(metrics_port, "/metrics");
+      if (std::all_of(lines.begin(), lines.end(),
+                      [&](auto& l) { return page.find(l) != std::string::npos; }))
+        return true;
+      if (std::chrono::steady_clock::now() > until) {
+        BOOST_TEST_MESSAGE(page);
+        return false;
+      }
+    }
+  };
+  BOOST_CHECK(shows({"loom_ocs_device_up{device=\"agg-pod0\"} 1",
+                     "loom_ocs_cross_connects{device=\"agg-pod0\",owner=\"foreign\"} 4",
+                     "loom_ocs_device_errors_total{device=\"agg-pod1\"} 0"}));
   // Plans commit beside them, and never over Loom's port 8, which a foreign patch holds.
   client shim{s.keys("shim")};
   BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "job-b")->has_registered());
@@ -687,6 +707,8 @@ BOOST_AUTO_TEST_CASE(foreign_patches_survive_start_resync_and_a_switch_coming_ba
   pod1.proc->send_signal(SIGKILL);
   BOOST_CHECK(pod1.proc->wait(lt::live_limit));
   await_log(*serve, {"event=ocs_device_down", "device=agg-pod1"});
+  BOOST_CHECK(shows({"loom_ocs_device_up{device=\"agg-pod1\"} 0",
+                     "loom_ocs_device_errors_total{device=\"agg-pod1\"} 1"}));
   const auto old_port = pod1.port;
   pod1 = switch_emulator{{}, "32x32", old_port};
   auto at = login;
@@ -696,6 +718,10 @@ BOOST_AUTO_TEST_CASE(foreign_patches_survive_start_resync_and_a_switch_coming_ba
   BOOST_CHECK_MESSAGE(resumed.find("removed=0") != std::string::npos, resumed);
   BOOST_CHECK(holds_foreign(pod1.read_back()));
   BOOST_CHECK_EQUAL(pod1.read_back().size(), on_pod1.size());
+  BOOST_CHECK(shows({"loom_ocs_device_up{device=\"agg-pod1\"} 1",
+                     "loom_ocs_cross_connects{device=\"agg-pod1\",owner=\"foreign\"} 4",
+                     "loom_ocs_cross_connects{device=\"agg-pod1\",owner=\"loom\"} " +
+                       std::to_string(2 * b.circuits())}));
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
 }

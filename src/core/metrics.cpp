@@ -64,6 +64,16 @@ service_metrics::service_metrics() : registry_(std::make_shared<prometheus::Regi
                                  {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1});
   ocs_plans_ = &counters(r, "loom_fabric_plans_total",
                          "Fabric plan decisions by outcome (committed ones reprogrammed OCS)");
+  ocs_device_up_ = &gauges(r, "loom_ocs_device_up",
+                           "1 while the OCS device answers and is in sync, else 0");
+  ocs_cross_connects_ = &gauges(r, "loom_ocs_cross_connects",
+                                "Cross-connects on the device at its last read-back, by owner "
+                                "(loom: on ports Loom manages; foreign: anyone else's)");
+  ocs_device_errors_ = &counters(r, "loom_ocs_device_errors_total",
+                                 "Times the device went down (did not answer, failed a read-back "
+                                 "or a command)");
+  ocs_device_last_error_ = &gauges(r, "loom_ocs_device_last_error_timestamp_seconds",
+                                   "Unix time the device last went down (0: never)");
   gen_reconfigurations_ = &counters(r, "loom_gen_reconfigurations_total",
                                     "Parallelism switches of a generation deployment");
   gen_migrations_ = &counters(r, "loom_gen_migrations_total",
@@ -132,6 +142,23 @@ prometheus::Counter& service_metrics::iterations(bool within_slo) {
 
 prometheus::Counter& service_metrics::ocs_plans(const std::string& outcome) {
   return ocs_plans_->Add({{"outcome", outcome}});
+}
+
+prometheus::Gauge& service_metrics::ocs_device_up(const std::string& device) {
+  return ocs_device_up_->Add({{"device", device}});
+}
+
+prometheus::Gauge& service_metrics::ocs_cross_connects(const std::string& device,
+                                                       const std::string& owner) {
+  return ocs_cross_connects_->Add({{"device", device}, {"owner", owner}});
+}
+
+prometheus::Counter& service_metrics::ocs_device_errors(const std::string& device) {
+  return ocs_device_errors_->Add({{"device", device}});
+}
+
+prometheus::Gauge& service_metrics::ocs_device_last_error(const std::string& device) {
+  return ocs_device_last_error_->Add({{"device", device}});
 }
 
 prometheus::Counter& service_metrics::phase_overruns(const std::string& phase) {

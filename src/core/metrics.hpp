@@ -56,6 +56,13 @@ public:
   prometheus::Histogram& decision_latency() { return *decision_latency_; }
   /// Fabric plan outcomes (committed, deferred, kept, unchanged).
   prometheus::Counter& ocs_plans(const std::string& outcome);
+  // Per OCS device (RFabric App. H health): answering and in sync, the cross-connects its last
+  // read-back found (owner "loom": on ports Loom manages; "foreign": anyone else's), and its
+  // failures with the wall-clock time of the last one.
+  prometheus::Gauge& ocs_device_up(const std::string& device);
+  prometheus::Gauge& ocs_cross_connects(const std::string& device, const std::string& owner);
+  prometheus::Counter& ocs_device_errors(const std::string& device);
+  prometheus::Gauge& ocs_device_last_error(const std::string& device);
 
   // OrchestrRL §4 live, by deployment.
   /// Parallelism switches the planner made (each a drain, reshard and admit of the engines).
@@ -78,6 +85,10 @@ private:
   prometheus::Family<prometheus::Counter>* iterations_;
   prometheus::Histogram* decision_latency_;
   prometheus::Family<prometheus::Counter>* ocs_plans_;
+  prometheus::Family<prometheus::Gauge>* ocs_device_up_;
+  prometheus::Family<prometheus::Gauge>* ocs_cross_connects_;
+  prometheus::Family<prometheus::Counter>* ocs_device_errors_;
+  prometheus::Family<prometheus::Gauge>* ocs_device_last_error_;
   prometheus::Family<prometheus::Counter>* gateway_messages_;
   prometheus::Counter* refused_connections_;
   prometheus::Family<prometheus::Counter>* gateway_limited_;

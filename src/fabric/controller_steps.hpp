@@ -33,6 +33,8 @@ std::string unavailable(self_ptr self, const std::map<uint32_t, xc_diff>& diffs)
 /// A device failed an apply: one unreachable or silent is down until a poll finds it back.
 void apply_failed(self_ptr self, uint32_t device, const caf::error& err);
 
+/// Every device's OCS gauges and counters, there at zero before its first poll (live mode).
+void device_metrics_at_zero(self_ptr self);
 /// Polls every device's health (App. H): down and back, alarms masked, repaired after.
 void poll_devices(self_ptr self);
 

@@ -164,6 +164,7 @@ fabric_controller(fabric_controller_actor::stateful_pointer<fabric_controller_st
   st.config = config;
   restore(self, restored.plans);
   controller_steps::restore_opus(self, restored.opus_jobs);
+  controller_steps::device_metrics_at_zero(self);
   if (config.health_poll.count() > 0) {
     // Read every device back before trusting it, then poll it for as long as the service runs.
     for (auto& [dev, driver] : st.drivers)

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.hpp"
 #include "core/inspect.hpp"
@@ -37,6 +38,14 @@ void mark_down(self_ptr self, uint32_t dev, const std::string& why) {
   if (ds.down)
     return;
   ds.down = true;
+  if (auto& m = self->state.config.metrics) {
+    const auto& id = device_id(self, dev);
+    m->ocs_device_up(id).Set(0);
+    m->ocs_device_errors(id).Increment();
+    m->ocs_device_last_error(id).Set(double(std::chrono::duration_cast<std::chrono::seconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count()));
+  }
   ds.reason = why;
   record(self, {event_kind::ocs_device_down, device_id(self, dev),
                 fmt::format("reason=\"{}\"", why)});
@@ -62,6 +71,12 @@ std::vector<cross_connect> expected_on(self_ptr self, uint32_t dev) {
 }
 
 void resumed(self_ptr self, uint32_t dev, const xc_diff& repair, size_t foreign) {
+  if (auto& m = self->state.config.metrics) {
+    const auto& id = device_id(self, dev);
+    m->ocs_device_up(id).Set(1);
+    m->ocs_cross_connects(id, "loom").Set(double(expected_on(self, dev).size()));
+    m->ocs_cross_connects(id, "foreign").Set(double(foreign));
+  }
   auto& ds = self->state.devices[dev];
   ds.polling = false;
   ds.resync = false;
@@ -237,6 +252,20 @@ void apply_failed(self_ptr self, uint32_t device, const caf::error& err) {
     mark_down(self, device, render(err));
   else
     poll_one(self, device); // a denied change: the switch may be raising an alarm
+}
+
+void device_metrics_at_zero(self_ptr self) {
+  auto& m = self->state.config.metrics;
+  if (!m)
+    return;
+  for (auto& [dev, driver] : self->state.drivers) {
+    const auto& id = device_id(self, dev);
+    m->ocs_device_up(id);
+    m->ocs_cross_connects(id, "loom");
+    m->ocs_cross_connects(id, "foreign");
+    m->ocs_device_errors(id);
+    m->ocs_device_last_error(id);
+  }
 }
 
 void poll_devices(self_ptr self) {
