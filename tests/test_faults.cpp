@@ -474,6 +474,50 @@ BOOST_AUTO_TEST_CASE(oversized_fields_get_a_typed_error_and_the_service_keeps_se
   BOOST_CHECK_EQUAL(serve->wait(lt::live_limit).value_or(-1), 0);
 }
 
+// The engines of a deployment share one key: each session has its own frame budget, so that
+// together they may send what one alone may not; one session past its own is still refused.
+BOOST_AUTO_TEST_CASE(sessions_sharing_a_key_each_have_their_own_frame_budget) {
+  lt::live_service s{{.fabric = false,
+                      .security = "frames_per_s_per_key = 100\nframes_per_s_per_session = 100\n"}};
+  auto serve = s.serve();
+  BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("job-x", 1)}).exit_code, 0);
+  std::vector<std::unique_ptr<loom::client>> sessions;
+  for (const char* id : {"d-1", "d-2"}) {
+    sessions.push_back(std::make_unique<loom::client>(s.keys("driver-a")));
+    auto r = sessions.back()->register_worker("driver", id, "job-x");
+    BOOST_REQUIRE(r);
+    BOOST_REQUIRE_MESSAGE(r->has_registered(), r->DebugString());
+  }
+  // Frames from both, at once: 2 x 150, past the key's burst of 200, within each session's.
+  auto flood = [&](loom::client& c, int n) {
+    std::atomic<int> answered = 0, limited = 0;
+    for (int i = 0; i < n; ++i) {
+      loom::v1::Envelope staged;
+      staged.mutable_staged()->set_job("nobody"); // not its job: answered at once
+      c.call_async(staged, [&](std::optional<loom::v1::Envelope> r) {
+        limited += r && r->has_error() && r->error().code() == loom::v1::ERROR_RATE_LIMITED;
+        ++answered;
+      });
+    }
+    for (auto until = std::chrono::steady_clock::now() + lt::live_limit;
+         answered < n && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(10ms);
+    return std::pair{answered.load(), limited.load()}; // checked on the test's thread
+  };
+  std::pair<int, int> first;
+  std::thread other([&] { first = flood(*sessions[0], 150); });
+  const auto second = flood(*sessions[1], 150);
+  other.join();
+  BOOST_CHECK_EQUAL(first.first + second.first, 300);
+  BOOST_CHECK_EQUAL(first.second + second.second, 0);
+  // One session alone past its own budget is refused.
+  const auto alone = flood(*sessions[0], 400);
+  BOOST_CHECK_EQUAL(alone.first, 400);
+  BOOST_CHECK_GE(alone.second, 100);
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK_EQUAL(serve->wait(lt::live_limit).value_or(-1), 0);
+}
+
 BOOST_AUTO_TEST_CASE(a_key_over_its_limits_is_refused_and_other_keys_keep_their_service) {
   lt::live_service s{{.fabric = false,
                       .security = "frames_per_s_per_key = 100\nsessions_per_key = 3\n"}};

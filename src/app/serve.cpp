@@ -315,6 +315,7 @@ gateway_config gateway_settings(const config& cfg) {
   gc.heartbeat_ms = cfg.security.heartbeat_ms;
   gc.heartbeat_misses = cfg.security.heartbeat_misses;
   gc.frames_per_s_per_key = cfg.security.frames_per_s_per_key;
+  gc.frames_per_s_per_session = cfg.security.frames_per_s_per_session;
   gc.sessions_per_key = cfg.security.sessions_per_key;
   gc.tail_threshold = cfg.policy.weave.tail_migration_threshold;
   gc.default_slo = cfg.policy.weave.default_slo;

@@ -136,6 +136,11 @@ void read_security(table_reader& root, config& cfg, const std::string& config_di
                                                       out.frames_per_s_per_key),
                                0, 10'000'000))
     out.frames_per_s_per_key = uint32_t(*v);
+  if (auto v = within<int64_t>(*sec, "frames_per_s_per_session",
+                               sec->optional<int64_t>("frames_per_s_per_session",
+                                                      out.frames_per_s_per_session),
+                               0, 10'000'000))
+    out.frames_per_s_per_session = uint32_t(*v);
   if (auto v = within<int64_t>(*sec, "sessions_per_key",
                                sec->optional<int64_t>("sessions_per_key", out.sessions_per_key),
                                1, 1'000'000))

@@ -44,7 +44,8 @@ struct security_config {
   std::map<worker_role, std::vector<std::string>> clients; // role -> public key files
   uint32_t heartbeat_ms = 2000;
   uint32_t heartbeat_misses = 3; // a worker silent this many intervals is declared dead
-  uint32_t frames_per_s_per_key = 20'000; // inbound frames a key may send (0: no limit)
+  uint32_t frames_per_s_per_key = 20'000; // frames of no session a key may send (0: no limit)
+  uint32_t frames_per_s_per_session = 20'000; // frames a registered session may send (0: none)
   uint32_t sessions_per_key = 4096;       // live sessions one key may hold
 };
 

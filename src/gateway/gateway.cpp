@@ -188,30 +188,45 @@ void register_session(self_ptr self, const wire_frame& frame, const v1::Envelope
     open_session(self, frame.identity, rid, r.worker_id(), std::move(s));
 }
 
-/// A key over its frame rate: the frame is answered RATE_LIMITED (when it asks for an answer)
-/// and not handled; one log line a second per key says how many were refused.
-void rate_limited(self_ptr self, const wire_frame& frame, const v1::Envelope& env, bool parsed) {
+/// A session (or, for frames of no session, a key) over its frame rate: the frame is answered
+/// RATE_LIMITED (when it asks for an answer) and not handled; one log line a second per key
+/// says how many were refused.
+void rate_limited(self_ptr self, const wire_frame& frame, const v1::Envelope& env, bool parsed,
+                  const std::string* worker) {
   auto& st = self->state;
   st.metrics->gateway_limited("rate").Increment();
+  const uint32_t limit =
+    worker ? st.config.frames_per_s_per_session : st.config.frames_per_s_per_key;
   auto now = self->clock().now();
   auto [it, fresh] = st.limited_log.try_emplace(frame.key, now, 0);
   ++it->second.second;
   if (fresh || now - it->second.first >= std::chrono::seconds{1}) {
-    spdlog::warn("event=gateway_rate_limited key={} refused={} limit_per_s={}",
-                 frame.key.substr(0, 12), it->second.second, st.config.frames_per_s_per_key);
+    spdlog::warn("event=gateway_rate_limited key={} worker={} refused={} limit_per_s={}",
+                 frame.key.substr(0, 12), worker ? *worker : "", it->second.second, limit);
     it->second = {now, 0};
   }
   if (parsed && env.request_id() != 0)
     send_error(self, frame.identity, env.request_id(), v1::ERROR_RATE_LIMITED,
-               fmt::format("this key sent more than {} frames a second",
-                           st.config.frames_per_s_per_key));
+               fmt::format("this {} sent more than {} frames a second",
+                           worker ? "session" : "key", limit));
+}
+
+/// A registered session's frames count against its own connection's budget, so that the
+/// engines of a deployment sharing one key each have theirs; anything else against its key's.
+bool within_rate(self_ptr self, const wire_frame& frame, const std::string* worker) {
+  auto& st = self->state;
+  const auto now = self->clock().now();
+  return worker ? st.session_limiter.admit(frame.identity, now)
+                : st.limiter.admit(frame.key, now);
 }
 
 void handle_frame(self_ptr self, const wire_frame& frame) {
   auto& st = self->state;
   v1::Envelope env;
-  if (!st.limiter.admit(frame.key, self->clock().now())) {
-    rate_limited(self, frame, env, frame.single_part && env.ParseFromString(frame.payload));
+  if (const auto* worker = st.sessions.worker_of(frame.identity);
+      !within_rate(self, frame, worker)) {
+    rate_limited(self, frame, env, frame.single_part && env.ParseFromString(frame.payload),
+                 worker);
     return;
   }
   if (!frame.single_part || !env.ParseFromString(frame.payload)
@@ -278,6 +293,10 @@ void sweep(self_ptr self) {
         .then([](ok_atom) {}, [](caf::error&) {});
   }
   update_alive(self);
+  // Budgets of connections whose sessions ended go (a new session starts with a full one).
+  st.session_limiter.retain([&](const std::string& identity) {
+    return st.sessions.worker_of(identity) != nullptr;
+  });
   self->delayed_send(self, std::chrono::milliseconds{st.config.heartbeat_ms}, sweep_atom::value);
 }
 
@@ -310,6 +329,8 @@ gateway_actor::behavior_type gateway(gateway_actor::stateful_pointer<gateway_sta
   st.metrics = std::move(metrics);
   st.limiter = rate_limiter{double(config.frames_per_s_per_key),
                             2.0 * config.frames_per_s_per_key};
+  st.session_limiter = rate_limiter{double(config.frames_per_s_per_session),
+                                    2.0 * config.frames_per_s_per_session};
   self->delayed_send(self, std::chrono::milliseconds{config.heartbeat_ms}, sweep_atom::value);
   return {
     [self](connect_atom, cluster_scheduler_actor scheduler, fabric_controller_actor fabric) {

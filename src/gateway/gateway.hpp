@@ -26,7 +26,8 @@ struct gateway_config {
   bool insecure = false;
   uint32_t heartbeat_ms = 2000;
   uint32_t heartbeat_misses = 3;
-  uint32_t frames_per_s_per_key = 20'000; // a key's inbound frames, bursts of twice that
+  uint32_t frames_per_s_per_key = 20'000; // frames of no session, per key; bursts of twice that
+  uint32_t frames_per_s_per_session = 20'000; // a registered session's, per connection
   uint32_t sessions_per_key = 4096;
   std::map<std::string, uint32_t> stats_interval_ms; // per generation deployment: its tick
   double tail_threshold = 0.8; // WEAVE §4.3
@@ -53,7 +54,8 @@ struct gateway_state {
   session_table sessions;
   grant_matcher grants;
   std::map<std::string, job_link> jobs;
-  rate_limiter limiter{0, 0};
+  rate_limiter limiter{0, 0};         // frames of no session, by key
+  rate_limiter session_limiter{0, 0}; // a registered session's frames, by connection
   // A limited key's frames are logged once a second at most: key -> (last line, dropped since).
   std::map<std::string, std::pair<std::chrono::steady_clock::time_point, uint64_t>> limited_log;
   bool stopping = false; // the service is going away: sessions were told, requests refused

@@ -1,7 +1,9 @@
 #pragma once
-// Per-key token buckets for the gateway's inbound frames, pure: one key may not take the
-// gateway from the others. Keys are the configured client keys (one bucket each; "" in
-// insecure mode), so the table is as bounded as the keys directory.
+// Token buckets for the gateway's inbound frames, pure, by a name: a registered session's
+// connection (each engine or worker of a deployment its own budget, whatever key they share)
+// or, for frames of no session, the client key (one bucket each; "" in insecure mode). The
+// gateway drops the buckets of connections whose sessions ended, so the table stays as bounded
+// as the live sessions and the keys directory.
 
 #include <chrono>
 #include <map>
@@ -18,6 +20,12 @@ public:
 
   /// Takes one frame of `key` at `now`: false if its bucket is empty.
   bool admit(const std::string& key, time_point now);
+
+  /// Keeps only the buckets whose key `keep` accepts.
+  template <class Keep>
+  void retain(Keep keep) {
+    std::erase_if(buckets_, [&](auto& b) { return !keep(b.first); });
+  }
 
 private:
   struct bucket {
