@@ -141,6 +141,7 @@ BOOST_AUTO_TEST_CASE(commits_in_a_safe_window_and_persists_before_answering) {
                                                {{0, 0}, {1, 1}}),
                                     stage_boundary);
   BOOST_CHECK_EQUAL(again.value->outcome, fabric_outcome::unchanged);
+  BOOST_CHECK_EQUAL(again.value->reason, "the intent's circuits are those already committed");
 }
 
 BOOST_AUTO_TEST_CASE(granularity_and_window_length_decide_when_a_plan_commits) {

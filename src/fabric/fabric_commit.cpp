@@ -215,6 +215,8 @@ caf::result<fabric_decision> try_commit(self_ptr self, const std::string& owner,
   auto d = standing(owner, o);
   if (!o.intent) {
     d.outcome = fabric_outcome::unchanged;
+    d.reason = o.committed ? "no new intent: the committed plan stands"
+                           : "no intent of this owner: nothing to commit";
     return d;
   }
   if (o.busy) {
@@ -242,6 +244,7 @@ caf::result<fabric_decision> try_commit(self_ptr self, const std::string& owner,
     o.serving = intent;
     o.intent.reset();
     d.outcome = fabric_outcome::unchanged;
+    d.reason = "the intent's circuits are those already committed";
     promise.deliver(d);
     return promise;
   }
