@@ -474,6 +474,30 @@ BOOST_AUTO_TEST_CASE(oversized_fields_get_a_typed_error_and_the_service_keeps_se
   BOOST_CHECK_EQUAL(serve->wait(lt::live_limit).value_or(-1), 0);
 }
 
+namespace {
+
+struct flooded {
+  int answered = 0;
+  int limited = 0; // answered RATE_LIMITED
+};
+
+/// Sends `e` `n` times at once from `c` and waits for every answer (checked by the caller, on
+/// the test's thread).
+flooded flood(loom::client& c, const loom::v1::Envelope& e, int n) {
+  std::atomic<int> answered = 0, limited = 0;
+  for (int i = 0; i < n; ++i)
+    c.call_async(e, [&](std::optional<loom::v1::Envelope> r) {
+      limited += r && r->has_error() && r->error().code() == loom::v1::ERROR_RATE_LIMITED;
+      ++answered;
+    });
+  for (auto until = std::chrono::steady_clock::now() + lt::live_limit;
+       answered < n && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(10ms);
+  return {answered.load(), limited.load()};
+}
+
+} // namespace
+
 // The engines of a deployment share one key: each session has its own frame budget, so that
 // together they may send what one alone may not; one session past its own is still refused.
 BOOST_AUTO_TEST_CASE(sessions_sharing_a_key_each_have_their_own_frame_budget) {
@@ -489,31 +513,18 @@ BOOST_AUTO_TEST_CASE(sessions_sharing_a_key_each_have_their_own_frame_budget) {
     BOOST_REQUIRE_MESSAGE(r->has_registered(), r->DebugString());
   }
   // Frames from both, at once: 2 x 150, past the key's burst of 200, within each session's.
-  auto flood = [&](loom::client& c, int n) {
-    std::atomic<int> answered = 0, limited = 0;
-    for (int i = 0; i < n; ++i) {
-      loom::v1::Envelope staged;
-      staged.mutable_staged()->set_job("nobody"); // not its job: answered at once
-      c.call_async(staged, [&](std::optional<loom::v1::Envelope> r) {
-        limited += r && r->has_error() && r->error().code() == loom::v1::ERROR_RATE_LIMITED;
-        ++answered;
-      });
-    }
-    for (auto until = std::chrono::steady_clock::now() + lt::live_limit;
-         answered < n && std::chrono::steady_clock::now() < until;)
-      std::this_thread::sleep_for(10ms);
-    return std::pair{answered.load(), limited.load()}; // checked on the test's thread
-  };
-  std::pair<int, int> first;
-  std::thread other([&] { first = flood(*sessions[0], 150); });
-  const auto second = flood(*sessions[1], 150);
+  loom::v1::Envelope staged;
+  staged.mutable_staged()->set_job("nobody"); // not its job: answered at once
+  flooded first;
+  std::thread other([&] { first = flood(*sessions[0], staged, 150); });
+  const auto second = flood(*sessions[1], staged, 150);
   other.join();
-  BOOST_CHECK_EQUAL(first.first + second.first, 300);
-  BOOST_CHECK_EQUAL(first.second + second.second, 0);
+  BOOST_CHECK_EQUAL(first.answered + second.answered, 300);
+  BOOST_CHECK_EQUAL(first.limited + second.limited, 0);
   // One session alone past its own budget is refused.
-  const auto alone = flood(*sessions[0], 400);
-  BOOST_CHECK_EQUAL(alone.first, 400);
-  BOOST_CHECK_GE(alone.second, 100);
+  const auto alone = flood(*sessions[0], staged, 400);
+  BOOST_CHECK_EQUAL(alone.answered, 400);
+  BOOST_CHECK_GE(alone.limited, 100);
   serve->send_signal(SIGTERM);
   BOOST_CHECK_EQUAL(serve->wait(lt::live_limit).value_or(-1), 0);
 }
@@ -523,26 +534,16 @@ BOOST_AUTO_TEST_CASE(a_key_over_its_limits_is_refused_and_other_keys_keep_their_
                       .security = "frames_per_s_per_key = 100\nsessions_per_key = 3\n"}};
   auto serve = s.serve();
   // A flood from one key: every request answered, those past the burst RATE_LIMITED.
-  loom::client flood{s.keys("driver-a")};
-  std::atomic<int> answered = 0, limited = 0;
-  constexpr int sent = 600;
-  for (int i = 0; i < sent; ++i) {
-    loom::v1::Envelope acquire;
-    acquire.mutable_phase_acquire()->set_job("nobody");
-    flood.call_async(acquire, [&](std::optional<loom::v1::Envelope> r) {
-      limited += r && r->has_error() && r->error().code() == loom::v1::ERROR_RATE_LIMITED;
-      ++answered;
-    });
-  }
-  for (auto until = std::chrono::steady_clock::now() + lt::live_limit;
-       answered < sent && std::chrono::steady_clock::now() < until;)
-    std::this_thread::sleep_for(10ms);
-  BOOST_CHECK_EQUAL(answered.load(), sent);
-  BOOST_CHECK_GE(limited.load(), 100); // 200 of burst, then 100/s
+  loom::client flooder{s.keys("driver-a")};
+  loom::v1::Envelope acquire;
+  acquire.mutable_phase_acquire()->set_job("nobody");
+  const auto got = flood(flooder, acquire, 600);
+  BOOST_CHECK_EQUAL(got.answered, 600);
+  BOOST_CHECK_GE(got.limited, 100); // 200 of burst, then 100/s
   BOOST_CHECK_EQUAL(s.admin({"jobs"}).exit_code, 0); // another key is served meanwhile
   auto counted = metric_line(metrics_port(*serve), "loom_gateway_limited_total{limit=\"rate\"}");
   BOOST_REQUIRE_MESSAGE(!counted.empty(), "no rate-limited counter");
-  BOOST_CHECK_GE(std::stod(counted.substr(counted.rfind(' ') + 1)), double(limited.load()));
+  BOOST_CHECK_GE(std::stod(counted.substr(counted.rfind(' ') + 1)), double(got.limited));
 
   // Sessions: three per key; a goodbye frees one. A goodbye's reason is logged on one line, cut.
   std::vector<std::unique_ptr<loom::client>> shims;
