@@ -123,13 +123,17 @@ void complete(executor_ptr self, const std::string& job, int64_t done,
 }
 
 /// The job's profiling pass ended (WEAVE §5 (1)(2)): it leaves the schedule before another
-/// phase is permitted, and the scheduler places it with what it measured.
+/// phase is permitted, its workers hear it is being placed again, and the scheduler places it
+/// with what it measured.
 void profiled(executor_ptr self, const job_profile& p, executor_actions& actions) {
   auto& st = self->state;
   std::erase_if(actions.grants, [&](auto& g) { return g.job == p.job; });
   std::erase_if(actions.resizes, [&](auto& r) { return r.job == p.job; });
   auto freed = st.schedule->remove(p.job);
   actions.grants.insert(actions.grants.end(), freed.grants.begin(), freed.grants.end());
+  actions.resizes.insert(actions.resizes.end(), freed.resizes.begin(), freed.resizes.end());
+  if (st.worker)
+    self->send(st.worker, leave_atom::value, p.job, job_state::profiled);
   spdlog::info("event=profile_measured group={} job={} rollout_s={:.3f} training_s={:.3f} "
                "rollout_memory_gb={:.4f} training_memory_gb={:.4f}",
                st.config.group, p.job, p.rollout_s, p.training_s, p.rollout_memory_gb,
