@@ -301,6 +301,9 @@ void place_profiled(scheduler_ptr self, const job_profile& p) {
     job.rollout_memory_gb = p.rollout_memory_gb * grown;
   if (p.training_memory_gb > 0)
     job.training_memory_gb = p.training_memory_gb * grown;
+  // The departure's record keeps what was measured: a restart before the new placement is
+  // durable admits the job with it rather than profiling it again.
+  self->state.jobs.at(p.job).job = job;
   place_again(self, std::move(job), job_state::profiled,
               fmt::format("profiled: rollout {:.3f} s, training {:.3f} s, host memory {:.4f} + "
                           "{:.4f} GB",
