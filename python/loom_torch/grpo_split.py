@@ -14,7 +14,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from loom_client import Job, Restarted
+from loom_client import Job, JobEnded, Restarted
+from loom_client import loom_pb2 as pb
 from loom_client.data_channel import DataServer, ask
 from loom_client.weights import WeightChannel, fetch, report_synced
 
@@ -22,6 +23,9 @@ from .learner import Learner, model_config, nbytes, record, rollout_share, say
 from .model import Weights, init_weights, pack_weights, unpack_weights
 from .rollout import Group, RolloutPolicy
 from .tasks import Problem
+
+# JobLeft states after which the job runs on in another group (its workers wait for it there).
+PLACED_AGAIN = ("JOB_STATE_DRIFTED", "JOB_STATE_MOVED", "JOB_STATE_PROFILED")
 
 
 class Inbox:
@@ -33,6 +37,7 @@ class Inbox:
         self._changed = threading.Condition()
         self.prompts, self._wanted = prompts, wanted
         self.attempt = 0  # counts iterations dropped to run again from their rollout
+        self.ended: Optional[str] = None  # why the job ended, once Loom said so
         server.on(b"samples", self._take)
         server.on(b"want", lambda args: [json.dumps(dict(self._wanted(),
                                                          attempt=self.attempt)).encode()])
@@ -56,9 +61,22 @@ class Inbox:
                     or len(self._groups.get(iteration, {})) >= self.prompts)
 
     def wait(self, iteration: int) -> List[Group]:
+        """The iteration's groups once every one came; JobEnded if the job ends first (its
+        rollout workers then send no more)."""
         with self._changed:
-            self._changed.wait_for(lambda: len(self._groups.get(iteration, {})) >= self.prompts)
+            self._changed.wait_for(lambda: self.ended is not None
+                                   or len(self._groups.get(iteration, {})) >= self.prompts)
+            if self.ended is not None:
+                raise JobEnded(pb.ERROR_JOB_ENDED, self.ended)
             return list(self._groups[iteration].values())
+
+    def end(self, state: str, reason: str) -> None:
+        """Loom said the job left its group; unless it is only being placed again, it ended."""
+        if state in PLACED_AGAIN:
+            return
+        with self._changed:
+            self.ended = f"{state}: {reason}"
+            self._changed.notify_all()
 
     def trained(self, iteration: int) -> None:
         """The iteration is trained: its groups (and any before) go, so that a long run does
@@ -81,6 +99,7 @@ def run_trainer(a: argparse.Namespace, job: Job, server: DataServer) -> None:
     weights = WeightChannel(server)
     inbox = Inbox(server, a.prompts, lambda: {"iteration": learner.iteration + 1,
                                               "done": learner.iteration >= a.iterations})
+    job.on_job_left(inbox.end)
     weights.publish(learner.iteration, *pack_weights(learner.trainer.state()))
     while learner.iteration < a.iterations:
         k = learner.iteration + 1

@@ -5,19 +5,24 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from typing import Dict, List
 
 from loom_service import SCALE
+
+LIMIT_S = 240 * SCALE  # for one process to report an iteration, or to end
 
 # What an iteration learnt, without its timings (which no two runs share).
 LEARNT = ("iteration", "reward", "solved", "loss", "clipped", "weights_version", "sync_bytes")
 
 
 class Grpo:
-    """One `python3 -m loom_torch.grpo` process; its JSON lines are parsed as they come.
+    """One `python3 -m loom_torch.grpo` process. Its stdout's JSON lines and its stderr are
+    read as they come by threads of their own, so that no pipe ever fills and blocks it.
     `package`: the folder holding loom_torch and loom_client (set by the test)."""
 
     package = ""
+    started: List["Grpo"] = []
 
     def __init__(self, *args: str, env: Dict[str, str] = None):
         full = dict(os.environ, PYTHONPATH=self.package, OMP_NUM_THREADS="1", **(env or {}))
@@ -26,21 +31,62 @@ class Grpo:
         self.proc = subprocess.Popen([sys.executable, "-m", "loom_torch.grpo", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env=full)
+        Grpo.started.append(self)
         self.records: List[dict] = []
+        self._errors: List[str] = []
+        self._changed = threading.Condition()
+        self._readers = [threading.Thread(target=self._read, args=(self.proc.stdout, True)),
+                         threading.Thread(target=self._read, args=(self.proc.stderr, False))]
+        for t in self._readers:
+            t.daemon = True
+            t.start()
+
+    def _read(self, pipe, records: bool) -> None:
+        for line in pipe:
+            with self._changed:
+                if records:
+                    self.records.append(json.loads(line))
+                else:
+                    self._errors.append(line)
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    @property
+    def stderr(self) -> str:
+        with self._changed:
+            return "".join(self._errors[-200:])
 
     def until(self, iteration: int) -> None:
-        """Reads records until `iteration` has been reported."""
-        for line in self.proc.stdout:
-            self.records.append(json.loads(line))
-            if self.records[-1].get("iteration") == iteration and "reward" in self.records[-1]:
-                return
-        raise AssertionError(f"ended before iteration {iteration}: {self.proc.stderr.read()}")
+        """Waits until `iteration` has been reported."""
+        def reported() -> bool:
+            return any(r.get("iteration") == iteration and "reward" in r for r in self.records)
+        with self._changed:
+            done = self._changed.wait_for(
+                lambda: reported() or not self._readers[0].is_alive(), timeout=LIMIT_S)
+            if not (done and reported()):
+                raise AssertionError(f"no iteration {iteration}: {self.stderr}")
 
     def finish(self) -> int:
-        out, err = self.proc.communicate(timeout=600 * SCALE)
-        self.records += [json.loads(line) for line in out.splitlines()]
-        self.stderr = err
+        """Its exit status; a process still running after the limit is killed and named."""
+        try:
+            self.proc.wait(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(f"{self.proc.args[3:]} still ran after {LIMIT_S:.0f} s; last "
+                                 f"records {self.records[-3:]}; stderr {self.stderr}")
+        for t in self._readers:
+            t.join()
         return self.proc.returncode
+
+    @classmethod
+    def kill_all(cls) -> None:
+        """Kills what a failed test left running, so that it holds no cores afterwards."""
+        for g in cls.started:
+            if g.proc.poll() is None:
+                g.proc.kill()
+                g.proc.wait()
+        cls.started.clear()
 
     def iterations(self) -> Dict[int, dict]:
         return {r["iteration"]: {k: r[k] for k in LEARNT} for r in self.records

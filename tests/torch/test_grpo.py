@@ -65,6 +65,9 @@ def mean(xs: List[float]) -> float:
 
 
 class GrpoTest(unittest.TestCase):
+    def tearDown(self):
+        Grpo.kill_all()
+
     def test_the_policy_learns_the_task(self):
         """From random weights the mean reward and the exact-answer share rise: GRPO's group
         advantages and clipped updates work on the reference model."""
@@ -86,7 +89,7 @@ class GrpoTest(unittest.TestCase):
             first = Grpo("--iterations", "14", "--seed", "4", "--checkpoint", folder)
             first.until(6)
             first.proc.send_signal(signal.SIGKILL)
-            first.proc.communicate(timeout=60)
+            first.proc.wait(60)
             second = run("--iterations", "14", "--seed", "4", "--checkpoint", folder)
         resumed = [r for r in second.records if r.get("event") == "resumed"]
         self.assertEqual(len(resumed), 1, second.records)
@@ -162,6 +165,32 @@ class GrpoTest(unittest.TestCase):
             for k in range(iterations):
                 self.assertEqual(first[k]["pulled_bytes"] + second[k]["pulled_bytes"],
                                  model * len(route), f"version {k}")
+            self.assertEqual(counted(service), ["finished", f"{iterations}/{iterations}"])
+
+    def test_split_roles_through_serve_restarts_learn_what_the_driver_learns(self):
+        """The split job under a `serve` SIGKILLed twice mid-run: whatever phase each worker
+        was in, an iteration Loom did not count runs again from its rollout (the trainer
+        drops its groups, the rollout workers generate them again), and the job learns
+        exactly what one driver process learns while Loom counts every iteration."""
+        iterations = 8
+        alone = run("--iterations", str(iterations), "--seed", "7").iterations()
+        with scheduled(iterations) as (service, env):
+            common = ["--iterations", str(iterations), "--seed", "7"]
+            trainer = Grpo(*common, "--role", "train", "--node", "t0", env=env)
+            rollouts = [Grpo(*common, "--role", "rollout", "--rank", str(r), "--workers",
+                             "2", "--node", f"r{r}", env=env) for r in (0, 1)]
+            pause = random.Random(8)
+            for k in (3, 6):
+                trainer.until(k)
+                time.sleep(pause.uniform(0, 0.2))
+                service.kill()
+                time.sleep(0.5)
+                service.start()
+            self.assertEqual(trainer.finish(), 0, trainer.stderr)
+            for r in rollouts:
+                self.assertEqual(r.finish(), 0, r.stderr)
+            self.assertEqual(trainer.iterations(), alone,
+                             [r for r in trainer.records if "event" in r])
             self.assertEqual(counted(service), ["finished", f"{iterations}/{iterations}"])
 
 

@@ -74,6 +74,9 @@ def grants(log: str) -> List[dict]:
 
 
 class GrpoLiveTest(unittest.TestCase):
+    def tearDown(self):
+        Grpo.kill_all()
+
     def test_profiled_jobs_pack_learn_and_survive_a_restart_and_a_move(self):
         with tempfile.TemporaryDirectory() as work:
             service = Service(LOOM, work, POLICY, nodes(3, 3))
