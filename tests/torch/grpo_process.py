@@ -54,8 +54,9 @@ class Grpo:
 
     @property
     def stderr(self) -> str:
+        """Its stderr's last lines and its last JSON lines (a job_ended says why)."""
         with self._changed:
-            return "".join(self._errors[-200:])
+            return "".join(self._errors[-200:]) + f"last records: {self.records[-3:]}"
 
     def until(self, iteration: int) -> None:
         """Waits until `iteration` has been reported."""

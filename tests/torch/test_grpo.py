@@ -23,6 +23,12 @@ from loom_service import Service  # noqa: E402
 
 Grpo.package = PACKAGE
 
+# A profiled job's phases take tenths of a second here, so WEAVE §5.3's stuck deadline (10x
+# its worst case, at least 10 s) would fail a job whose phase merely waited on a loaded
+# machine: the likely cause of a fresh-clone run's trainer ending with JobEnded. The failure
+# detector is not what these tests test.
+STUCK = "[policy.weave]\nstuck_factor = 1000\n"
+
 
 def submit(service: Service, work: str, iterations: int, profile: bool) -> Dict[str, str]:
     """Submits the job `grpo-reverse`, with hand-written worst cases or (profile) to be
@@ -46,7 +52,7 @@ def scheduled(iterations: int,
               profile: bool = False) -> Iterator[Tuple[Service, Dict[str, str]]]:
     """A fresh `serve` with the job submitted: the service and its workers' environment."""
     with tempfile.TemporaryDirectory() as work:
-        service = Service(LOOM, work, "")
+        service = Service(LOOM, work, STUCK)
         try:
             yield service, submit(service, work, iterations, profile)
         finally:
