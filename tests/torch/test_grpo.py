@@ -66,6 +66,18 @@ def counted(service: Service) -> List[str]:
     return rows[0][1:3]
 
 
+def kill_serve_at(service: Service, job: Grpo, iterations: Tuple[int, ...],
+                  pause: random.Random) -> None:
+    """SIGKILLs `serve` once `job` reported each of `iterations`, a random moment later (in
+    the middle of a phase or between two), and starts it again."""
+    for k in iterations:
+        job.until(k)
+        time.sleep(pause.uniform(0, 0.2))
+        service.kill()
+        time.sleep(0.5)
+        service.start()
+
+
 def mean(xs: List[float]) -> float:
     return sum(xs) / len(xs)
 
@@ -113,13 +125,7 @@ class GrpoTest(unittest.TestCase):
         alone = run("--iterations", str(iterations), "--seed", "2").iterations()
         with scheduled(iterations) as (service, env):
             job = Grpo("--iterations", str(iterations), "--seed", "2", env=env)
-            pause = random.Random(5)
-            for k in (4, 8, 12):  # SIGKILLed in the middle of a phase or between two
-                job.until(k)
-                time.sleep(pause.uniform(0, 0.2))
-                service.kill()
-                time.sleep(0.5)
-                service.start()
+            kill_serve_at(service, job, (4, 8, 12), random.Random(5))
             self.assertEqual(job.finish(), 0, job.stderr)
             self.assertEqual(job.iterations(), alone,
                              [r for r in job.records if "event" in r])
@@ -185,13 +191,7 @@ class GrpoTest(unittest.TestCase):
             trainer = Grpo(*common, "--role", "train", "--node", "t0", env=env)
             rollouts = [Grpo(*common, "--role", "rollout", "--rank", str(r), "--workers",
                              "2", "--node", f"r{r}", env=env) for r in (0, 1)]
-            pause = random.Random(8)
-            for k in (3, 6):
-                trainer.until(k)
-                time.sleep(pause.uniform(0, 0.2))
-                service.kill()
-                time.sleep(0.5)
-                service.start()
+            kill_serve_at(service, trainer, (3, 6), random.Random(8))
             self.assertEqual(trainer.finish(), 0, trainer.stderr)
             for r in rollouts:
                 self.assertEqual(r.finish(), 0, r.stderr)
