@@ -49,9 +49,8 @@ def run_driver(a: argparse.Namespace, job: Job) -> None:
                 rollout.host_memory_gb = policy.host_memory_gb()
             times.append(time.monotonic())
             with job.phase("training") as training:
-                stats = (learner.trial if training.profiling else learner.train)(groups)
-                training.host_memory_gb = stats.get("host_memory_gb",
-                                                    learner.trainer.host_memory_gb())
+                stats = learner.train(groups, training.profiling)
+                training.host_memory_gb = stats["host_memory_gb"]
             times.append(time.monotonic())
             with job.phase("sync") as sync:
                 policy.load(learner.trainer.state(), learner.iteration + (not sync.profiling))

@@ -107,9 +107,8 @@ def run_trainer(a: argparse.Namespace, job: Job, server: DataServer) -> None:
         times = [time.monotonic()] * 2
         try:
             with job.phase("training") as training:
-                stats = (learner.trial if training.profiling else learner.train)(groups)
-                training.host_memory_gb = stats.get("host_memory_gb",
-                                                    learner.trainer.host_memory_gb())
+                stats = learner.train(groups, training.profiling)
+                training.host_memory_gb = stats["host_memory_gb"]
             times.append(time.monotonic())
             with job.phase("sync") as sync:
                 # a profiling pass kept nothing: the version the workers hold goes again

@@ -93,16 +93,18 @@ class Learner:
         self.restore(self.last)
         say({"event": "restarted", "iteration": self.iteration, "reason": e.message})
 
-    def train(self, groups: List[Group]) -> Dict[str, float]:
-        return self.trainer.update(groups, random.Random(seed_for(self.a.seed, self.iteration + 1)))
-
-    def trial(self, groups: List[Group]) -> Dict[str, float]:
-        """A profiling pass's training (WEAVE §5 (1)): every sample updates the policy, and
-        then the policy and AdamW are put back as they were; nothing of it is kept."""
+    def train(self, groups: List[Group], profiling: bool = False) -> Dict[str, float]:
+        """The iteration's update; its stats carry `host_memory_gb`, what training holds
+        between turns (AdamW's moments included). A profiling pass (WEAVE §5 (1)) trains on
+        every sample and then puts the policy and AdamW back as they were: nothing is kept."""
+        if not profiling:
+            stats = self.trainer.update(groups,
+                                        random.Random(seed_for(self.a.seed, self.iteration + 1)))
+            return dict(stats, host_memory_gb=self.trainer.host_memory_gb())
         before = self.snapshot()
         stats = self.trainer.update(groups, random.Random(seed_for(self.a.seed, 0)),
                                     every_sample=True)
-        stats["host_memory_gb"] = self.trainer.host_memory_gb()  # AdamW's moments included
+        stats["host_memory_gb"] = self.trainer.host_memory_gb()
         self.restore(before)
         return stats
 

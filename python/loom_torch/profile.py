@@ -7,8 +7,8 @@ For each TP degree the engine's devices can run, a batch of B requests is prefil
 each and decode steps are timed through the instance's forward, the path Batcher.step takes
 on every rank (its own bookkeeping is ~1% of a step: bench/bench_torch.py). The grid varies B
 and the batch's context C = B x c independently, as Loom's least-squares fit needs; it should
-reach the batches and contexts the engine will run (its --max-batch), since the fit is a line. Prefill
-throughput and the KV capacity in tokens come from the same runs and the engine's budget.
+reach the batches and contexts the engine will run (its --max-batch), since the fit is a line.
+Prefill throughput and the KV capacity in tokens come from the same runs and the engine's budget.
 """
 
 import argparse
