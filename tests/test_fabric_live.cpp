@@ -172,18 +172,30 @@ BOOST_AUTO_TEST_CASE(serve_drives_two_switches_through_agents_that_come_and_go) 
   };
   restart_agent1();
   await_log(*serve, {"event=ocs_device_down", "device=agg-pod1", "went away"});
-  auto kept = decide(shim_b, all_reduce("job-b", 2, 3));
-  BOOST_CHECK_EQUAL(kept.outcome(), "kept");
-  BOOST_CHECK_MESSAGE(kept.reason().find("device agg-pod1 unavailable") != std::string::npos,
-                      kept.reason());
-  // Its agent back, the device is read back and used again: the intent commits at the owner's
-  // next window.
+  auto kept = shim_b.fabric_intent(all_reduce("job-b", 2, 3).fabric_intent());
+  BOOST_REQUIRE(kept);
+  BOOST_CHECK_EQUAL(kept->outcome(), "kept");
+  BOOST_CHECK_MESSAGE(kept->reason().find("device agg-pod1 unavailable") != std::string::npos,
+                      kept->reason());
+  // Its agent back, the device is read back and used again: the intent stood, and commits at
+  // the owner's next window, which the shim reports with nothing new to ask.
   agent1 = agent(s, "agg-pod1", pod1);
   await_log(*serve, {"event=ocs_device_resumed", "device=agg-pod1"}, 2);
-  auto b = decide(shim_b, all_reduce("job-b", 2, 3));
+  v1::FabricWindow window;
+  window.set_owner("job-b");
+  window.set_window_kind(v1::WINDOW_KIND_STAGE_BOUNDARY);
+  window.set_window_s(1.0);
+  auto retried = shim_b.fabric_window(window);
+  BOOST_REQUIRE(retried);
+  auto b = *retried;
   BOOST_CHECK_EQUAL(b.outcome(), "committed");
   auto on_pod1 = pod1.read_back();
   BOOST_CHECK_EQUAL(on_pod1.size(), 2 * b.circuits());
+  // Nothing stands any more: the next window changes nothing, and says why.
+  auto idle = shim_b.fabric_window(window);
+  BOOST_REQUIRE(idle);
+  BOOST_CHECK_EQUAL(idle->outcome(), "unchanged");
+  BOOST_CHECK(!idle->reason().empty());
 
   // Down again, and someone removes one patch by hand meanwhile: when the agent is back only
   // that patch is made again.

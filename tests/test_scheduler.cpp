@@ -909,7 +909,8 @@ BOOST_AUTO_TEST_CASE(the_link_is_crossed_once_and_nodes_form_a_binary_tree) {
   std::vector<sync_peer> peers{{"w-c", "n3", "tcp://c"}, {"w-a", "n1", "tcp://a"},
                                {"w-a2", "n1", "tcp://a2"}, {"w-b", "n2", "tcp://b"},
                                {"w-d", "n4", "tcp://d"},   {"w-x", "n5", ""}};
-  auto route = sync_route("tcp://trainer", peers);
+  sync_peer trainer{"t", "t0", "tcp://trainer"};
+  auto route = sync_route(trainer, peers);
   std::map<std::string, std::string> source;
   for (auto& h : route)
     source[h.worker] = h.source;
@@ -928,7 +929,36 @@ BOOST_AUTO_TEST_CASE(the_link_is_crossed_once_and_nodes_form_a_binary_tree) {
   }
   BOOST_CHECK_EQUAL(from_trainer, 1);
   BOOST_CHECK_LE(fan_out["tcp://b"], 2);
-  BOOST_CHECK(sync_route("", peers).empty()); // no trainer address: no route
+  BOOST_CHECK(sync_route({"t", "t0", ""}, peers).empty()); // no trainer address: no route
+}
+
+// OrchestrRL App. E: where the fabric has PoDs, each PoD the trainer is not in gets one seed
+// from the trainer over the core and the rest of the PoD hangs off it; in the trainer's own PoD
+// its nodes hang off the trainer. A node in no PoD shares the rollout cluster's outside one.
+BOOST_AUTO_TEST_CASE(with_pods_each_pod_is_seeded_once_and_fans_out_inside) {
+  std::vector<sync_peer> peers{{"w-a", "n1", "tcp://a"}, {"w-b", "n2", "tcp://b"},
+                               {"w-c", "n3", "tcp://c"}, {"w-d", "n4", "tcp://d"},
+                               {"w-e", "n5", "tcp://e"}, {"w-f", "n6", "tcp://f"}};
+  pod_map pods{{"n1", 0}, {"n2", 0}, {"n3", 0}, {"n4", 1}, {"n5", 1}, {"t1", 1}};
+  auto sources = [&](const sync_peer& trainer) {
+    std::map<std::string, std::string> out;
+    for (auto& h : sync_route(trainer, peers, pods))
+      out[h.worker] = h.source;
+    return out;
+  };
+  auto apart = sources({"t", "t0", "tcp://t"}); // the trainer in no PoD
+  BOOST_CHECK_EQUAL(apart["w-a"], "tcp://t");   // PoD 0's seed
+  BOOST_CHECK_EQUAL(apart["w-b"], "tcp://a");
+  BOOST_CHECK_EQUAL(apart["w-c"], "tcp://a");
+  BOOST_CHECK_EQUAL(apart["w-d"], "tcp://t");   // PoD 1's
+  BOOST_CHECK_EQUAL(apart["w-e"], "tcp://d");
+  BOOST_CHECK_EQUAL(apart["w-f"], "tcp://t");   // n6, in no PoD: a seed of its own
+  auto inside = sources({"t", "t1", "tcp://t"}); // the trainer in PoD 1
+  BOOST_CHECK_EQUAL(inside["w-a"], "tcp://t");
+  BOOST_CHECK_EQUAL(inside["w-b"], "tcp://a");
+  BOOST_CHECK_EQUAL(inside["w-d"], "tcp://t");
+  BOOST_CHECK_EQUAL(inside["w-e"], "tcp://t");
+  BOOST_CHECK_EQUAL(inside["w-f"], "tcp://t");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

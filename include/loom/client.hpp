@@ -135,6 +135,16 @@ public:
   /// measured (a profiling pass, PhaseGrant.profiling, places the job with it).
   std::optional<call_error> release(const std::string& job, const std::string& phase,
                                     double solo_s, double host_memory_gb = 0);
+  /// RFabric §5.2: the owner's next communication period (stage, primitive, ranks, bytes and
+  /// the window before it; docs/protocol.md, "Fabric"). Blocks until Loom decided: committed,
+  /// unchanged, deferred or kept, with the reason in FabricDecision.reason.
+  outcome<v1::FabricDecision> fabric_intent(v1::FabricIntent intent);
+  /// The owner is at a collective-free window with no new intent: Loom tries its standing
+  /// intent (one deferred or kept) now and answers as for an intent.
+  outcome<v1::FabricDecision> fabric_window(v1::FabricWindow window);
+  /// mFabric §5.1: a MoE layer's expert load (tokens per member of the owner's all-to-all);
+  /// returns once Loom recorded it for its predictions (App. B).
+  std::optional<call_error> expert_load(v1::ExpertLoad load);
   /// Rollout progress (WEAVE §4.3: drives long-tail migration).
   void progress(const std::string& job, uint32_t responses_done, uint32_t responses_total);
   /// Leaves: `job_finished` tells the service the job is complete, `job_failed` that it

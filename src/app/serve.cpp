@@ -321,6 +321,10 @@ gateway_config gateway_settings(const config& cfg) {
   gc.default_slo = cfg.policy.weave.default_slo;
   for (auto& d : cfg.generation)
     gc.stats_interval_ms[d.name] = uint32_t(std::max(1.0, d.tick_s * 1e3));
+  if (cfg.fabric.kind != fabric_kind::none)
+    for (uint32_t i = 0; i < cfg.fabric.pods.size(); ++i)
+      for (auto& server : cfg.fabric.pods[i].servers)
+        gc.pods[server] = i;
   return gc;
 }
 

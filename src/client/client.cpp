@@ -617,6 +617,33 @@ outcome<v1::StepPlaced> client::start_step(v1::StepStart step) {
   return {std::nullopt, error_of(reply)};
 }
 
+outcome<v1::FabricDecision> client::fabric_intent(v1::FabricIntent intent) {
+  v1::Envelope e;
+  *e.mutable_fabric_intent() = std::move(intent);
+  auto reply = call(std::move(e));
+  if (reply && reply->has_fabric_decision())
+    return {reply->fabric_decision(), {}};
+  return {std::nullopt, error_of(reply)};
+}
+
+outcome<v1::FabricDecision> client::fabric_window(v1::FabricWindow window) {
+  v1::Envelope e;
+  *e.mutable_fabric_window() = std::move(window);
+  auto reply = call(std::move(e));
+  if (reply && reply->has_fabric_decision())
+    return {reply->fabric_decision(), {}};
+  return {std::nullopt, error_of(reply)};
+}
+
+std::optional<call_error> client::expert_load(v1::ExpertLoad load) {
+  v1::Envelope e;
+  *e.mutable_expert_load() = std::move(load);
+  auto reply = call(std::move(e));
+  if (reply && reply->has_ok())
+    return std::nullopt;
+  return error_of(reply);
+}
+
 std::optional<call_error> client::staged(const std::string& job) {
   v1::Envelope e;
   e.mutable_staged()->set_job(job);

@@ -168,6 +168,10 @@ void conclude_commit(self_ptr self, promise_t promise, circuit_plan plan,
   d.version = plan.version;
   d.circuits = uint32_t(plan.circuits.size());
   d.reconfig_s = std::max(d.reconfig_s, out.latency_s);
+  d.reason = fmt::format("{} cross-connects changed on {} device{} in {:.1f} ms, {:.1f} ms of "
+                         "it outside the window",
+                         d.changed, touched.size(), touched.size() == 1 ? "" : "s",
+                         d.reconfig_s * 1e3, d.exposed_s * 1e3);
   o.committed = std::move(plan);
   o.serving = intent;
   o.intent.reset();

@@ -19,6 +19,7 @@
 #include "gateway/rate_limiter.hpp"
 #include "gateway/sessions.hpp"
 #include "gateway/zmq_server.hpp"
+#include "scheduler/sync_plan.hpp"
 
 namespace loom {
 
@@ -32,6 +33,7 @@ struct gateway_config {
   std::map<std::string, uint32_t> stats_interval_ms; // per generation deployment: its tick
   double tail_threshold = 0.8; // WEAVE §4.3
   double default_slo = 1.5;
+  pod_map pods; // the fabric's PoDs by node: sync routes follow OrchestrRL App. E's forest
 };
 
 /// What the gateway knows of a job: the executor it joined (its phase reports go there) and

@@ -112,15 +112,16 @@ void fill_grant(self_ptr self, v1::PhaseGrant& out, const phase_grant& g) {
   wire::fill(out, g);
   if (g.phase == phase_kind::training)
     return;
-  std::string source; // the trainer's data address; a driver's if no trainer has one
+  sync_peer source; // the trainer's data channel; a driver's if no trainer has one
   std::vector<sync_peer> receivers;
   for (auto& [id, s] : self->state.sessions.of_job(g.job)) {
     if (s->role == worker_role::rollout)
       receivers.push_back({id, s->node, s->data_address});
-    else if (!s->data_address.empty() && (source.empty() || s->role == worker_role::train))
-      source = s->data_address;
+    else if (!s->data_address.empty()
+             && (source.address.empty() || s->role == worker_role::train))
+      source = {id, s->node, s->data_address};
   }
-  for (auto& hop : sync_route(source, std::move(receivers))) {
+  for (auto& hop : sync_route(source, std::move(receivers), self->state.config.pods)) {
     auto* h = out.add_sync_route();
     h->set_worker(hop.worker);
     h->set_address(hop.address);

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/inspect.hpp"
 #include "gateway/gateway_steps.hpp"
+#include "store/proto_enums.hpp"
 
 namespace loom::gateway_steps {
 
@@ -231,6 +232,27 @@ void fabric_intent_of(self_ptr self, const std::string& identity, uint64_t rid,
       [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
 }
 
+/// The owner is at a window with no new intent: its standing one is tried in it (RFabric
+/// Alg. 2 line 7's retry, at a window the owner names rather than at its next intent).
+void fabric_window_of(self_ptr self, const std::string& identity, uint64_t rid,
+                      const v1::FabricWindow& w) {
+  auto kind = from_proto(w.window_kind());
+  if (!kind || w.window_s() < 0) {
+    send_error(self, identity, rid, v1::ERROR_INVALID,
+               fmt::format("FabricWindow needs a window ({}) and a non-negative length",
+                           names_of<window_kind>()));
+    return;
+  }
+  self->request(self->state.fabric, caf::infinite, window_atom::value, w.owner(),
+                commit_window{*kind, w.window_s()})
+    .then(
+      [self, identity, rid](const fabric_decision& d) {
+        reply(self, identity, rid,
+              [&](v1::Envelope& e) { wire::fill(*e.mutable_fabric_decision(), d); });
+      },
+      [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+}
+
 /// Opus §4.1: a job on photonic rails, answered once the rails carry its first topology (and,
 /// with its stages' profiled traces, with the phase table, §4.2).
 void opus_job_of(self_ptr self, const std::string& identity, uint64_t rid, const v1::OpusJob& w) {
@@ -285,6 +307,7 @@ const std::string& owner_named(const v1::Envelope& env) {
     case v1::Envelope::kTopoWrite: return env.topo_write().job();
     case v1::Envelope::kOpusJob: return env.opus_job().job();
     case v1::Envelope::kExpertLoad: return env.expert_load().owner();
+    case v1::Envelope::kFabricWindow: return env.fabric_window().owner();
     default: return env.fabric_intent().owner();
   }
 }
@@ -314,6 +337,8 @@ void fabric_traffic(self_ptr self, const std::string& identity, const session& s
     expert_load_of(self, identity, rid, env.expert_load());
   else if (env.body_case() == v1::Envelope::kOpusJob)
     opus_job_of(self, identity, rid, env.opus_job());
+  else if (env.body_case() == v1::Envelope::kFabricWindow)
+    fabric_window_of(self, identity, rid, env.fabric_window());
   else
     fabric_intent_of(self, identity, rid, env.fabric_intent());
 }
@@ -333,6 +358,7 @@ void handle_worker(self_ptr self, const std::string& identity, session& s,
     case v1::Envelope::kTopoWrite:
     case v1::Envelope::kOpusJob:
     case v1::Envelope::kExpertLoad:
+    case v1::Envelope::kFabricWindow:
     case v1::Envelope::kFabricIntent: fabric_traffic(self, identity, s, env); return;
     default:
       if (handle_generation(self, identity, s, env) || handle_ocs(self, identity, s, env))

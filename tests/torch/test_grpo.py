@@ -18,8 +18,11 @@ LOOM = sys.argv.pop(1) if len(sys.argv) > 2 else os.environ.get("LOOM_BIN", "bui
 PACKAGE = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(
     os.path.dirname(__file__), "..", "..", "python")
 
+sys.path.insert(0, PACKAGE)
+
 from grpo_process import Grpo, run  # noqa: E402
-from loom_service import Service  # noqa: E402
+from loom_client import Job  # noqa: E402
+from loom_service import Service, nodes  # noqa: E402
 
 Grpo.package = PACKAGE
 
@@ -28,6 +31,27 @@ Grpo.package = PACKAGE
 # machine: the likely cause of a fresh-clone run's trainer ending with JobEnded. The failure
 # detector is not what these tests test.
 STUCK = "[policy.weave]\nstuck_factor = 1000\n"
+
+# Two PoDs of two rollout nodes each under an OCS-Agg of their own, the trainer's node in
+# neither (RFabric §5.1's layout, as conf/loom.toml's one PoD).
+TWO_PODS = "[fabric]\nkind = \"rfabric\"\nlink_gbps = 400\nnics_per_server = 1\n" + "".join(
+    f"""[[fabric.pods]]
+id = "p{p}"
+servers = ["r{2 * p}", "r{2 * p + 1}"]
+[[fabric.tors]]
+id = "tor-p{p}"
+pod = "p{p}"
+rail = 0
+ports = 8
+[[fabric.ocs]]
+id = "agg-p{p}"
+tier = "agg"
+pod = "p{p}"
+ports = 8
+[[fabric.links]]
+from = "tor-p{p}:{{5..6}}"
+to = "agg-p{p}:{{1..2}}"
+""" for p in (0, 1))
 
 
 def submit(service: Service, work: str, iterations: int, profile: bool) -> Dict[str, str]:
@@ -178,6 +202,32 @@ class GrpoTest(unittest.TestCase):
                 self.assertEqual(first[k]["pulled_bytes"] + second[k]["pulled_bytes"],
                                  model * len(route), f"version {k}")
             self.assertEqual(counted(service), ["finished", f"{iterations}/{iterations}"])
+
+    def test_on_a_fabric_with_pods_the_route_is_app_e_s_forest(self):
+        """With the fabric's PoDs in serve's config, a rollout grant's route is OrchestrRL
+        App. E's forest (not §5.2's one tree): each PoD's first node pulls from the trainer,
+        the PoD's other node from it. Registrations only: no weights move here."""
+        with tempfile.TemporaryDirectory() as work:
+            service = Service(LOOM, work, STUCK + TWO_PODS, nodes(4, 1))
+            workers = []
+            try:
+                env = submit(service, work, 1, False)
+                common = dict(job=env["LOOM_JOB"], endpoint=env["LOOM_ENDPOINT"])
+                workers.append(Job(role="train", worker_id="trainer", node="t0",
+                                   data_address="tcp://127.0.0.1:7000", **common))
+                for r in range(4):
+                    workers.append(Job(role="rollout", worker_id=f"rollout-{r}", node=f"r{r}",
+                                       data_address=f"tcp://127.0.0.1:{7001 + r}", **common))
+                with workers[1].phase("rollout") as phase:
+                    route = {h.worker: h.source for h in phase.grant.sync_route}
+                self.assertEqual(route, {"rollout-0": "tcp://127.0.0.1:7000",
+                                         "rollout-1": "tcp://127.0.0.1:7001",
+                                         "rollout-2": "tcp://127.0.0.1:7000",
+                                         "rollout-3": "tcp://127.0.0.1:7003"})
+            finally:
+                for w in workers:
+                    w.close()
+                service.stop()
 
     def test_split_roles_through_serve_restarts_learn_what_the_driver_learns(self):
         """The split job under a `serve` SIGKILLed twice mid-run: whatever phase each worker
