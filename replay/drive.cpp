@@ -157,6 +157,10 @@ caf::expected<drive_output> run_drive(const weave_scenario& sc, const drive_opti
   if (!sc.migrate_tails)
     return make_error(errc::invalid_config, "loom drive needs tail migration on (the service "
                                             "always migrates tails)");
+  if (sc.profiled)
+    return make_error(errc::invalid_config, "loom drive does not follow a job the service places "
+                                            "again, as a profiled job is after its profiling "
+                                            "pass: replay a profiled scenario");
   if (auto err = make_output_dir(o.out_dir))
     return err;
   auto ctx = make_context(sc, o);

@@ -104,6 +104,8 @@ void submit(sim_ptr self, const std::string& job) {
   auto& r = st.runs.at(job);
   rl_job spec = spec_of(self, r).job;
   spec.iterations = std::max<int64_t>(1, spec.iterations - r.done);
+  if (spec.profile) // WEAVE §5 (1)(2): Loom learns these from the profiling pass
+    spec.rollout_s = spec.training_s = spec.rollout_memory_gb = spec.training_memory_gb = 0;
   ++st.ledger->submissions;
   self->request(st.scheduler, caf::infinite, submit_atom::value, spec)
     .then(
@@ -150,8 +152,10 @@ void start_rollout(sim_ptr self, const phase_grant& g, job_run& r) {
   auto& st = self->state;
   const auto& a = spec_of(self, r);
   const double progress = a.job.iterations > 0 ? double(r.done) / double(a.job.iterations) : 0.0;
-  r.draw = realize(a.job.rollout_s, a.job.training_s, st.draws->get(r.index, uint64_t(r.done)),
-                   a.drift, progress);
+  // The profiling pass generates to the maximum response length: the worst case, no tail.
+  r.draw = g.profiling ? realized_iteration{a.job.rollout_s, a.job.rollout_s, a.job.training_s}
+                       : realize(a.job.rollout_s, a.job.training_s,
+                                 st.draws->get(r.index, uint64_t(r.done)), a.drift, progress);
   r.progress = 0;
   r.pause_s = g.switch_s;
   r.need = a.job.rollout_gpus;
@@ -172,6 +176,7 @@ void permitted(sim_ptr self, const phase_grant& g) {
   r.active = true;
   advance(self, r);
   r.phase = g.phase;
+  r.profiling = g.profiling;
   r.last = now(self);
   r.group = g.group;
   close_activity(self, r);
@@ -218,10 +223,15 @@ void joined(sim_ptr self, const member_joined& j) {
   self->delayed_send(self, span(self, j.staging_s), staged_atom::value, j.job, ++r.joins);
 }
 
-/// A phase's end, reported to the executor (which answers once it is durable).
+/// A phase's end, reported to the executor (which answers once it is durable); in the profiling
+/// pass with the host memory its state holds, as a framework's workers measure it.
 void report_done(sim_ptr self, const job_run& r, const std::string& job, phase_kind phase,
                  double solo_s) {
   close_activity(self, r);
+  const auto& spec = spec_of(self, r).job;
+  if (r.profiling && phase != phase_kind::sync)
+    self->send(r.executor, footprint_atom::value, job, phase,
+               phase == phase_kind::rollout ? spec.rollout_memory_gb : spec.training_memory_gb);
   self->request(r.executor, caf::infinite, done_atom::value, job, phase, solo_s)
     .then([](ok_atom) {}, [](const caf::error&) {});
 }
@@ -252,7 +262,8 @@ void woken(sim_ptr self, const std::string& job, uint64_t version) {
     report_done(self, r, job, phase_kind::training, r.draw.training_s);
     return;
   }
-  ++r.done;
+  if (!r.profiling) // the profiling pass is not an iteration
+    ++r.done;
   report_done(self, r, job, phase_kind::sync, sync_seconds(self, a.job));
 }
 

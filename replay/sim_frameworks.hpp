@@ -75,6 +75,7 @@ struct sim_frameworks_state {
     int held = 0;
     bool tail_reported = false;
     bool shrunk = false;
+    bool profiling = false;    // the running phase is the job's profiling pass (WEAVE §5 (1))
     double phase_end_s = 0;    // training and sync: absolute end time
     std::string group;         // of the running placement, from its grants
     size_t activity = size_t(-1); // the running phase's entry in the ledger's activities

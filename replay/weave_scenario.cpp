@@ -64,6 +64,14 @@ workload_generator read_generator(table_reader& w) {
   return g;
 }
 
+/// Every arrival submitted to be profiled, when the scenario says so (a trace's line may also
+/// say so for its own job).
+void mark_profiled(weave_scenario& sc) {
+  if (sc.profiled)
+    for (auto& a : sc.jobs)
+      a.job.profile = true;
+}
+
 /// Response lengths, then a trace file or the generator.
 void read_workload(table_reader& w, weave_scenario& sc, const std::string& dir,
                    std::vector<config_error>& errors) {
@@ -74,17 +82,21 @@ void read_workload(table_reader& w, weave_scenario& sc, const std::string& dir,
     sc.lengths.sigma = *v;
   if (auto v = at_least<int64_t>(w, "batch", w.optional<int64_t>("batch", sc.lengths.batch), 1))
     sc.lengths.batch = int(*v);
+  if (auto v = w.optional<bool>("profiled", false))
+    sc.profiled = *v;
   if (auto trace = w.optional<std::string>("trace", ""); trace && !trace->empty()) {
     auto path = scenario_input(w, "trace", dir, *trace);
     sc.workload_source = *trace;
     if (auto jobs = path ? load_trace(*path, errors) : std::nullopt)
       sc.jobs = std::move(*jobs);
     w.reject_unknown();
+    mark_profiled(sc);
     return;
   }
   auto g = read_generator(w);
   w.reject_unknown();
   sc.jobs = generate_workload(g, sc.seed);
+  mark_profiled(sc);
   sc.generator = g;
   sc.workload_source = fmt::format("WEAVE Table 6 generator: {} jobs over {} h", g.jobs, g.span_h);
 }
@@ -161,8 +173,10 @@ weave_scenario with_seed(const weave_scenario& sc, uint64_t seed) {
   weave_scenario out = sc;
   out.seed = seed;
   out.seeds = {seed};
-  if (sc.generator)
+  if (sc.generator) {
     out.jobs = generate_workload(*sc.generator, seed);
+    mark_profiled(out);
+  }
   return out;
 }
 

@@ -38,6 +38,10 @@ struct weave_scenario {
   response_lengths lengths;
   std::vector<job_arrival> jobs;
   std::optional<workload_generator> generator; // absent for a trace
+  // WEAVE §5 (1)(2): every job is submitted with `profile = true`, its worst cases and
+  // footprints left for the one-shot profiling pass to measure (the workload's own figures are
+  // what the simulated frameworks measure there).
+  bool profiled = false;
 };
 
 /// The same scenario under another seed: the generator draws its jobs again (a trace keeps its

@@ -177,6 +177,46 @@ BOOST_AUTO_TEST_CASE(a_group_runs_meta_iterations_survives_a_failure_and_readmit
   BOOST_CHECK_GE((*db)->last_event_seq(), 6u);
 }
 
+// WEAVE §5 (1)(2) on the virtual clock: a job submitted to be profiled (its figures hidden from
+// Loom) first runs one pass alone, where the simulated framework reports the worst cases and
+// footprints it works with; Algorithm 1 then places it with them grown by the drift margin, and
+// the pass is not one of its iterations.
+BOOST_AUTO_TEST_CASE(a_profiled_job_runs_one_pass_alone_and_is_placed_with_what_it_measured) {
+  test::temp_dir dir;
+  std::vector<replay::job_arrival> jobs{arrival("A", 0, 200, 100, 6, 2.0),
+                                        arrival("B", 10, 100, 60, 6, 2.0)};
+  for (auto& a : jobs)
+    a.job.profile = true;
+  jobs[1].job.rollout_memory_gb = 300;
+  auto run = schedule(jobs, dir / "store");
+  std::map<std::string, std::vector<cluster_event>> events;
+  for (auto& r : *run.cluster)
+    events[r.job].push_back(r.event);
+  using ev = cluster_event;
+  // Each pass runs alone (a profiling group takes nobody). B's, the shorter, ends first: it is
+  // placed in a group of its own, which A, measured, then joins.
+  BOOST_CHECK(events["B"] == (std::vector<ev>{ev::new_group, ev::profiled, ev::new_group, ev::left}));
+  BOOST_CHECK(events["A"]
+              == (std::vector<ev>{ev::new_group, ev::profiled, ev::direct_packing, ev::left}));
+  std::map<std::string, int> iterations;
+  for (auto& r : *run.iterations)
+    ++iterations[r.job];
+  BOOST_CHECK_EQUAL(iterations["A"], 6);
+  BOOST_CHECK_EQUAL(iterations["B"], 6);
+  // What the store keeps: the measured figures, grown by the drift margin (embedded: 0.1).
+  auto db = database::open(dir / "store");
+  BOOST_REQUIRE(db);
+  auto rec = (*db)->get(record_kind::jobs, "B");
+  BOOST_REQUIRE(rec && *rec);
+  v1::Job b;
+  BOOST_REQUIRE(b.ParseFromString(**rec));
+  BOOST_CHECK(!b.profile());
+  BOOST_CHECK_CLOSE(b.worst_rollout_s(), 100 * 1.1, 1e-6);
+  BOOST_CHECK_CLOSE(b.worst_training_s(), 60 * 1.1, 1e-6);
+  BOOST_CHECK_CLOSE(b.rollout_host_memory_gb(), 300 * 1.1, 1e-6);
+  BOOST_CHECK_CLOSE(b.training_host_memory_gb(), 200 * 1.1, 1e-6);
+}
+
 BOOST_AUTO_TEST_CASE(a_departure_that_leaves_a_pool_oversized_moves_the_rest_durably) {
   test::temp_dir dir;
   // X trains on both training nodes (16 GPUs) and Y packs into its group; once X has run its

@@ -39,8 +39,7 @@ def main():
     client = Client(args.endpoint, args.server_key, args.key)
     served = 0
     try:
-        client.register("collective-shim", f"{args.owner}-shim", job=args.owner)
-        fabric = Fabric(client, args.owner)
+        fabric = Fabric.registered(client, args.owner)
         for layer in range(args.layers):
             # App. B: the first all-to-all of a layer runs before its gating, on the forecast
             d = fabric.intent("train", "all-to-all", EP, 4e9, "stage-boundary", 1.0,

@@ -56,8 +56,7 @@ def main():
     client = Client(args.endpoint, args.server_key, args.key)
     served = 0
     try:
-        client.register("collective-shim", f"{args.owner}-shim", job=args.owner)
-        fabric = Fabric(client, args.owner)
+        fabric = Fabric.registered(client, args.owner)
         report("intent", "gen", fabric.intent("gen", "all-to-all", ROLLOUT, 2e9, "in-step",
                                                args.window_s))
         report("window", "gen", fabric.window("deployment-boundary", args.window_s))

@@ -7,7 +7,7 @@ window in which the fabric may change), and Loom answers with what it did to the
 circuits. A MoE job also reports each layer's expert load (mFabric §5.1), from which Loom
 predicts the next all-to-all's skew (App. B).
 
-    fabric = Fabric(client, "rl-job")      # client registered as collective-shim
+    fabric = Fabric.registered(client, "rl-job")   # the client becomes its collective shim
     d = fabric.intent("gen", "all-to-all", ranks, bytes_per_rank=2e9,
                       window="stage-boundary", window_s=1.5)
     if d.outcome in ("committed", "unchanged"): ...   # the circuits serve the period
@@ -84,6 +84,13 @@ class Fabric:
 
     def __init__(self, client, owner: str):
         self.client, self.owner = client, owner
+
+    @classmethod
+    def registered(cls, client, owner: str, worker_id: str = "") -> "Fabric":
+        """Registers `client` as the collective shim of `owner` (worker id `OWNER-shim` by
+        default) and returns its calls."""
+        client.register("collective-shim", worker_id or f"{owner}-shim", job=owner)
+        return cls(client, owner)
 
     def intent(self, stage: str, primitive: str, members: Sequence[Rank], bytes_per_rank: float,
                window: str, window_s: float = 0.0, group_size: int = 0,

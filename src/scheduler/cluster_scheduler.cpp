@@ -172,7 +172,9 @@ void decide(scheduler_ptr self, rl_job job) {
   auto& engine = *st.engine;
   derive_phase_costs(job, st.config.cluster, st.config.policy);
   auto t0 = std::chrono::steady_clock::now();
-  auto d = st.config.choose ? st.config.choose(engine, job) : engine.place(job);
+  // A profiling pass runs alone whatever the policy (WEAVE §5 (1)); its measured figures then
+  // go to the policy's chooser like any job's.
+  auto d = st.config.choose && !job.profile ? st.config.choose(engine, job) : engine.place(job);
   double decision_us =
     std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   if (d.kind != placement_kind::rejected)
