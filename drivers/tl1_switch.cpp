@@ -30,7 +30,11 @@ std::string_view deny_code(xc_violation::kind k) {
 } // namespace
 
 tl1_switch::tl1_switch(tl1_switch_options options)
-  : options_(std::move(options)), table_(options_.size, options_.failed_ports) {}
+  : options_(std::move(options)), table_(options_.size, options_.failed_ports) {
+  for (auto& x : options_.patches)
+    if (xc_diff one{{}, {x}}; !table_.check(one))
+      table_.apply(one);
+}
 
 bool tl1_switch::mutates(const tl1::command& cmd) {
   return cmd.verb == "ENT-PATCH" || cmd.verb == "DLT-PATCH";

@@ -4,6 +4,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "drivers/tl1_codec.hpp"
 #include "drivers/xc_table.hpp"
@@ -16,6 +17,9 @@ struct tl1_switch_options {
   std::string password = "root";
   std::string sid = "LOOM-OCS";
   std::set<uint32_t> failed_ports; // ENT-PATCH on them is denied with SROF; alarmed
+  // Cross-connects it carries from the start, as a switch keeps its patches through a restart
+  // of its controller; those that break the cross-connect model are left out.
+  std::vector<cross_connect> patches;
 };
 
 struct tl1_session {

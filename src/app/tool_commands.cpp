@@ -138,6 +138,9 @@ public:
     cmd_->add_option("--user", emu_.switch_options.user, "Login user")->capture_default_str();
     cmd_->add_option("--password", emu_.switch_options.password, "Login password")
       ->capture_default_str();
+    cmd_->add_option("--patch", patches_,
+                     "A cross-connect IN-OUT the switch carries from the start, as one that kept "
+                     "its patches through a restart (repeatable)");
     cmd_->add_option("--fail-port", failed_, "Fault: a failed port (repeatable)");
     cmd_->add_option("--fail-after-ms", fail_after_ms_,
                      "Fault: the --fail-port ports fail this long after start, or at SIGUSR1 "
@@ -170,6 +173,15 @@ public:
       return exit_config_error;
     }
     emu_.switch_options.size = *size;
+    for (auto& p : patches_) {
+      unsigned in = 0, out = 0;
+      char tail = 0;
+      if (std::sscanf(p.c_str(), "%u-%u%c", &in, &out, &tail) != 2) {
+        std::fprintf(stderr, "--patch: '%s' is not IN-OUT\n", p.c_str());
+        return exit_config_error;
+      }
+      emu_.switch_options.patches.push_back({in, out});
+    }
     if (fail_after_ms_ > 0) {
       emu_.fail_later = failed_;
       emu_.fail_after = std::chrono::milliseconds{fail_after_ms_};
@@ -189,6 +201,7 @@ private:
   std::string size_ = "32x32";
   std::string level_ = "info";
   std::vector<uint32_t> failed_;
+  std::vector<std::string> patches_;
   int64_t delay_ms_ = 0;
   int64_t fail_after_ms_ = 0;
   int64_t login_ms_ = ocs_emulator_options{}.login_timeout.count();
