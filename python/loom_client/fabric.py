@@ -9,8 +9,8 @@ predicts the next all-to-all's skew (App. B).
 
     fabric = Fabric.registered(client, "rl-job")   # the client becomes its collective shim
     d = fabric.intent("gen", "all-to-all", ranks, bytes_per_rank=2e9,
-                      window="stage-boundary", window_s=1.5)
-    if d.outcome in ("committed", "unchanged"): ...   # the circuits serve the period
+                      window="deployment-boundary", window_s=1.5)
+    if d.serves: ...   # committed or unchanged: the circuits serve the period
 
 Ranks are `Rank(server, gpu)`: `server` is the server's position in serve's config, counting
 the `servers` of every `[[fabric.pods]]` table in file order from 0 (ranges expanded); `gpu` is
@@ -59,8 +59,9 @@ Rank.__doc__ = "A GPU of the fabric: the server's index (see the module) and the
 @dataclasses.dataclass(frozen=True)
 class Decision:
     """Loom's answer to an intent. `outcome`: committed (the circuits changed and are up),
-    unchanged (they already serve it), deferred (the window is too short for the change: the
-    intent waits for the owner's next window), kept (no plan fits, or a device it needs is
+    unchanged (they already serve it), deferred (the window is too short for the change, or
+    the stage does not reconfigure at that kind of window, RFabric §5.3: the intent waits for
+    the owner's next window), kept (no plan fits, or a device it needs is
     down: the previous circuits stay, the intent is tried again at the next window). `reason`
     says why, always. `exposed_s`: the part of the reconfiguration the window does not hide."""
 
