@@ -215,6 +215,18 @@ void topo_write_of(self_ptr self, const std::string& identity, uint64_t rid,
       [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
 }
 
+/// Asks the fabric controller for a decision (an intent's, a window's) and answers with it.
+template <class... Ts>
+void ask_fabric(self_ptr self, const std::string& identity, uint64_t rid, Ts&&... xs) {
+  self->request(self->state.fabric, caf::infinite, std::forward<Ts>(xs)...)
+    .then(
+      [self, identity, rid](const fabric_decision& d) {
+        reply(self, identity, rid,
+              [&](v1::Envelope& e) { wire::fill(*e.mutable_fabric_decision(), d); });
+      },
+      [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+}
+
 void fabric_intent_of(self_ptr self, const std::string& identity, uint64_t rid,
                       const v1::FabricIntent& w) {
   auto intent = wire::intent_of(w);
@@ -222,14 +234,7 @@ void fabric_intent_of(self_ptr self, const std::string& identity, uint64_t rid,
     send_error(self, identity, rid, v1::ERROR_INVALID, message_of(intent.error()));
     return;
   }
-  self->request(self->state.fabric, caf::infinite, intent_atom::value, intent->first,
-                intent->second)
-    .then(
-      [self, identity, rid](const fabric_decision& d) {
-        reply(self, identity, rid,
-              [&](v1::Envelope& e) { wire::fill(*e.mutable_fabric_decision(), d); });
-      },
-      [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+  ask_fabric(self, identity, rid, intent_atom::value, intent->first, intent->second);
 }
 
 /// The owner is at a window with no new intent: its standing one is tried in it (RFabric
@@ -243,14 +248,8 @@ void fabric_window_of(self_ptr self, const std::string& identity, uint64_t rid,
                            names_of<window_kind>()));
     return;
   }
-  self->request(self->state.fabric, caf::infinite, window_atom::value, w.owner(),
-                commit_window{*kind, w.window_s()})
-    .then(
-      [self, identity, rid](const fabric_decision& d) {
-        reply(self, identity, rid,
-              [&](v1::Envelope& e) { wire::fill(*e.mutable_fabric_decision(), d); });
-      },
-      [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+  ask_fabric(self, identity, rid, window_atom::value, w.owner(),
+             commit_window{*kind, w.window_s()});
 }
 
 /// Opus §4.1: a job on photonic rails, answered once the rails carry its first topology (and,
