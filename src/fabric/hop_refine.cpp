@@ -14,7 +14,8 @@ namespace {
 class congestion_meter {
 public:
   congestion_meter(uint32_t n, const std::vector<demand>& demands, double link_bytes_per_s)
-    : n_(n), link_(link_bytes_per_s), offset_(n + 1), dist_(n), carried_(n) {
+    : n_(n), link_(link_bytes_per_s), offset_(n + 1), hops_end_(n), closer_(n), dist_(n),
+      carried_(n) {
     std::map<uint32_t, std::vector<std::pair<uint32_t, double>>> by_dest;
     for (auto& d : demands)
       if (d.from != d.to && d.bytes > 0 && d.from < n && d.to < n)
@@ -57,6 +58,7 @@ private:
     for (uint32_t v = 0; v < n_; ++v)
       offset_[v + 1] += offset_[v];
     arcs_.resize(offset_[n_]);
+    hops_.resize(offset_[n_]);
     auto next = offset_;
     for (uint32_t k = 0; k < circuits.size(); ++k) {
       auto& c = circuits[k];
@@ -65,19 +67,31 @@ private:
     }
   }
 
-  /// Routes every source's bytes to `t`; returns how many sources cannot reach it.
+  /// Routes every source's bytes to `t`; returns how many sources cannot reach it. The BFS
+  /// from `t` also lists each endpoint's next hops (its arcs one step closer), so routing
+  /// reads those alone instead of scanning every arc twice more.
   uint32_t route_to(uint32_t t, const std::vector<std::pair<uint32_t, double>>& sources) {
     std::fill(dist_.begin(), dist_.end(), far);
     order_.clear();
     dist_[t] = 0;
     order_.push_back(t);
     work_ += arcs_.size();
-    for (size_t i = 0; i < order_.size(); ++i)
-      for (auto a = offset_[order_[i]]; a < offset_[order_[i] + 1]; ++a)
-        if (dist_[arcs_[a].to] == far) {
-          dist_[arcs_[a].to] = dist_[order_[i]] + 1;
-          order_.push_back(arcs_[a].to);
+    for (size_t i = 0; i < order_.size(); ++i) {
+      const auto u = order_[i];
+      for (auto a = offset_[u]; a < offset_[u + 1]; ++a) {
+        const auto w = arcs_[a].to;
+        if (dist_[w] == far) {
+          dist_[w] = dist_[u] + 1;
+          order_.push_back(w);
+          hops_end_[w] = offset_[w];
+          closer_[w] = 0;
         }
+        if (dist_[w] == dist_[u] + 1) { // u is one of w's next hops: the arc reversed
+          hops_[hops_end_[w]++] = {u, arcs_[a].link ^ 1, arcs_[a].circuits};
+          closer_[w] += arcs_[a].circuits;
+        }
+      }
+    }
     std::fill(carried_.begin(), carried_.end(), 0.0);
     uint32_t unreachable = 0;
     for (auto [s, bytes] : sources) {
@@ -93,16 +107,12 @@ private:
       const auto v = *it;
       if (carried_[v] == 0)
         continue;
-      work_ += 2 * (offset_[v + 1] - offset_[v]);
-      uint32_t closer = 0;
-      for (auto a = offset_[v]; a < offset_[v + 1]; ++a)
-        closer += dist_[arcs_[a].to] + 1 == dist_[v] ? arcs_[a].circuits : 0;
-      for (auto a = offset_[v]; a < offset_[v + 1]; ++a)
-        if (dist_[arcs_[a].to] + 1 == dist_[v]) {
-          const double share = carried_[v] * arcs_[a].circuits / closer;
-          load_[arcs_[a].link] += share;
-          carried_[arcs_[a].to] += share;
-        }
+      work_ += 2 * (offset_[v + 1] - offset_[v]); // what scanning v's arcs twice cost
+      for (auto h = offset_[v]; h < hops_end_[v]; ++h) {
+        const double share = carried_[v] * hops_[h].circuits / closer_[v];
+        load_[hops_[h].link] += share;
+        carried_[hops_[h].to] += share;
+      }
     }
     return unreachable;
   }
@@ -112,6 +122,9 @@ private:
   std::vector<std::pair<uint32_t, std::vector<std::pair<uint32_t, double>>>> dests_;
   std::vector<uint32_t> offset_;
   std::vector<arc> arcs_;
+  std::vector<arc> hops_;          // v's next hops to the current destination, from offset_[v]
+  std::vector<uint32_t> hops_end_; // where they end
+  std::vector<uint32_t> closer_;   // their circuits
   std::vector<uint32_t> dist_, order_;
   std::vector<double> carried_, load_;
   uint64_t work_ = 0;
@@ -173,7 +186,7 @@ std::vector<circuit_count> counted(std::vector<edge> edges) {
   return out;
 }
 
-/// The refinement's work budget (congestion_meter::work()): about 25 ms on a 64-ToR PoD.
+/// The refinement's work budget (congestion_meter::work()): about 22 ms on a 64-ToR PoD.
 constexpr uint64_t max_work = 8'000'000;
 
 } // namespace
