@@ -8,6 +8,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -19,6 +20,8 @@
 
 #include <boost/asio.hpp>
 
+#include "loom.pb.h"
+#include "loom/client.hpp"
 #include "tests/support/live_service.hpp"
 
 using namespace std::chrono_literals;
@@ -133,6 +136,39 @@ BOOST_AUTO_TEST_CASE(a_full_disk_makes_the_store_read_only_until_space_returns) 
   second->send_signal(SIGTERM);
   BOOST_CHECK_EQUAL(second->wait(lt::live_limit).value_or(-1), 0);
   BOOST_CHECK(!logged(*second, "Assertion"));
+}
+
+BOOST_AUTO_TEST_CASE(a_release_whose_progress_cannot_be_stored_is_answered_with_the_error) {
+  lt::live_service s{{.rollout_nodes = 8, .training_nodes = 8, .fabric = false}};
+  small_disk disk{s.dir / "db", 4 << 20};
+  auto serve = s.serve();
+  BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("job-p", 100000)}).exit_code, 0);
+  loom::client w{s.keys("driver-a")};
+  BOOST_REQUIRE(w.register_worker("driver", "w-p", "job-p")->has_registered());
+  disk.fill();
+  // Each release writes the job's progress; the first write that needs a new WAL page fails.
+  // Answered `ok`, that release would be an acknowledgement a restart could take back.
+  const std::array<std::string, 3> phases{"rollout", "training", "sync"};
+  std::optional<loom::call_error> refused;
+  size_t at = 0; // the phase to run next
+  for (int released = 0; released < 2000 && !refused; ++released, at = (at + 1) % 3) {
+    auto g = w.acquire("job-p", phases[at], lt::live_limit);
+    BOOST_REQUIRE_MESSAGE(g, phases[at] << ": " << g.error.message);
+    refused = w.release("job-p", phases[at], 1.0);
+  }
+  BOOST_REQUIRE_MESSAGE(refused, "every release was answered ok on a full disk");
+  BOOST_CHECK_EQUAL(refused->code, loom::v1::ERROR_READ_ONLY);
+  BOOST_CHECK(logged(*serve, "event=progress_unstored"));
+  // Space returns: the store is writable again and the job goes on from its next phase.
+  disk.free_space();
+  auto placed = submit_until(s, "after", 150, [](auto& r) { return r.exit_code == 0; });
+  BOOST_REQUIRE_EQUAL(placed.exit_code, 0);
+  auto g = w.acquire("job-p", phases[at], lt::live_limit);
+  BOOST_REQUIRE_MESSAGE(g, g.error.message);
+  auto again = w.release("job-p", phases[at], 1.0);
+  BOOST_CHECK_MESSAGE(!again.has_value(), (again ? again->message : std::string{}));
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK_EQUAL(serve->wait(lt::live_limit).value_or(-1), 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_store_removed_under_a_running_service_is_detected_and_takes_no_writes) {

@@ -84,12 +84,10 @@ void answer_routers(self_ptr self) {
 void commit(self_ptr self, write_batch extra = {}, std::function<void()> then = {}) {
   auto& st = self->state;
   auto& rt = *st.runtime;
-  std::vector<std::string> events;
+  std::vector<loom_event> events; // logged by persist once durable
   for (auto& r : rt.take_records()) {
-    if (auto e = event_of(r)) {
-      events.push_back(encode_event(self->clock().now().time_since_epoch().count(), *e));
-      spdlog::info("event={} deployment={} {}", to_string(e->kind), e->subject, e->detail);
-    }
+    if (auto e = event_of(r))
+      events.push_back(std::move(*e));
     if (st.links.observer)
       self->send(st.links.observer, gen_atom::value, std::move(r));
   }
@@ -109,25 +107,24 @@ void commit(self_ptr self, write_batch extra = {}, std::function<void()> then = 
   batch.sync = st.links.sync_writes;
   batch.records.push_back({record_kind::gen_deployments, name_of(self),
                            encode_gen_deployment(name_of(self), rt.record()), false});
-  batch.events = std::move(events);
-  self->request(st.links.store, caf::infinite, write_atom::value, std::move(batch))
-    .then(
-      [self, mine, then](uint64_t) {
-        mine->durable = true;
-        release_outgoing(self);
-        answer_routers(self);
-        if (then)
-          then();
-      },
-      [self, mine](caf::error& err) {
-        // Not durable: nothing is sent. The commands stay in flight and go again at their
-        // deadline, when the next write may succeed.
-        spdlog::error("event=gen_write_failed deployment={} error=\"{}\"", name_of(self),
-                      render(err));
-        mine->commands.clear();
-        mine->durable = true;
-        release_outgoing(self);
-      });
+  persist(
+    self, st.links.store, std::move(batch), std::move(events),
+    [self, mine, then] {
+      mine->durable = true;
+      release_outgoing(self);
+      answer_routers(self);
+      if (then)
+        then();
+    },
+    [self, mine](const caf::error& err) {
+      // Not durable: nothing is sent. The commands stay in flight and go again at their
+      // deadline, when the next write may succeed.
+      spdlog::error("event=gen_write_failed deployment={} error=\"{}\"", name_of(self),
+                    render(err));
+      mine->commands.clear();
+      mine->durable = true;
+      release_outgoing(self);
+    });
 }
 
 void arm_alarm(self_ptr self) {

@@ -7,6 +7,7 @@
 
 #include "core/inspect.hpp"
 #include "store/gen_codecs.hpp"
+#include "store/persist.hpp"
 
 namespace loom {
 
@@ -84,9 +85,10 @@ gen_planner(gen_planner_actor::stateful_pointer<gen_planner_state> self, engine_
       batch.records.push_back({record_kind::gen_forecasts, st.config.deployment,
                                encode_gen_forecast(st.workload->forecaster().history()), false});
       auto promise = self->make_response_promise<double, double>();
-      self->request(st.store, caf::infinite, write_atom::value, std::move(batch))
-        .then([promise, answer](uint64_t) mutable { promise.deliver(answer.first, answer.second); },
-              [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
+      persist(
+        self, st.store, std::move(batch), std::vector<loom_event>{},
+        [promise, answer]() mutable { promise.deliver(answer.first, answer.second); },
+        [promise](caf::error err) mutable { promise.deliver(std::move(err)); });
       return promise;
     },
   };

@@ -9,6 +9,7 @@
 #include "core/inspect.hpp"
 #include "scheduler/placement.hpp"
 #include "store/codecs.hpp"
+#include "store/persist.hpp"
 
 namespace loom {
 
@@ -72,9 +73,10 @@ void hand_out(executor_ptr self, const executor_actions& actions) {
 }
 
 /// The job's place in the turn order and its iteration count, durable, then `then`; the
-/// scheduler hears of it for its status answers.
-template <class Then>
-void save_progress(executor_ptr self, const std::string& job, Then then) {
+/// scheduler hears of it for its status answers. A failed write runs `fail`: what it would
+/// acknowledge is not durable.
+template <class Then, class Fail>
+void save_progress(executor_ptr self, const std::string& job, Then then, Fail fail) {
   auto& st = self->state;
   auto place = st.schedule->place_of(job);
   auto* m = st.ledger->find(job);
@@ -86,17 +88,17 @@ void save_progress(executor_ptr self, const std::string& job, Then then) {
   write_batch batch;
   batch.sync = st.config.sync_writes;
   batch.records.push_back({record_kind::progress, job, encode_progress(p), false});
-  self->request(st.store, caf::infinite, write_atom::value, std::move(batch))
-    .then(
-      [self, p, then](uint64_t) mutable {
-        self->send(self->state.scheduler, progress_atom::value, p);
-        then();
-      },
-      [self, job, then](caf::error& err) mutable {
-        spdlog::error("event=progress_unstored group={} job={} error=\"{}\"",
-                      self->state.config.group, job, render(err));
-        then();
-      });
+  persist(
+    self, st.store, std::move(batch), std::vector<loom_event>{},
+    [self, p, then]() mutable {
+      self->send(self->state.scheduler, progress_atom::value, p);
+      then();
+    },
+    [self, job, fail](caf::error err) mutable {
+      spdlog::error("event=progress_unstored group={} job={} error=\"{}\"",
+                    self->state.config.group, job, render(err));
+      fail(std::move(err));
+    });
 }
 
 /// The job ran its last iteration (`done` in this placement): it leaves the schedule now,
@@ -165,9 +167,13 @@ void staged(executor_ptr self, const std::string& job) {
   }
   auto actions = st.schedule->add(m->member, switches_of(st.config, m->member.job), true, at);
   auto place = st.schedule->place_of(job);
-  spdlog::info("event=job_staged group={} job={} position={} round={} iterations_done={}",
-               st.config.group, job, place->position, place->round, m->iteration);
-  save_progress(self, job, [] {});
+  save_progress(
+    self, job,
+    [group = st.config.group, job, where = *place, done = m->iteration] {
+      spdlog::info("event=job_staged group={} job={} position={} round={} iterations_done={}",
+                   group, job, where.position, where.round, done);
+    },
+    [](const caf::error&) {}); // logged; the progress is written again at its next phase
   hand_out(self, actions);
 }
 
@@ -201,7 +207,9 @@ caf::result<ok_atom> phase_done(executor_ptr self, const std::string& job, phase
   report_drift(self);
   hand_out(self, actions);
   auto rp = self->make_response_promise<ok_atom>();
-  save_progress(self, job, [rp]() mutable { rp.deliver(ok_atom::value); });
+  save_progress(
+    self, job, [rp]() mutable { rp.deliver(ok_atom::value); },
+    [rp](caf::error err) mutable { rp.deliver(std::move(err)); });
   return rp;
 }
 

@@ -1,13 +1,14 @@
 #pragma once
 // Persist-then-answer: the one way an actor makes a decision durable before anyone hears of it
-// (every acknowledged decision is in RocksDB first). The decision's event is appended to the
-// batch at the actor's clock time; once the store confirms the write, the event's structured
+// (every acknowledged decision is in RocksDB first). The decision's events are appended to the
+// batch at the actor's clock time; once the store confirms the write, each event's structured
 // log line is written (the same key=value text the event log keeps) and `then` runs. A failed
 // write runs `fail` instead, and is logged as such. Include from actor sources only.
 
 #include <caf/all.hpp>
 
 #include <utility>
+#include <vector>
 
 #include "core/actors.hpp"
 #include "store/codecs.hpp"
@@ -20,20 +21,33 @@ void log_event(const loom_event& event);
 /// The failed write of an event's batch, logged.
 void log_unstored(const loom_event& event, const caf::error& err);
 
+/// Persist-then-act for a batch with any number of events (none: records alone, such as a
+/// job's progress or a forecast's history), every event at the same clock time.
+template <class Self, class Then, class Fail>
+void persist(Self* self, const store_actor& store, write_batch batch,
+             std::vector<loom_event> events, Then then, Fail fail) {
+  const auto now = self->clock().now().time_since_epoch().count();
+  for (auto& e : events)
+    batch.events.push_back(encode_event(now, e));
+  self->request(store, caf::infinite, write_atom::value, std::move(batch))
+    .then(
+      [events, then = std::move(then)](uint64_t) mutable {
+        for (auto& e : events)
+          log_event(e);
+        then();
+      },
+      [events, fail = std::move(fail)](caf::error& err) mutable {
+        for (auto& e : events)
+          log_unstored(e, err);
+        fail(std::move(err));
+      });
+}
+
 template <class Self, class Then, class Fail>
 void persist(Self* self, const store_actor& store, write_batch batch, loom_event event, Then then,
              Fail fail) {
-  batch.events.push_back(encode_event(self->clock().now().time_since_epoch().count(), event));
-  self->request(store, caf::infinite, write_atom::value, std::move(batch))
-    .then(
-      [event, then = std::move(then)](uint64_t) mutable {
-        log_event(event);
-        then();
-      },
-      [event, fail = std::move(fail)](caf::error& err) mutable {
-        log_unstored(event, err);
-        fail(std::move(err));
-      });
+  persist(self, store, std::move(batch), std::vector<loom_event>{std::move(event)},
+          std::move(then), std::move(fail));
 }
 
 /// Persists, then delivers `answer` on the promise; a failed write delivers the error.
