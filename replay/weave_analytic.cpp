@@ -26,7 +26,7 @@ double colocate_job(const weave_scenario& sc, length_draws& draws, size_t i, int
   const auto& a = sc.jobs[i];
   const auto& j = a.job;
   const auto& policy = sc.config.policy.weave;
-  const int per_node = std::min(gpus, sc.config.cluster.training.front().gpus);
+  const int per_node = std::min(gpus, gpus_per_node(sc.config.cluster.training));
   const double swap = phase_switch_costs(j.rollout_memory_gb, per_node, policy).warm_s
                       + phase_switch_costs(j.training_memory_gb, per_node, policy).warm_s;
   const double reshard = j.model_gb * 8 / policy.intra_cluster_gbps;

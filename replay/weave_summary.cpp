@@ -67,9 +67,9 @@ slo_stats slos_of(const std::vector<iteration_record>& iterations,
       continue;
     ++s.steady;
     s.slowdown += it.duration_s / it.planned_solo_s;
-    if (it.duration_s > it.slo * it.planned_solo_s * (1 + 1e-9))
+    if (!within_slo(it.duration_s, it.slo, it.planned_solo_s))
       s.missed.insert(it.job);
-    if (it.duration_s > it.slo * it.solo_s * (1 + 1e-9))
+    if (!within_slo(it.duration_s, it.slo, it.solo_s))
       s.missed_realized.insert(it.job);
   }
   for (auto& j : rejected) {

@@ -252,8 +252,8 @@ void leave_when_done(job_ptr self) {
 void registered(job_ptr self) {
   auto& st = self->state;
   const auto& c = st.ctx->config.cluster;
-  const int per_rollout = c.rollout.empty() ? 8 : c.rollout.front().gpus;
-  const int per_training = c.training.empty() ? 8 : c.training.front().gpus;
+  const int per_rollout = gpus_per_node(c.rollout);
+  const int per_training = gpus_per_node(c.training);
   st.ledger.emplace(st.group, st.training_gpus);
   st.ledger->join({st.job, {}}, now_ns(self));
   auto staging = staging_s(member_switches(st.job, per_rollout, per_training, st.training_gpus,

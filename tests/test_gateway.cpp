@@ -361,6 +361,44 @@ worst_training_s = 10
   BOOST_CHECK(serve->wait(lt::live_limit));
 }
 
+BOOST_AUTO_TEST_CASE(metrics_judge_each_iteration_s_slo_on_both_solo_bases_as_replay_does) {
+  lt::live_service s; // jobs of 1 s worst-case phases, SLO 4
+  auto serve = s.serve();
+  BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("job-m", 3)}).exit_code, 0);
+  client w{s.keys("driver-a")};
+  BOOST_REQUIRE(w.register_worker("driver", "w-m", "job-m")->has_registered());
+  // The worker measures its phases at half their worst case, then, in the last iteration, at
+  // next to nothing: only that one misses its SLO on the measured basis, none on the planned.
+  for (double solo : {0.5, 0.5, 1e-7})
+    for (const char* phase : {"rollout", "training", "sync"}) {
+      auto g = w.acquire("job-m", phase, lt::live_limit);
+      BOOST_REQUIRE_MESSAGE(g, phase << ": " << g.error.message);
+      auto refused = w.release("job-m", phase, solo);
+      BOOST_REQUIRE_MESSAGE(!refused.has_value(), phase << ": " << refused->message);
+    }
+  auto log = serve->stderr_text();
+  auto at = log.find("port=", log.find("event=metrics_listening"));
+  const int port = std::stoi(log.substr(at + 5));
+  const std::vector<std::string> expected{
+    R"(loom_iterations_total{basis="planned",within_slo="cold_start"} 1)",
+    R"(loom_iterations_total{basis="planned",within_slo="true"} 2)",
+    R"(loom_iterations_total{basis="measured",within_slo="cold_start"} 1)",
+    R"(loom_iterations_total{basis="measured",within_slo="true"} 1)",
+    R"(loom_iterations_total{basis="measured",within_slo="false"} 1)"};
+  auto counted = [&] {
+    auto page = lt::http_get(port, "/metrics");
+    return std::all_of(expected.begin(), expected.end(),
+                       [&](auto& line) { return page.find(line) != std::string::npos; })
+           && page.find(R"(basis="planned",within_slo="false")") == std::string::npos;
+  };
+  for (auto until = std::chrono::steady_clock::now() + lt::live_limit;
+       !counted() && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(200ms);
+  BOOST_CHECK_MESSAGE(counted(), lt::http_get(port, "/metrics"));
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
 BOOST_AUTO_TEST_CASE(a_job_left_on_an_oversized_training_pool_is_moved_and_its_worker_goes_on) {
   lt::live_service s;
   auto serve = s.serve();

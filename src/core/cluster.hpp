@@ -2,6 +2,7 @@
 // The cluster: a rollout pool and a training pool of GPU nodes joined by a cross-cluster link
 // (WEAVE §2, §6 testbed).
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,5 +43,13 @@ struct cluster {
   /// $/hour of every GPU in a pool, the provisioning cost WEAVE §4.2 minimises.
   double cost_per_hour(pool_kind pool) const;
 };
+
+/// The GPUs of each node of a pool (the config's nodes or the scheduler's): its first node's,
+/// as a pool's nodes are alike (WEAVE §2); 8 for a pool with none yet, so nothing that sizes
+/// by it divides by zero.
+template <class Node>
+int gpus_per_node(const std::vector<Node>& pool) {
+  return pool.empty() ? 8 : std::max(1, pool.front().gpus);
+}
 
 } // namespace loom

@@ -58,7 +58,9 @@ service_metrics::service_metrics() : registry_(std::make_shared<prometheus::Regi
                   "Jobs by state (placed, rejected, finished, failed, cancelled, drifted, moved)");
   groups_ = &gauges(r, "loom_groups", "Co-execution groups").Add({});
   iterations_ = &counters(r, "loom_iterations_total",
-                          "RL iterations finished, by whether they met their job's SLO");
+                          "RL iterations finished, each counted on both bases (planned: the job's "
+                          "profiled solo time; measured: its worker's), by whether they met "
+                          "their job's SLO (cold_start: the first after an admission)");
   decision_latency_ = &histogram(r, "loom_placement_decision_seconds",
                                  "WEAVE Algorithm 1 decision time",
                                  {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1});
@@ -136,8 +138,11 @@ prometheus::Gauge& service_metrics::jobs(const std::string& state) {
   return jobs_->Add({{"state", state}});
 }
 
-prometheus::Counter& service_metrics::iterations(bool within_slo) {
-  return iterations_->Add({{"within_slo", within_slo ? "true" : "false"}});
+prometheus::Counter& service_metrics::iterations(slo_basis basis, std::optional<bool> within_slo) {
+  return iterations_->Add({{"basis", basis == slo_basis::planned ? "planned" : "measured"},
+                           {"within_slo", !within_slo ? "cold_start"
+                                          : *within_slo ? "true"
+                                                        : "false"}});
 }
 
 prometheus::Counter& service_metrics::ocs_plans(const std::string& outcome) {

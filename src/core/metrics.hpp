@@ -2,7 +2,9 @@
 // Loom's own Prometheus metrics, one registry per process. Actors get a shared pointer at
 // spawn; live mode exposes the registry on /metrics, replay keeps it private.
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <prometheus/counter.h>
@@ -48,8 +50,13 @@ public:
   /// Jobs by state and co-execution groups, as the scheduler last reported them.
   prometheus::Gauge& jobs(const std::string& state);
   prometheus::Gauge& groups() { return *groups_; }
-  /// Iterations finished, and those within their job's SLO (WEAVE's attainment).
-  prometheus::Counter& iterations(bool within_slo);
+  /// Which solo time an iteration's SLO is judged against: the job's profiled worst case
+  /// (what admission planned with) or the one its worker measured for the same work.
+  enum class slo_basis : uint8_t { planned, measured };
+  /// Iterations finished, by basis and by whether they were within their job's SLO (WEAVE's
+  /// attainment, as the replay report counts it); the first after each admission is a cold
+  /// start, counted apart, as the report leaves it out.
+  prometheus::Counter& iterations(slo_basis basis, std::optional<bool> within_slo);
   /// Phases that ran past their job's worst case times the overrun factor (WEAVE §5.3).
   prometheus::Counter& phase_overruns(const std::string& phase);
   /// Placement decision time (WEAVE Alg. 1), seconds.

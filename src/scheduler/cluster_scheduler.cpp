@@ -28,10 +28,6 @@ std::vector<std::string> node_names(const std::vector<pool_node>& pool,
   return out;
 }
 
-int gpus_per_node(const std::vector<pool_node>& pool) {
-  return pool.empty() ? 8 : pool.front().gpus;
-}
-
 group_executor_actor executor_for(scheduler_ptr self, uint64_t id) {
   auto& st = self->state;
   if (auto it = st.executors.find(id); it != st.executors.end())

@@ -113,7 +113,7 @@ bool breaks_an_slo(const std::vector<planned_phases>& measured,
   auto times = meta_iteration_times(measured);
   for (size_t k = 0; k < who.size(); ++k) {
     const auto& job = who[k]->member.job;
-    if (times[k] > job.slo * (measured_work(*who[k]) + job.sync_s) * (1 + 1e-9))
+    if (!within_slo(times[k], job.slo, measured_work(*who[k]) + job.sync_s))
       return true;
   }
   return false;

@@ -82,7 +82,7 @@ std::vector<int> placement_engine::free_training_nodes(int gpus) const {
 }
 
 size_t placement_engine::rollout_nodes_needed(const rl_job& job) const {
-  const int node_gpus = rollout_pool_.empty() ? 1 : std::max(1, rollout_pool_.front().gpus);
+  const int node_gpus = gpus_per_node(rollout_pool_);
   return size_t((job.rollout_gpus + node_gpus - 1) / node_gpus);
 }
 
@@ -170,27 +170,27 @@ bool placement_engine::meets_slos(const co_execution_group& g, const rl_job& job
   auto& plan = candidate_plan_;
   plan.assign(g.plan.begin(), g.plan.end());
   plan.push_back(member_for(job, nodes, g.training_gpus));
-  auto within_slo = [&](size_t k, double iteration_s) {
+  auto meets = [&](size_t k, double iteration_s) { // on the profiled worst-case solo time
     const auto& who = k < g.members.size() ? g.members[k].job : job;
-    return iteration_s <= who.slo * who.solo_s() * (1 + 1e-12);
+    return within_slo(iteration_s, who.slo, who.solo_s());
   };
   // No iteration beats the longest member's solo time or the bottleneck's load (§4.2): a
   // cheap bound prunes most hopeless candidates before the simulation.
   const double floor_s = std::max(cycle_time(plan), load_time(plan));
   for (size_t k = 0; k < plan.size(); ++k)
-    if (!within_slo(k, floor_s))
+    if (!meets(k, floor_s))
       return false;
   // Any single iteration under any realization: the cheaper check, so it goes first.
   if (bound_ == slo_bound::any_realization) {
     auto bounds = iteration_bounds(plan);
     for (size_t k = 0; k < plan.size(); ++k)
-      if (!within_slo(k, bounds[k]))
+      if (!meets(k, bounds[k]))
         return false;
   }
   // The join and the new regime at the worst case, iteration by iteration.
   auto times = longest_iterations_after_join(plan);
   for (size_t k = 0; k < plan.size(); ++k)
-    if (!within_slo(k, times[k]))
+    if (!meets(k, times[k]))
       return false;
   return true;
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cluster.hpp"
 #include "core/policy.hpp"
 #include "scheduler/meta_iteration.hpp"
 #include "scheduler/types.hpp"

@@ -21,9 +21,6 @@ std::string group_name(uint64_t id);
 std::vector<std::string> node_names(const std::vector<pool_node>& pool,
                                     const std::vector<int>& nodes);
 
-/// GPUs per node of a pool (its nodes are alike).
-int gpus_per_node(const std::vector<pool_node>& pool);
-
 /// The group's executor, spawned with the group.
 group_executor_actor executor_for(scheduler_ptr self, uint64_t id);
 

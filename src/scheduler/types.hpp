@@ -16,6 +16,14 @@
 
 namespace loom {
 
+/// WEAVE §4.2's SLO: an iteration of `iteration_s` within `slo` times the solo time it is
+/// judged against. The one test admission, the drift check, the live metric and the replay
+/// report apply, with one tolerance for rounding, so none counts met what another counts
+/// missed; which solo time is the basis is each caller's to say.
+inline bool within_slo(double iteration_s, double slo, double solo_s) {
+  return iteration_s <= slo * solo_s * (1 + 1e-9);
+}
+
 /// An RL job as the scheduler sees it (WEAVE §4.2): its GPU needs, host-memory working sets,
 /// SLO, and worst-case phase durations profiled at the maximum token limit.
 struct rl_job {
