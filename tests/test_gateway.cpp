@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -62,6 +63,21 @@ v1::Envelope release_of(const std::string& job, v1::Phase phase) {
 
 int error_code(const std::optional<v1::Envelope>& r) {
   return r && r->has_error() ? int(r->error().code()) : -1;
+}
+
+/// Waits (a guard of live_limit, not a timing) until serve's /metrics page `shows` what the
+/// test expects, and checks that it did, with the page as the message if not.
+void check_metrics_show(const lt::child_process& serve,
+                        const std::function<bool(const std::string&)>& shows) {
+  auto log = serve.stderr_text();
+  auto at = log.find("port=", log.find("event=metrics_listening"));
+  const int port = std::stoi(log.substr(at + 5));
+  auto page = lt::http_get(port, "/metrics");
+  for (auto until = std::chrono::steady_clock::now() + lt::live_limit;
+       !shows(page) && std::chrono::steady_clock::now() < until;
+       page = lt::http_get(port, "/metrics"))
+    std::this_thread::sleep_for(200ms);
+  BOOST_CHECK_MESSAGE(shows(page), page);
 }
 
 } // namespace
@@ -345,18 +361,10 @@ worst_training_s = 10
   BOOST_CHECK(paged == listed);
   BOOST_CHECK(std::is_sorted(paged.begin(), paged.end()));
   // /metrics counts them by state (kept as jobs change, not by copying every job's status).
-  auto log = serve->stderr_text();
-  auto at = log.find("port=", log.find("event=metrics_listening"));
-  const int port = std::stoi(log.substr(at + 5));
-  auto counted = [&] {
-    auto page = lt::http_get(port, "/metrics");
+  check_metrics_show(*serve, [](const std::string& page) {
     return page.find("loom_jobs{state=\"placed\"} 2") != std::string::npos
            && page.find("loom_jobs{state=\"rejected\"} 1") != std::string::npos;
-  };
-  for (auto until = std::chrono::steady_clock::now() + lt::live_limit;
-       !counted() && std::chrono::steady_clock::now() < until;)
-    std::this_thread::sleep_for(200ms);
-  BOOST_CHECK_MESSAGE(counted(), lt::http_get(port, "/metrics"));
+  });
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
 }
@@ -376,25 +384,17 @@ BOOST_AUTO_TEST_CASE(metrics_judge_each_iteration_s_slo_on_both_solo_bases_as_re
       auto refused = w.release("job-m", phase, solo);
       BOOST_REQUIRE_MESSAGE(!refused.has_value(), phase << ": " << refused->message);
     }
-  auto log = serve->stderr_text();
-  auto at = log.find("port=", log.find("event=metrics_listening"));
-  const int port = std::stoi(log.substr(at + 5));
   const std::vector<std::string> expected{
     R"(loom_iterations_total{basis="planned",within_slo="cold_start"} 1)",
     R"(loom_iterations_total{basis="planned",within_slo="true"} 2)",
     R"(loom_iterations_total{basis="measured",within_slo="cold_start"} 1)",
     R"(loom_iterations_total{basis="measured",within_slo="true"} 1)",
     R"(loom_iterations_total{basis="measured",within_slo="false"} 1)"};
-  auto counted = [&] {
-    auto page = lt::http_get(port, "/metrics");
+  check_metrics_show(*serve, [&](const std::string& page) {
     return std::all_of(expected.begin(), expected.end(),
                        [&](auto& line) { return page.find(line) != std::string::npos; })
            && page.find(R"(basis="planned",within_slo="false")") == std::string::npos;
-  };
-  for (auto until = std::chrono::steady_clock::now() + lt::live_limit;
-       !counted() && std::chrono::steady_clock::now() < until;)
-    std::this_thread::sleep_for(200ms);
-  BOOST_CHECK_MESSAGE(counted(), lt::http_get(port, "/metrics"));
+  });
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
 }
