@@ -24,8 +24,8 @@
 
 #include <fmt/format.h>
 
-#include "loom.pb.h"
 #include "bench/support.hpp"
+#include "loom.pb.h"
 #include "loom/client.hpp"
 #include "tests/support/process.hpp"
 

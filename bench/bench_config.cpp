@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "core/config.hpp"
+#include "config/config.hpp"
 
 namespace {
 

@@ -24,13 +24,13 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "core/inspect.hpp"
-#include "core/metrics.hpp"
-#include "core/type_registry.hpp"
 #include "gateway/gateway.hpp"
 #include "gateway/keys.hpp"
 #include "loom.pb.h"
 #include "loom/client.hpp"
+#include "metrics/metrics.hpp"
+#include "protocol/inspect.hpp"
+#include "protocol/type_registry.hpp"
 #include "scheduler/cluster_scheduler.hpp"
 #include "store/store_actor.hpp"
 

@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <random>
 
-#include "core/gpu.hpp"
 #include "generation/batch_sim.hpp"
 #include "generation/config_search.hpp"
 #include "generation/deployment_runtime.hpp"
 #include "generation/load_index.hpp"
+#include "types/gpu.hpp"
 
 namespace {
 

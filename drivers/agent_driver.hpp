@@ -13,8 +13,8 @@
 
 #include <caf/typed_response_promise.hpp>
 
-#include "core/actors.hpp"
-#include "core/fabric_config.hpp"
+#include "protocol/actors.hpp"
+#include "types/fabric_config.hpp"
 
 namespace loom {
 

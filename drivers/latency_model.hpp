@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <random>
 
-#include "core/ocs_technology.hpp"
+#include "types/ocs_technology.hpp"
 
 namespace loom {
 

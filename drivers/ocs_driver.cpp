@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 
 namespace loom {
 

@@ -1,6 +1,6 @@
 #pragma once
 // The OCS driver actors: an in-process emulation (replay and tests) and TL1 over TCP (real
-// switches, and `loom ocs-emu`). Both implement ocs_driver_actor from core/actors.hpp.
+// switches, and `loom ocs-emu`). Both implement ocs_driver_actor from protocol/actors.hpp.
 
 #include <chrono>
 #include <map>
@@ -12,11 +12,11 @@
 
 #include <caf/typed_response_promise.hpp>
 
-#include "core/actors.hpp"
-#include "core/fabric_config.hpp"
 #include "drivers/latency_model.hpp"
 #include "drivers/tl1_client.hpp"
 #include "drivers/xc_table.hpp"
+#include "protocol/actors.hpp"
+#include "types/fabric_config.hpp"
 
 namespace loom {
 

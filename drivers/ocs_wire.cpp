@@ -3,7 +3,7 @@
 #include <array>
 #include <utility>
 
-#include "core/error.hpp"
+#include "protocol/error.hpp"
 
 namespace loom::ocs_wire {
 

@@ -4,8 +4,8 @@
 
 #include <optional>
 
-#include "core/inspect.hpp"
 #include "loom.pb.h"
+#include "protocol/inspect.hpp"
 
 namespace loom::ocs_wire {
 

@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "core/error.hpp"
 #include "drivers/asio.hpp"
 #include "drivers/tl1_codec.hpp"
+#include "protocol/error.hpp"
 
 namespace loom {
 

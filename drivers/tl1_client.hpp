@@ -11,8 +11,8 @@
 
 #include <caf/expected.hpp>
 
-#include "core/types.hpp"
 #include "drivers/xc_table.hpp"
+#include "types/common.hpp"
 
 namespace loom {
 

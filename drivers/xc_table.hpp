@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/types.hpp"
+#include "types/common.hpp"
 
 namespace loom {
 

@@ -22,10 +22,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "generation/engine_sim.hpp"
-#include "generation/gen_proto.hpp"
 #include "examples/example_support.hpp"
+#include "generation/engine_sim.hpp"
 #include "loom/client.hpp"
+#include "records/gen_proto.hpp"
 #include "replay/gen_scenario.hpp"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "core/config.hpp"
+#include "config/config.hpp"
 #include "scheduler/job_spec.hpp"
 
 namespace {

@@ -9,7 +9,7 @@
 
 #include "gateway/field_limits.hpp"
 #include "gateway/wire.hpp"
-#include "generation/gen_proto.hpp"
+#include "records/gen_proto.hpp"
 #include <google/protobuf/stubs/logging.h>
 
 #include "loom.pb.h"

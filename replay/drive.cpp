@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
-#include "core/type_registry.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
+#include "protocol/type_registry.hpp"
 #include "replay/report.hpp"
 #include "replay/wire_edge.hpp"
 #include "scheduler/cluster_scheduler.hpp"

@@ -4,7 +4,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
-#include "core/type_registry.hpp"
+#include "protocol/type_registry.hpp"
 
 namespace loom::replay {
 

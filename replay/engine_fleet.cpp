@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "core/error.hpp"
+#include "protocol/error.hpp"
 
 namespace loom::replay {
 

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "core/names.hpp"
 #include "fabric/demand.hpp"
 #include "fabric/shape.hpp"
+#include "types/names.hpp"
 
 namespace loom::replay {
 

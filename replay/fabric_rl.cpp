@@ -6,14 +6,14 @@
 #include <cmath>
 #include <map>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
-#include "core/metrics.hpp"
 #include "drivers/ocs_driver.hpp"
 #include "fabric/broadcast.hpp"
 #include "fabric/fabric_controller.hpp"
 #include "fabric/flow_model.hpp"
 #include "fabric/shape.hpp"
+#include "metrics/metrics.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 #include "replay/driver.hpp"
 #include "replay/fabric_collectives.hpp"
 #include "replay/report.hpp"

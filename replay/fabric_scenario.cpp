@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/toml_reader.hpp"
+#include "config/toml_reader.hpp"
 
 namespace loom::replay {
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/error.hpp"
+#include "protocol/error.hpp"
 #include "replay/engine_fleet.hpp"
 #include "replay/gen_replay.hpp"
 #include "replay/report.hpp"

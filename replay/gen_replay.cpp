@@ -9,8 +9,8 @@
 #include <map>
 #include <numeric>
 
-#include "core/error.hpp"
-#include "core/metrics.hpp"
+#include "metrics/metrics.hpp"
+#include "protocol/error.hpp"
 #include "replay/gen_run.hpp"
 #include "replay/report.hpp"
 #include "replay/seed_spread.hpp"

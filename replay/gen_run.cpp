@@ -2,12 +2,12 @@
 
 #include <caf/all.hpp>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
-#include "core/metrics.hpp"
 #include "generation/balancer.hpp"
 #include "generation/gen_controller.hpp"
 #include "generation/gen_planner.hpp"
+#include "metrics/metrics.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 #include "replay/driver.hpp"
 #include "replay/report.hpp"
 #include "replay/request.hpp"

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "core/profile_file.hpp"
-#include "core/toml_reader.hpp"
+#include "config/profile_file.hpp"
+#include "config/toml_reader.hpp"
 #include "replay/gen_workload.hpp"
 
 namespace loom::replay {

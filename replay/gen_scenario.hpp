@@ -22,8 +22,6 @@
 #include <string>
 #include <vector>
 
-#include "core/config_error.hpp"
-#include "core/gpu.hpp"
 #include "generation/config_search.hpp"
 #include "generation/deployment_config.hpp"
 #include "generation/load_index.hpp"
@@ -31,6 +29,8 @@
 #include "replay/gen_workload.hpp"
 #include "replay/scenario_file.hpp"
 #include "replay/sim_generation.hpp"
+#include "types/config_error.hpp"
+#include "types/gpu.hpp"
 
 namespace loom::replay {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/config_error.hpp"
 #include "replay/sim_generation.hpp"
+#include "types/config_error.hpp"
 
 namespace loom::replay {
 

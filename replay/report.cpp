@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "core/error.hpp"
+#include "protocol/error.hpp"
 #include "replay/html_report.hpp"
 
 namespace loom::replay {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/config_error.hpp"
-#include "core/toml_reader.hpp"
+#include "config/toml_reader.hpp"
+#include "types/config_error.hpp"
 
 namespace loom::replay {
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "core/inspect.hpp"
+#include "protocol/inspect.hpp"
 #include "scheduler/phase_costs.hpp"
 
 namespace loom::replay {

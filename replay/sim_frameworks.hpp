@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "core/actors.hpp"
-#include "core/config.hpp"
-#include "core/names.hpp"
+#include "config/config.hpp"
+#include "protocol/actors.hpp"
 #include "replay/weave_workload.hpp"
+#include "types/names.hpp"
 
 namespace loom::replay {
 

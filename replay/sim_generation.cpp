@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cmath>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 
 namespace loom::replay {
 

@@ -20,9 +20,9 @@
 
 #include <caf/actor_clock.hpp>
 
-#include "core/actors.hpp"
 #include "generation/engine_model.hpp"
 #include "generation/engine_sim.hpp"
+#include "protocol/actors.hpp"
 
 namespace loom::replay {
 

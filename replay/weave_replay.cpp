@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <map>
 
-#include "core/error.hpp"
-#include "core/metrics.hpp"
+#include "metrics/metrics.hpp"
+#include "protocol/error.hpp"
 #include "replay/baselines.hpp"
 #include "replay/driver.hpp"
 #include "replay/report.hpp"

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "core/toml_reader.hpp"
+#include "config/toml_reader.hpp"
 
 namespace loom::replay {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config.hpp"
+#include "config/config.hpp"
 #include "replay/scenario_file.hpp"
 #include "replay/weave_workload.hpp"
 

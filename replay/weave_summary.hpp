@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "scheduler/types.hpp"
+#include "types/scheduler.hpp"
 
 namespace loom::replay {
 

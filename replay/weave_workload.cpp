@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/toml_reader.hpp"
+#include "config/toml_reader.hpp"
 #include "scheduler/job_spec.hpp"
 
 namespace loom::replay {

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "core/config_error.hpp"
-#include "core/names.hpp"
 #include "replay/rollout_model.hpp"
-#include "scheduler/types.hpp"
+#include "types/config_error.hpp"
+#include "types/names.hpp"
+#include "types/scheduler.hpp"
 
 namespace loom::replay {
 

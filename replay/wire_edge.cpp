@@ -6,11 +6,11 @@
 #include <cmath>
 #include <set>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
+#include "records/proto_enums.hpp"
 #include "scheduler/job_spec.hpp"
 #include "scheduler/phase_costs.hpp"
-#include "store/proto_enums.hpp"
 
 namespace loom::replay {
 

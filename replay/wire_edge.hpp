@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "core/actors.hpp"
 #include "loom/client.hpp"
+#include "protocol/actors.hpp"
 #include "replay/weave_replay.hpp"
 #include "scheduler/iteration_ledger.hpp"
 #include "scheduler/placement.hpp"

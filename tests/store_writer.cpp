@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <string>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
-#include "core/type_registry.hpp"
 #include "loom.pb.h"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
+#include "protocol/type_registry.hpp"
 #include "store/store_actor.hpp"
 
 int main(int argc, char** argv) {

@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "core/config.hpp"
-#include "core/expand.hpp"
+#include "config/config.hpp"
+#include "config/expand.hpp"
 #include "tests/support/process.hpp"
 
 using namespace loom;

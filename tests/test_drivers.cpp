@@ -5,12 +5,12 @@
 #include <caf/all.hpp>
 #include <cmath>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
 #include "drivers/latency_model.hpp"
 #include "drivers/ocs_driver.hpp"
 #include "drivers/tl1_codec.hpp"
 #include "drivers/xc_table.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 #include "replay/driver.hpp"
 
 using namespace loom;

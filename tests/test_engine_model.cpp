@@ -6,11 +6,11 @@
 #include <optional>
 #include <random>
 
-#include "core/gpu.hpp"
+#include "config/profile_file.hpp"
 #include "generation/batch_sim.hpp"
 #include "generation/engine_model.hpp"
-#include "core/profile_file.hpp"
 #include "support/process.hpp"
+#include "types/gpu.hpp"
 
 using namespace loom;
 

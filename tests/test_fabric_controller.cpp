@@ -6,15 +6,15 @@
 #include <algorithm>
 #include <set>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/inspect.hpp"
-#include "core/metrics.hpp"
-#include "core/type_registry.hpp"
+#include "config/config.hpp"
 #include "drivers/ocs_driver.hpp"
 #include "fabric/fabric_controller.hpp"
 #include "fabric/shape.hpp"
 #include "loom.pb.h"
+#include "metrics/metrics.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
+#include "protocol/type_registry.hpp"
 #include "replay/driver.hpp"
 #include "replay/request.hpp"
 #include "store/database.hpp"

@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/error.hpp"
 #include "drivers/tl1_client.hpp"
 #include "loom/client.hpp"
+#include "protocol/error.hpp"
 #include "tests/support/live_service.hpp"
 
 using namespace loom;

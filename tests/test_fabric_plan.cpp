@@ -6,14 +6,14 @@
 #include <map>
 #include <set>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
+#include "config/config.hpp"
 #include "fabric/circuit_plan.hpp"
 #include "fabric/demand.hpp"
+#include "fabric/fabric_model.hpp"
 #include "fabric/flow_model.hpp"
 #include "fabric/shape.hpp"
-#include "fabric/fabric_model.hpp"
 #include "fabric/stage_template.hpp"
+#include "protocol/error.hpp"
 #include "support/fabric_fixtures.hpp"
 
 using namespace loom;

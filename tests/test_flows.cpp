@@ -6,16 +6,16 @@
 #include <caf/test/dsl.hpp>
 #include <caf/test/unit_test_impl.hpp>
 
-#include "core/actors.hpp"
-#include "core/error.hpp"
-#include "core/inspect.hpp"
-#include "core/metrics.hpp"
-#include "core/type_registry.hpp"
 #include "drivers/ocs_driver.hpp"
 #include "fabric/fabric_controller.hpp"
+#include "metrics/metrics.hpp"
+#include "protocol/actors.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
+#include "protocol/type_registry.hpp"
+#include "records/codecs.hpp"
 #include "scheduler/cluster_scheduler.hpp"
 #include "scheduler/group_executor.hpp"
-#include "store/codecs.hpp"
 #include "store/store_actor.hpp"
 #include "tests/support/fabric_fixtures.hpp"
 #include "tests/support/process.hpp"

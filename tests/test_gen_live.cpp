@@ -19,7 +19,7 @@
 
 #include "loom.pb.h"
 #include "loom/client.hpp"
-#include "store/codecs.hpp"
+#include "records/codecs.hpp"
 #include "store/database.hpp"
 #include "tests/support/live_service.hpp"
 

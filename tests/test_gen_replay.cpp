@@ -7,23 +7,23 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/error.hpp"
-#include "core/gpu.hpp"
-#include "core/inspect.hpp"
-#include "core/metrics.hpp"
 #include "generation/balancer.hpp"
 #include "generation/gen_planner.hpp"
 #include "generation/remaining_workload.hpp"
 #include "loom.pb.h"
+#include "metrics/metrics.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
+#include "records/gen_codecs.hpp"
 #include "replay/driver.hpp"
+#include "replay/gen_run.hpp"
 #include "replay/gen_scenario.hpp"
 #include "replay/gen_workload.hpp"
-#include "replay/gen_run.hpp"
 #include "replay/sim_generation.hpp"
-#include "store/gen_codecs.hpp"
 #include "store/database.hpp"
 #include "store/store_actor.hpp"
 #include "support/process.hpp"
+#include "types/gpu.hpp"
 
 using namespace loom;
 

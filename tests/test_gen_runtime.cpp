@@ -12,12 +12,12 @@
 
 #include <fmt/format.h>
 
-#include "core/gpu.hpp"
 #include "generation/deployment_runtime.hpp"
 #include "generation/engine_sim.hpp"
-#include "generation/gen_proto.hpp"
 #include "generation/layout.hpp"
-#include "store/gen_codecs.hpp"
+#include "records/gen_codecs.hpp"
+#include "records/gen_proto.hpp"
+#include "types/gpu.hpp"
 
 using namespace loom;
 

@@ -242,8 +242,8 @@ BOOST_AUTO_TEST_CASE(histogram_drift_is_extrapolated) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-#include "core/gpu.hpp"
 #include "generation/kv_migration.hpp"
+#include "types/gpu.hpp"
 
 BOOST_AUTO_TEST_CASE(kv_migration_picks_the_cheaper_way_as_in_appendix_a) {
   // App. A, Fig. 19: Qwen-32B at TP=8, one 200 Gbps NIC.

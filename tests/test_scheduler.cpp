@@ -6,7 +6,8 @@
 #include <random>
 #include <tuple>
 
-#include "core/config.hpp"
+#include "config/config.hpp"
+#include "records/codecs.hpp"
 #include "scheduler/consolidation.hpp"
 #include "scheduler/iteration_ledger.hpp"
 #include "scheduler/job_spec.hpp"
@@ -15,7 +16,6 @@
 #include "scheduler/placement.hpp"
 #include "scheduler/round_robin.hpp"
 #include "scheduler/sync_plan.hpp"
-#include "store/codecs.hpp"
 
 using namespace loom;
 

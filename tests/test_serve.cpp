@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "core/config.hpp"
+#include "config/config.hpp"
 #include "tests/support/process.hpp"
 
 using namespace std::chrono_literals;

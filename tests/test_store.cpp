@@ -5,11 +5,11 @@
 #include <csignal>
 #include <rocksdb/db.h>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
-#include "core/type_registry.hpp"
 #include "loom.pb.h"
-#include "store/codecs.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
+#include "protocol/type_registry.hpp"
+#include "records/codecs.hpp"
 #include "store/database.hpp"
 #include "store/store_actor.hpp"
 #include "tests/support/process.hpp"

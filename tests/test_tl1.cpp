@@ -6,12 +6,12 @@
 #include <barrier>
 #include <thread>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
-#include "core/type_registry.hpp"
 #include "drivers/asio.hpp"
 #include "drivers/ocs_driver.hpp"
 #include "drivers/tl1_client.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
+#include "protocol/type_registry.hpp"
 #include "tests/support/process.hpp"
 
 using namespace loom;

@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/config.hpp"
-#include "core/metrics.hpp"
+#include "config/config.hpp"
 #include "loom.pb.h"
+#include "metrics/metrics.hpp"
 #include "replay/drive.hpp"
 #include "replay/driver.hpp"
 #include "replay/offline_optimal.hpp"

@@ -1,11 +1,11 @@
 #define BOOST_TEST_MODULE wire
 #include <boost/test/unit_test.hpp>
 
-#include "core/error.hpp"
 #include "gateway/grant_matcher.hpp"
 #include "gateway/rate_limiter.hpp"
 #include "gateway/sessions.hpp"
 #include "gateway/wire.hpp"
+#include "protocol/error.hpp"
 
 using namespace loom;
 using namespace std::chrono_literals;

@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
-#include "core/error.hpp"
 #include "gateway/keys.hpp"
 #include "loom.pb.h"
 #include "loom/client.hpp"
+#include "protocol/error.hpp"
 #include "scheduler/job_spec.hpp"
 
 namespace loom {

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "generation/gen_proto.hpp"
-#include "store/proto_enums.hpp"
+#include "records/gen_proto.hpp"
+#include "records/proto_enums.hpp"
 
 namespace loom {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config.hpp"
+#include "config/config.hpp"
 #include "drivers/xc_table.hpp"
 
 namespace CLI {

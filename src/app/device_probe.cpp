@@ -3,8 +3,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 
 namespace loom {
 

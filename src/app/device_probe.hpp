@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "core/actors.hpp"
-#include "core/fabric_config.hpp"
+#include "protocol/actors.hpp"
+#include "types/fabric_config.hpp"
 
 namespace caf {
 class actor_system;

@@ -8,7 +8,7 @@
 
 #include "app/commands.hpp"
 #include "app/logging.hpp"
-#include "core/error.hpp"
+#include "protocol/error.hpp"
 #include "replay/drive.hpp"
 #include "replay/gen_drive.hpp"
 #include "replay/scenario_file.hpp"

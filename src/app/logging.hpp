@@ -1,6 +1,6 @@
 #pragma once
 
-#include "core/config.hpp"
+#include "config/config.hpp"
 
 namespace loom {
 

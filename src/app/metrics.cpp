@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "app/process_collector.hpp"
-#include "core/error.hpp"
+#include "protocol/error.hpp"
 
 namespace loom {
 

@@ -6,7 +6,7 @@
 
 #include <caf/expected.hpp>
 
-#include "core/metrics.hpp"
+#include "metrics/metrics.hpp"
 
 namespace prometheus {
 class Exposer;

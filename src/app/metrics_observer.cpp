@@ -2,7 +2,7 @@
 
 #include <caf/all.hpp>
 
-#include "core/inspect.hpp"
+#include "protocol/inspect.hpp"
 
 namespace loom {
 

@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "core/actors.hpp"
-#include "core/metrics.hpp"
+#include "metrics/metrics.hpp"
+#include "protocol/actors.hpp"
 
 namespace loom {
 

@@ -22,12 +22,12 @@
 #include "app/commands.hpp"
 #include "app/logging.hpp"
 #include "app/signals.hpp"
-#include "core/config_parts.hpp"
-#include "core/error.hpp"
-#include "core/type_registry.hpp"
+#include "config/config_parts.hpp"
 #include "drivers/ocs_driver.hpp"
 #include "drivers/ocs_wire.hpp"
 #include "loom/client.hpp"
+#include "protocol/error.hpp"
+#include "protocol/type_registry.hpp"
 
 namespace loom {
 

@@ -14,10 +14,10 @@
 #include <sstream>
 
 #include "app/commands.hpp"
-#include "core/error.hpp"
+#include "protocol/error.hpp"
+#include "records/codecs.hpp"
 #include "replay/html_report.hpp"
 #include "replay/report.hpp"
-#include "store/codecs.hpp"
 #include "store/database.hpp"
 
 namespace loom {

@@ -3,7 +3,7 @@
 #include <functional>
 #include <optional>
 
-#include "core/config.hpp"
+#include "config/config.hpp"
 #include "store/database.hpp"
 
 namespace loom {

@@ -16,7 +16,7 @@
 #include <functional>
 #include <vector>
 
-#include "fabric/types.hpp"
+#include "types/fabric.hpp"
 
 namespace loom {
 

@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "core/types.hpp"
 #include "fabric/demand.hpp"
-#include "fabric/flow_model.hpp"
 #include "fabric/fabric_model.hpp"
+#include "fabric/flow_model.hpp"
 #include "fabric/stage_template.hpp"
+#include "types/common.hpp"
 
 namespace loom {
 

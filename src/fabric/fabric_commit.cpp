@@ -10,10 +10,10 @@
 #include <memory>
 #include <set>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
 #include "fabric/controller_steps.hpp"
 #include "fabric/safe_window.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 #include "store/persist.hpp"
 
 namespace loom::controller_steps {

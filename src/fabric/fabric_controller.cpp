@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <set>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
 #include "fabric/controller_steps.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 #include "store/persist.hpp"
 
 namespace loom {

@@ -17,13 +17,13 @@
 #include <caf/actor_clock.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "core/actors.hpp"
-#include "core/metrics.hpp"
 #include "fabric/circuit_plan.hpp"
 #include "fabric/fabric_model.hpp"
 #include "fabric/rail_orchestrator.hpp"
 #include "fabric/stage_template.hpp"
 #include "fabric/traffic_monitor.hpp"
+#include "metrics/metrics.hpp"
+#include "protocol/actors.hpp"
 
 namespace loom {
 

@@ -11,10 +11,10 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
 #include "drivers/xc_table.hpp"
 #include "fabric/controller_steps.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 #include "store/persist.hpp"
 
 namespace loom::controller_steps {

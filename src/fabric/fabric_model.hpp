@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "core/cluster.hpp"
-#include "core/fabric_config.hpp"
-#include "fabric/types.hpp"
+#include "types/cluster.hpp"
+#include "types/fabric.hpp"
+#include "types/fabric_config.hpp"
 
 namespace loom {
 

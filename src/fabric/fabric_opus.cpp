@@ -7,10 +7,10 @@
 
 #include <algorithm>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
 #include "fabric/controller_steps.hpp"
-#include "store/codecs.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
+#include "records/codecs.hpp"
 #include "store/persist.hpp"
 
 namespace loom::controller_steps {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "fabric/topo_id.hpp"
-#include "fabric/types.hpp"
+#include "types/fabric.hpp"
 
 namespace loom {
 

@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/types.hpp"
 #include "fabric/opus_controller.hpp"
 #include "fabric/topo_id.hpp"
-#include "fabric/types.hpp"
+#include "types/common.hpp"
+#include "types/fabric.hpp"
 
 namespace loom {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "fabric/demand.hpp"
-#include "fabric/types.hpp"
+#include "types/fabric.hpp"
 
 namespace loom {
 

@@ -6,8 +6,8 @@
 
 #include <vector>
 
-#include "core/cluster.hpp"
-#include "core/fabric_config.hpp"
+#include "types/cluster.hpp"
+#include "types/fabric_config.hpp"
 
 namespace loom {
 

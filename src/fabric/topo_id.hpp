@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/types.hpp"
+#include "types/common.hpp"
 
 namespace loom {
 

@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
 #include "gateway/field_limits.hpp"
 #include "gateway/gateway_steps.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 
 namespace loom {
 

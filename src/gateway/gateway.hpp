@@ -13,12 +13,12 @@
 #include <memory>
 #include <string>
 
-#include "core/actors.hpp"
-#include "core/metrics.hpp"
 #include "gateway/grant_matcher.hpp"
 #include "gateway/rate_limiter.hpp"
 #include "gateway/sessions.hpp"
 #include "gateway/zmq_server.hpp"
+#include "metrics/metrics.hpp"
+#include "protocol/actors.hpp"
 #include "scheduler/sync_plan.hpp"
 
 namespace loom {

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
 #include "gateway/gateway_steps.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 #include "scheduler/job_spec.hpp"
 
 namespace loom::gateway_steps {

@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
 #include "gateway/gateway_steps.hpp"
-#include "generation/gen_proto.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
+#include "records/gen_proto.hpp"
 
 namespace loom::gateway_steps {
 

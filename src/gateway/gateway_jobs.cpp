@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
 #include "gateway/gateway_steps.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 #include "scheduler/sync_plan.hpp"
 
 namespace loom::gateway_steps {

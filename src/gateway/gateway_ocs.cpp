@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
 #include "drivers/ocs_wire.hpp"
 #include "gateway/gateway_steps.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 
 namespace loom::gateway_steps {
 

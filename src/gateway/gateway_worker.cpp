@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
 #include "gateway/gateway_steps.hpp"
-#include "store/proto_enums.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
+#include "records/proto_enums.hpp"
 
 namespace loom::gateway_steps {
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "scheduler/types.hpp"
+#include "types/scheduler.hpp"
 
 namespace loom {
 

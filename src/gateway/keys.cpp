@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
-#include "core/error.hpp"
+#include "protocol/error.hpp"
 
 namespace loom {
 

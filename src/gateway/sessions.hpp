@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/types.hpp"
-#include "scheduler/types.hpp"
+#include "types/common.hpp"
+#include "types/scheduler.hpp"
 
 namespace loom {
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.hpp"
-#include "generation/gen_proto.hpp"
-#include "store/proto_enums.hpp"
+#include "protocol/error.hpp"
+#include "records/gen_proto.hpp"
+#include "records/proto_enums.hpp"
 
 namespace loom::wire {
 

@@ -10,12 +10,12 @@
 
 #include <caf/expected.hpp>
 
-#include "core/error.hpp"
-#include "core/types.hpp"
-#include "fabric/types.hpp"
-#include "generation/types.hpp"
 #include "loom.pb.h"
-#include "scheduler/types.hpp"
+#include "protocol/error.hpp"
+#include "types/common.hpp"
+#include "types/fabric.hpp"
+#include "types/generation.hpp"
+#include "types/scheduler.hpp"
 
 namespace loom::wire {
 

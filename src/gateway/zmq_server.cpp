@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
-#include "core/error.hpp"
+#include "protocol/error.hpp"
 
 namespace loom {
 

@@ -19,7 +19,7 @@
 #include <caf/expected.hpp>
 
 #include "gateway/keys.hpp"
-#include "gateway/types.hpp"
+#include "types/gateway.hpp"
 
 namespace loom {
 

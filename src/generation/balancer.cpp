@@ -3,7 +3,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "core/inspect.hpp"
+#include "protocol/inspect.hpp"
 
 namespace loom {
 

@@ -5,8 +5,8 @@
 
 #include <optional>
 
-#include "core/actors.hpp"
 #include "generation/load_index.hpp"
+#include "protocol/actors.hpp"
 
 namespace loom {
 

@@ -12,7 +12,7 @@
 #include "generation/engine_model.hpp"
 #include "generation/engine_profile.hpp"
 #include "generation/load_index.hpp"
-#include "generation/types.hpp"
+#include "types/generation.hpp"
 
 namespace loom {
 

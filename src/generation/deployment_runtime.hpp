@@ -31,7 +31,7 @@
 
 #include "generation/deployment_config.hpp"
 #include "generation/engine_model.hpp"
-#include "generation/types.hpp"
+#include "types/generation.hpp"
 
 namespace loom {
 

@@ -22,10 +22,10 @@
 #include <memory>
 #include <vector>
 
-#include "core/gpu.hpp"
 #include "generation/engine_profile.hpp"
 #include "generation/model_catalog.hpp"
-#include "generation/types.hpp"
+#include "types/generation.hpp"
+#include "types/gpu.hpp"
 
 namespace loom {
 

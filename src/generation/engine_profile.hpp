@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "generation/types.hpp"
+#include "types/generation.hpp"
 
 namespace loom {
 

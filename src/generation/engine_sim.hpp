@@ -20,7 +20,7 @@
 #include "generation/engine_model.hpp"
 #include "generation/instance_sim.hpp"
 #include "generation/kv_migration.hpp"
-#include "generation/types.hpp"
+#include "types/generation.hpp"
 
 namespace loom {
 

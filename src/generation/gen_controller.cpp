@@ -6,9 +6,9 @@
 #include <chrono>
 #include <cmath>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
-#include "store/gen_codecs.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
+#include "records/gen_codecs.hpp"
 #include "store/persist.hpp"
 
 namespace loom {

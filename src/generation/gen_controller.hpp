@@ -16,9 +16,9 @@
 #include <caf/actor_clock.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "core/actors.hpp"
 #include "generation/deployment_runtime.hpp"
 #include "generation/engine_model.hpp"
+#include "protocol/actors.hpp"
 
 namespace loom {
 

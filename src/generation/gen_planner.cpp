@@ -5,8 +5,8 @@
 #include <chrono>
 #include <limits>
 
-#include "core/inspect.hpp"
-#include "store/gen_codecs.hpp"
+#include "protocol/inspect.hpp"
+#include "records/gen_codecs.hpp"
 #include "store/persist.hpp"
 
 namespace loom {

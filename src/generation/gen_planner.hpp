@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "core/actors.hpp"
 #include "generation/config_search.hpp"
 #include "generation/deployment_config.hpp"
 #include "generation/engine_model.hpp"
 #include "generation/remaining_workload.hpp"
+#include "protocol/actors.hpp"
 
 namespace loom {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "generation/types.hpp"
+#include "types/generation.hpp"
 
 namespace loom {
 

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "generation/types.hpp"
+#include "types/generation.hpp"
 
 namespace loom {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/catalog.hpp"
+#include "types/catalog.hpp"
 
 namespace loom {
 

@@ -13,7 +13,7 @@
 #include "generation/config_search.hpp"
 #include "generation/forecast.hpp"
 #include "generation/histogram.hpp"
-#include "generation/types.hpp"
+#include "types/generation.hpp"
 
 namespace loom {
 

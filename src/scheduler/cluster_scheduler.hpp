@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "core/actors.hpp"
-#include "core/cluster.hpp"
-#include "core/policy.hpp"
+#include "protocol/actors.hpp"
 #include "scheduler/placement.hpp"
 #include "scheduler/restore_plan.hpp"
+#include "types/cluster.hpp"
+#include "types/policy.hpp"
 
 namespace loom {
 

@@ -5,10 +5,10 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
+#include "records/codecs.hpp"
 #include "scheduler/placement.hpp"
-#include "store/codecs.hpp"
 #include "store/persist.hpp"
 
 namespace loom {
@@ -99,6 +99,17 @@ void save_progress(executor_ptr self, const std::string& job, Then then, Fail fa
                     self->state.config.group, job, render(err));
       fail(std::move(err));
     });
+}
+
+/// Answers a release that waited for its progress write, unless the group ended meanwhile
+/// (its state's destructor answered it then).
+template <class Answer>
+void answer_release(executor_ptr self, uint64_t id, Answer&& answer) {
+  auto it = self->state.releases.find(id);
+  if (it == self->state.releases.end())
+    return;
+  it->second.deliver(std::forward<Answer>(answer));
+  self->state.releases.erase(it);
 }
 
 /// The job ran its last iteration (`done` in this placement): it leaves the schedule now,
@@ -206,10 +217,11 @@ caf::result<ok_atom> phase_done(executor_ptr self, const std::string& job, phase
   }
   report_drift(self);
   hand_out(self, actions);
-  auto rp = self->make_response_promise<ok_atom>();
+  const auto id = st.next_release++;
+  auto rp = st.releases.emplace(id, self->make_response_promise<ok_atom>()).first->second;
   save_progress(
-    self, job, [rp]() mutable { rp.deliver(ok_atom::value); },
-    [rp](caf::error err) mutable { rp.deliver(std::move(err)); });
+    self, job, [self, id] { answer_release(self, id, ok_atom::value); },
+    [self, id](caf::error err) { answer_release(self, id, std::move(err)); });
   return rp;
 }
 
@@ -322,6 +334,14 @@ std::vector<node_devices> training_devices(const group_executor_config& c) {
 }
 
 } // namespace
+
+group_executor_state::~group_executor_state() {
+  for (auto& [id, rp] : releases)
+    rp.deliver(make_error(errc::job_ended,
+                          fmt::format("group {} ended before the release's progress was stored; "
+                                      "ask where the job stands",
+                                      config.group)));
+}
 
 group_executor_actor::behavior_type
 group_executor(group_executor_actor::stateful_pointer<group_executor_state> self,

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "core/actors.hpp"
-#include "core/policy.hpp"
+#include "protocol/actors.hpp"
 #include "scheduler/iteration_ledger.hpp"
 #include "scheduler/phase_costs.hpp"
 #include "scheduler/round_robin.hpp"
+#include "types/policy.hpp"
 
 namespace loom {
 
@@ -58,10 +58,17 @@ struct group_executor_state {
   // One alarm for the earliest due watched phase (0: none set): most phases end long before
   // theirs, and a timer per permit would be most of a replay's messages.
   int64_t alarm_ns = 0;
+  // Releases waiting for their job's progress to be durable, by a running id. A group that
+  // ends first (its last job moved or left) answers them JOB_ENDED as it goes: CAF 0.17 drops
+  // an undelivered promise silently, and the worker would wait for an answer that never comes.
+  std::map<uint64_t, caf::typed_response_promise<ok_atom>> releases;
+  uint64_t next_release = 0;
   worker_actor worker;
   cluster_scheduler_actor scheduler;
   observer_actor observer;
   store_actor store;
+
+  ~group_executor_state();
 };
 
 group_executor_actor::behavior_type

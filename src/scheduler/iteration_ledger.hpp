@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "scheduler/types.hpp"
+#include "types/scheduler.hpp"
 
 namespace loom {
 

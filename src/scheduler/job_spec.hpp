@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/config_error.hpp"
-#include "scheduler/types.hpp"
+#include "types/config_error.hpp"
+#include "types/scheduler.hpp"
 
 namespace loom {
 

@@ -1,9 +1,9 @@
 #pragma once
 // What switching and synchronising phases cost, from the cluster and the job (pure).
 
-#include "core/cluster.hpp"
-#include "core/policy.hpp"
-#include "scheduler/types.hpp"
+#include "types/cluster.hpp"
+#include "types/policy.hpp"
+#include "types/scheduler.hpp"
 
 namespace loom {
 

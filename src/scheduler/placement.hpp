@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "core/cluster.hpp"
-#include "core/policy.hpp"
 #include "scheduler/meta_iteration.hpp"
-#include "scheduler/types.hpp"
+#include "types/cluster.hpp"
+#include "types/policy.hpp"
+#include "types/scheduler.hpp"
 
 namespace loom {
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/types.hpp"
-#include "store/codecs.hpp"
-#include "store/types.hpp"
+#include "records/codecs.hpp"
+#include "types/scheduler.hpp"
+#include "types/store.hpp"
 
 namespace loom {
 

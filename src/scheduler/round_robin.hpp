@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "scheduler/phase_costs.hpp"
-#include "scheduler/types.hpp"
+#include "types/scheduler.hpp"
 
 namespace loom {
 

@@ -6,8 +6,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 #include "scheduler/consolidation.hpp"
 #include "scheduler/phase_costs.hpp"
 #include "scheduler/scheduler_steps.hpp"

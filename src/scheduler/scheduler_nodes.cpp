@@ -13,8 +13,8 @@
 #include <memory>
 #include <optional>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 #include "scheduler/scheduler_steps.hpp"
 #include "store/persist.hpp"
 

@@ -5,8 +5,8 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 #include "scheduler/phase_costs.hpp"
 #include "scheduler/scheduler_steps.hpp"
 

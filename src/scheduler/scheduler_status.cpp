@@ -3,8 +3,8 @@
 
 #include <caf/all.hpp>
 
-#include "core/error.hpp"
-#include "core/inspect.hpp"
+#include "protocol/error.hpp"
+#include "protocol/inspect.hpp"
 #include "scheduler/scheduler_steps.hpp"
 
 namespace loom::scheduler_steps {

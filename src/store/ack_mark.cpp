@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "core/error.hpp"
+#include "protocol/error.hpp"
 
 namespace loom {
 

@@ -10,9 +10,9 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
-#include "core/error.hpp"
 #include "loom.pb.h"
-#include "store/codecs.hpp"
+#include "protocol/error.hpp"
+#include "records/codecs.hpp"
 #include "store/rocks_log.hpp"
 
 namespace loom {

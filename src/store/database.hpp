@@ -14,7 +14,7 @@
 #include <caf/expected.hpp>
 
 #include "store/ack_mark.hpp"
-#include "store/types.hpp"
+#include "types/store.hpp"
 
 namespace rocksdb {
 class DB;

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/error.hpp"
+#include "protocol/error.hpp"
 
 namespace loom {
 

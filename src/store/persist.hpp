@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/actors.hpp"
-#include "store/codecs.hpp"
+#include "protocol/actors.hpp"
+#include "records/codecs.hpp"
 
 namespace loom {
 

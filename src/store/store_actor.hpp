@@ -24,8 +24,8 @@
 
 #include <caf/typed_response_promise.hpp>
 
-#include "core/actors.hpp"
-#include "core/metrics.hpp"
+#include "metrics/metrics.hpp"
+#include "protocol/actors.hpp"
 #include "store/database.hpp"
 
 namespace loom {

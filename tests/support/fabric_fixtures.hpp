@@ -1,8 +1,8 @@
 #pragma once
 // Small fabrics the fabric tests share.
 
-#include "fabric/shape.hpp"
 #include "fabric/fabric_model.hpp"
+#include "fabric/shape.hpp"
 
 namespace loom::test {
 
