@@ -535,6 +535,30 @@ BOOST_AUTO_TEST_CASE(a_stuck_phase_is_reported_then_fails_its_job_alone) {
   BOOST_CHECK(serve->wait(lt::live_limit));
 }
 
+// WEAVE §5.3's failure detector is the service's: when the service itself stood still
+// (stopped here, starved or swapped on a real host) past the heartbeat limit, its workers' frames
+// wait unread in their sockets, and that time counts against none of them.
+BOOST_AUTO_TEST_CASE(a_service_that_stood_still_blames_no_worker_for_its_own_silence) {
+  lt::live_service s; // heartbeats every 200 ms, dead after 3 s of silence
+  auto serve = s.serve();
+  BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file("steady", 6)}).exit_code, 0);
+  auto worker = s.cpp_worker("driver-a", "steady", "driver", 6, 100);
+  BOOST_REQUIRE(worker->read_until(
+    false, [](const std::string& l) { return l.rfind("grant", 0) == 0; }, lt::live_limit));
+  serve->send_signal(SIGSTOP);
+  std::this_thread::sleep_for(5s);
+  serve->send_signal(SIGCONT);
+  BOOST_REQUIRE_MESSAGE(lt::finished(*worker), worker->stderr_text());
+  BOOST_CHECK(s.admin({"jobs"}).out.find("steady  finished") != std::string::npos);
+  auto lines = serve->stderr_lines();
+  BOOST_CHECK(std::none_of(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("event=worker_dead") != std::string::npos;
+  }));
+  BOOST_CHECK(logged(*serve, "event=gateway_stalled"));
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
 BOOST_AUTO_TEST_CASE(unknown_keys_get_nothing_and_bad_frames_get_typed_errors) {
   lt::live_service s;
   auto serve = s.serve();

@@ -277,10 +277,24 @@ void handle_frame(self_ptr self, const wire_frame& frame) {
   handle_worker(self, frame.identity, *s, env);
 }
 
-/// WEAVE §5.3: a worker silent too long is dead; its job fails alone, its group goes on.
+/// Schedules the next liveness sweep, one heartbeat interval from now.
+void next_sweep(self_ptr self) {
+  const std::chrono::milliseconds every{self->state.config.heartbeat_ms};
+  self->state.sweep_due = self->clock().now() + every;
+  self->delayed_send(self, every, sweep_atom::value);
+}
+
+/// WEAVE §5.3: a worker silent too long is dead; its job fails alone, its group goes on. A sweep
+/// that runs late says the service itself stood still (starved, stopped, swapped): the frames of
+/// that time may still be queued unread, so that time counts for no session.
 void sweep(self_ptr self) {
   auto& st = self->state;
   auto now = self->clock().now();
+  if (auto late = now - st.sweep_due; late > std::chrono::milliseconds{st.config.heartbeat_ms}) {
+    spdlog::warn("event=gateway_stalled late_ms={}",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(late).count());
+    st.sessions.excuse(late);
+  }
   for (auto& [worker, s] : st.sessions.expire(now, alive_limit(st.config))) {
     spdlog::warn("event=worker_dead worker={} role={} job={} silent_ms={}", worker, s.role,
                  s.job,
@@ -297,7 +311,7 @@ void sweep(self_ptr self) {
   st.session_limiter.retain([&](const std::string& identity) {
     return st.sessions.worker_of(identity) != nullptr;
   });
-  self->delayed_send(self, std::chrono::milliseconds{st.config.heartbeat_ms}, sweep_atom::value);
+  next_sweep(self);
 }
 
 /// The service is going away: waiting requests are answered and every session is told, so
@@ -331,7 +345,7 @@ gateway_actor::behavior_type gateway(gateway_actor::stateful_pointer<gateway_sta
                             2.0 * config.frames_per_s_per_key};
   st.session_limiter = rate_limiter{double(config.frames_per_s_per_session),
                                     2.0 * config.frames_per_s_per_session};
-  self->delayed_send(self, std::chrono::milliseconds{config.heartbeat_ms}, sweep_atom::value);
+  next_sweep(self);
   return {
     [self](connect_atom, cluster_scheduler_actor scheduler, fabric_controller_actor fabric) {
       self->state.scheduler = std::move(scheduler);

@@ -61,6 +61,7 @@ struct gateway_state {
   // A limited key's frames are logged once a second at most: key -> (last line, dropped since).
   std::map<std::string, std::pair<std::chrono::steady_clock::time_point, uint64_t>> limited_log;
   bool stopping = false; // the service is going away: sessions were told, requests refused
+  std::chrono::steady_clock::time_point sweep_due; // when the liveness sweep should run next
 };
 
 gateway_actor::behavior_type gateway(gateway_actor::stateful_pointer<gateway_state> self,

@@ -96,6 +96,11 @@ session_table::expire(time_point now, std::chrono::milliseconds limit) {
   return dead;
 }
 
+void session_table::excuse(std::chrono::steady_clock::duration by) {
+  for (auto& [id, s] : sessions_)
+    s.last_seen += by;
+}
+
 std::map<worker_role, size_t> session_table::by_role() const {
   std::map<worker_role, size_t> out;
   for (auto& [id, s] : sessions_)

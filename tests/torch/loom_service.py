@@ -85,6 +85,14 @@ heartbeat_misses = 10
             self.proc.wait(60)
         self.log.close()
 
+    def events(self, last: int = 40) -> str:
+        """serve's last `last` event and warning lines: what a failing test prints, since its
+        work folder (and the whole log) goes with it."""
+        self.log.flush()
+        with open(self.log.name) as f:
+            lines = [l for l in f if "event=" in l or "[warning]" in l or "[error]" in l]
+        return "".join(lines[-last:])
+
     def admin(self, *args: str) -> str:
         out = subprocess.run([self.loom, *args, "-c", self.config], capture_output=True, text=True,
                              timeout=60 * SCALE)

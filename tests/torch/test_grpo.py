@@ -79,6 +79,8 @@ def scheduled(iterations: int,
         service = Service(LOOM, work, STUCK)
         try:
             yield service, submit(service, work, iterations, profile)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nserve.log:\n{service.events()}") from None
         finally:
             service.stop()
 

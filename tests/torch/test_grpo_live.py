@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 import unittest
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 LOOM = sys.argv.pop(1) if len(sys.argv) > 2 else os.environ.get("LOOM_BIN", "build/loom")
 PACKAGE = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(
@@ -67,10 +67,24 @@ def events(service: Service) -> List[dict]:
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 
-def grants(log: str) -> List[dict]:
-    """Every phase_granted line of a serve log, as its key=value pairs."""
-    return [dict(re.findall(r"(\w+)=(\S+)", line)) for line in log.splitlines()
-            if "event=phase_granted" in line]
+def training_turns(log: str, jobs: Tuple[str, ...]) -> List[List[str]]:
+    """The training grants of `jobs` in a serve log, as "job@iteration", in runs during which
+    all of them were in one group: a job that joins, leaves or is placed again (WEAVE §4.2's
+    drift re-placement) starts a new run, since it rejoins at the end of the turn order."""
+    runs: List[List[str]] = [[]]
+    group: Dict[str, str] = {}
+    for line in log.splitlines():
+        kv = dict(re.findall(r"(\w+)=(\S+)", line))
+        if kv.get("job") not in jobs:
+            continue
+        if kv.get("event") in ("job_joined", "job_left", "job_completed"):
+            group[kv["job"]] = kv["group"] if kv["event"] == "job_joined" else ""
+            runs.append([])
+        elif (kv.get("event") == "phase_granted" and kv.get("phase") == "training"
+              and kv.get("profiling") == "false" and len({group.get(j) for j in jobs}) == 1
+              and group.get(jobs[0])):
+            runs[-1].append(f"{kv['job']}@{kv['iteration']}")
+    return [r for r in runs if r]
 
 
 class GrpoLiveTest(unittest.TestCase):
@@ -156,12 +170,16 @@ class GrpoLiveTest(unittest.TestCase):
     def check_round_robin(self, first_serve: str) -> None:
         """While a and b share their group, they take turns on its training pool (WEAVE §4.3;
         their rollouts share nodes only when b was packed onto a's)."""
-        turns = [g["job"] for g in grants(first_serve) if g.get("phase") == "training"
-                 and g.get("profiling") == "false" and g["job"] in ("grpo-a", "grpo-b")]
-        shared = turns[turns.index("grpo-b"):]
-        self.assertGreater(len(shared), 8, turns)
-        repeats = sum(1 for x, y in zip(shared, shared[1:]) if x == y)
-        self.assertEqual(repeats, 0, shared)
+        shared = []
+        for run in training_turns(first_serve, ("grpo-a", "grpo-b")):
+            jobs = [t.split("@")[0] for t in run]
+            if len(set(jobs)) == 2:
+                # The job that joined last waits for the round in progress to end.
+                shared.append(jobs[max(jobs.index(j) for j in set(jobs)):])
+        self.assertGreater(sum(len(r) for r in shared), 8, shared)
+        for run in shared:
+            self.assertEqual(sum(1 for x, y in zip(run, run[1:]) if x == y), 0,
+                             training_turns(first_serve, ("grpo-a", "grpo-b")))
 
     def report_profiles(self, jobs: Dict[str, Grpo], log: List[dict]) -> None:
         """Measured against modelled: how often a later phase outran the profile (printed:

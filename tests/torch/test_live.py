@@ -6,6 +6,7 @@ token for token against the same model decoding each prompt alone, unmigrated.
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,6 +194,11 @@ class TorchLive(unittest.TestCase):
         if self.service:
             self.service.stop()
             self.service.log.close()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.profiles, ignore_errors=True)
 
     def start(self, initial: str, balancer: bool = False):
         self.service = Service(LOOM, self.work, deployment(initial, balancer, self.profile))
