@@ -13,12 +13,13 @@ run unscheduled, so one framework image runs with or without Loom.
 """
 
 import functools
+import logging
 import os
 import socket
 import time
 
 from . import loom_pb2 as pb
-from .client import Client
+from .client import Client, LoomError
 
 _JOB_STATES = {v: k for k, v in pb.JobState.items()}
 
@@ -185,8 +186,18 @@ class Job:
                      g.profiling)
 
     def _release(self, name, solo_s, host_memory_gb=0.0):
-        if self.enabled:
+        if not self.enabled:
+            return
+        try:
             self.client.release(self.name, name, solo_s, host_memory_gb)
+        except LoomError as e:
+            # The phase ended, but the service could not store its progress (a full or failing
+            # disk): the protocol says go on to the next phase; a restart before the store
+            # takes writes again answers that one RESTART_ITERATION.
+            if e.code != pb.ERROR_READ_ONLY:
+                raise
+            logging.getLogger("loom_client").warning("%s %s release not stored: %s",
+                                                     self.name, name, e.message)
 
     def staged(self):
         """The job's state is in host DRAM (WEAVE §5.1 Init); its first phase says so too."""
