@@ -293,7 +293,7 @@ void sweep(self_ptr self) {
   if (auto late = now - st.sweep_due; late > std::chrono::milliseconds{st.config.heartbeat_ms}) {
     spdlog::warn("event=gateway_stalled late_ms={}",
                  std::chrono::duration_cast<std::chrono::milliseconds>(late).count());
-    st.sessions.excuse(late);
+    st.sessions.excuse(late, now);
   }
   for (auto& [worker, s] : st.sessions.expire(now, alive_limit(st.config))) {
     spdlog::warn("event=worker_dead worker={} role={} job={} silent_ms={}", worker, s.role,

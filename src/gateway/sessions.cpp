@@ -1,5 +1,7 @@
 #include "gateway/sessions.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace loom {
@@ -96,9 +98,9 @@ session_table::expire(time_point now, std::chrono::milliseconds limit) {
   return dead;
 }
 
-void session_table::excuse(std::chrono::steady_clock::duration by) {
+void session_table::excuse(std::chrono::steady_clock::duration by, time_point now) {
   for (auto& [id, s] : sessions_)
-    s.last_seen += by;
+    s.last_seen = std::min(s.last_seen + by, now);
 }
 
 std::map<worker_role, size_t> session_table::by_role() const {

@@ -88,8 +88,9 @@ public:
   /// Sessions silent longer than `limit`, removed, with their worker ids.
   std::vector<std::pair<std::string, session>> expire(time_point now,
                                                       std::chrono::milliseconds limit);
-  /// Every session counts as seen `by` later: the time the observer itself did not run.
-  void excuse(std::chrono::steady_clock::duration by);
+  /// Every session counts as seen `by` later (never after `now`): the time the observer itself
+  /// did not run.
+  void excuse(std::chrono::steady_clock::duration by, time_point now);
   /// Live sessions of each role.
   std::map<worker_role, size_t> by_role() const;
   /// A job's sessions, by worker id.
