@@ -88,9 +88,8 @@ heartbeat_misses = 10
     def events(self, last: int = 40) -> str:
         """serve's last `last` event and warning lines: what a failing test prints, since its
         work folder (and the whole log) goes with it."""
-        self.log.flush()
         with open(self.log.name) as f:
-            lines = [l for l in f if "event=" in l or "[warning]" in l or "[error]" in l]
+            lines = [l for l in f if "event=" in l or "level=warning" in l or "level=error" in l]
         return "".join(lines[-last:])
 
     def admin(self, *args: str) -> str:

@@ -170,16 +170,16 @@ class GrpoLiveTest(unittest.TestCase):
     def check_round_robin(self, first_serve: str) -> None:
         """While a and b share their group, they take turns on its training pool (WEAVE §4.3;
         their rollouts share nodes only when b was packed onto a's)."""
+        runs = training_turns(first_serve, ("grpo-a", "grpo-b"))
         shared = []
-        for run in training_turns(first_serve, ("grpo-a", "grpo-b")):
+        for run in runs:
             jobs = [t.split("@")[0] for t in run]
             if len(set(jobs)) == 2:
                 # The job that joined last waits for the round in progress to end.
                 shared.append(jobs[max(jobs.index(j) for j in set(jobs)):])
         self.assertGreater(sum(len(r) for r in shared), 8, shared)
         for run in shared:
-            self.assertEqual(sum(1 for x, y in zip(run, run[1:]) if x == y), 0,
-                             training_turns(first_serve, ("grpo-a", "grpo-b")))
+            self.assertEqual(sum(1 for x, y in zip(run, run[1:]) if x == y), 0, runs)
 
     def report_profiles(self, jobs: Dict[str, Grpo], log: List[dict]) -> None:
         """Measured against modelled: how often a later phase outran the profile (printed:
