@@ -20,6 +20,18 @@ namespace loom::test {
 /// same processes several times slower (scripts/test --sanitize sets 4).
 std::chrono::milliseconds scaled(std::chrono::milliseconds limit);
 
+/// This test binary is built with AddressSanitizer (scripts/test --sanitize). There a test
+/// repeats less what only the normal build's numbers can show (a report's bytes equal on a
+/// second replay, a hundred kills rather than a few dozen): the sanitizers watch the memory of
+/// one pass through the code, and the normal build runs the whole repetition.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool sanitized = true;
+#elif defined(__has_feature)
+inline constexpr bool sanitized = __has_feature(address_sanitizer);
+#else
+inline constexpr bool sanitized = false;
+#endif
+
 class child_process {
 public:
   /// Starts argv[0] with the given arguments; stdout and stderr are captured by a thread of

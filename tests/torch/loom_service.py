@@ -9,6 +9,9 @@ import subprocess
 import time
 
 SCALE = float(os.environ.get("LOOM_TEST_TIME_SCALE", "1"))
+# An ASan/UBSan build's suite (tests/meson.build): a case that runs no C++ code (a GRPO job
+# without `serve`) is the normal build's alone there, as the sanitizers have nothing to watch.
+SANITIZED = os.environ.get("LOOM_TEST_SANITIZED") == "1"
 
 
 def free_port() -> int:
