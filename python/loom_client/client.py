@@ -383,13 +383,15 @@ class Client:
         with self._cond:
             self._callbacks.append(callback)
 
-    def close(self, reason="done", job_finished=False):
-        """Says goodbye (job_finished: the job is complete, it leaves its group) and stops;
-        never blocks for long, whatever state the connection is in."""
+    def close(self, reason="done", job_finished=False, job_failed=False):
+        """Says goodbye (job_finished: the job is complete, it leaves its group; job_failed:
+        it crashed, it fails) and stops; never blocks for long, whatever state the connection
+        is in."""
         if self._registration is not None:
             env = pb.Envelope()
             env.goodbye.reason = reason
             env.goodbye.job_finished = job_finished
+            env.goodbye.job_failed = job_failed
             self.send(env)
         with self._cond:
             self._registration = None

@@ -249,10 +249,12 @@ class Job:
         """The job is complete: it leaves its group, and this worker says goodbye."""
         self.close("job finished", finished=True)
 
-    def close(self, reason="done", finished=False):
-        """Says goodbye; `finished`: the job is complete (it leaves its group)."""
+    def close(self, reason="done", finished=False, failed=False):
+        """Says goodbye; `finished`: the job is complete (it leaves its group); `failed`: the
+        job crashed in this worker (it fails alone at once, not when the worker's silence
+        is noticed)."""
         if self.client is not None:
-            self.client.close(reason, job_finished=finished)
+            self.client.close(reason, job_finished=finished, job_failed=failed)
             self.client = None
             self.enabled = False
 

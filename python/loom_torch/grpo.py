@@ -27,7 +27,7 @@ import torch
 from loom_client import Job, JobEnded, Restarted
 from loom_client.data_channel import DataServer
 
-from .grpo_split import run_rollout, run_trainer
+from .grpo_split import TrainWorker, run_rollout
 from .learner import Learner, model_config, nbytes, profiled, record, rollout_share, say
 from .rollout import RolloutPolicy
 from .tasks import TASKS
@@ -98,9 +98,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     server = DataServer()
     name = os.environ.get("LOOM_JOB", "")
     worker = a.worker_id or (f"{name}-rollout-{a.rank}" if a.role == "rollout" else f"{name}-train")
+    trainer = TrainWorker(a, server) if a.role == "train" else None  # answers before it registers
     job = Job(role=a.role, node=a.node, worker_id=worker, data_address=server.address)
-    run = run_trainer if a.role == "train" else run_rollout
-    return serve(job, lambda: run(a, job, server), finish=a.role == "train")
+    if trainer is not None:
+        return serve(job, lambda: trainer.run(job))
+    return serve(job, lambda: run_rollout(a, job, server), finish=False)
 
 
 def serve(job: Job, run, finish: bool = True) -> int:
@@ -111,6 +113,11 @@ def serve(job: Job, run, finish: bool = True) -> int:
         say({"event": "job_ended", "reason": e.message})
         job.close(e.message)
         return 0 if not finish else 1
+    except Exception as e:
+        # The job crashed here: Loom fails it now, with the reason, instead of after this
+        # worker's silence (WEAVE §5.3's detector, 20 s later and with none).
+        job.close(f"{type(e).__name__}: {e}", failed=True)
+        raise
     if finish:
         job.finish()
     else:

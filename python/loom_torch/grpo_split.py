@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from loom_client import Job, JobEnded, Restarted
 from loom_client import loom_pb2 as pb
-from loom_client.data_channel import DataServer, ask
+from loom_client.data_channel import GONE, DataServer, ask
 from loom_client.weights import WeightChannel, fetch, report_synced
 
 from .learner import Learner, model_config, nbytes, record, rollout_share, say
@@ -92,46 +92,55 @@ class Inbox:
             self.attempt += 1
 
 
-def run_trainer(a: argparse.Namespace, job: Job, server: DataServer) -> None:
-    """Training and sync; the rollout workers' groups come to this worker's channel."""
-    learner = Learner(a)
-    learner.resume()
-    weights = WeightChannel(server)
-    inbox = Inbox(server, a.prompts, lambda: {"iteration": learner.iteration + 1,
-                                              "done": learner.iteration >= a.iterations})
-    job.on_job_left(inbox.end)
-    weights.publish(learner.iteration, *pack_weights(learner.trainer.state()))
-    while learner.iteration < a.iterations:
-        k = learner.iteration + 1
-        groups = inbox.wait(k)
-        times = [time.monotonic()] * 2
-        try:
-            with job.phase("training") as training:
-                stats = learner.train(groups, training.profiling)
-                training.host_memory_gb = stats["host_memory_gb"]
-            times.append(time.monotonic())
-            with job.phase("sync") as sync:
-                # a profiling pass kept nothing: the version the workers hold goes again
-                version = k - 1 if sync.profiling else k
-                weights.publish(version, *pack_weights(learner.trainer.state()))
-                receivers = [h.worker for h in sync.grant.sync_route]
-                missing = weights.wait_synced(version, receivers, a.sync_timeout_s)
-            times.append(time.monotonic())
-        except Restarted as e:
-            learner.rewind(e)
-            inbox.drop(k)
-            continue
-        if sync.profiling:  # WEAVE §5 (1): the workers run iteration k again, for real
-            inbox.drop(k)
-            say({"event": "profiled", "training_s": round(times[2] - times[1], 3),
-                 "sync_s": round(times[3] - times[2], 3)})
-            continue
-        learner.finished()
-        inbox.trained(k)
-        line = record(k, groups, stats, k, nbytes(learner.trainer.state()), times, 0)
-        line["sync_route"] = [[h.worker, h.source] for h in sync.grant.sync_route]
-        line["sync_missing"] = sorted(missing)
-        say(line)
+class TrainWorker:
+    """Training and sync; the rollout workers' groups come to this worker's channel. Built
+    before the worker registers with Loom: the sync route names the channel's address from
+    then on, and a rollout worker asking it before its handlers were set got GONE."""
+
+    def __init__(self, a: argparse.Namespace, server: DataServer):
+        self.a = a
+        self.learner = Learner(a)
+        self.learner.resume()
+        self.weights = WeightChannel(server)
+        learner = self.learner
+        self.inbox = Inbox(server, a.prompts, lambda: {"iteration": learner.iteration + 1,
+                                                       "done": learner.iteration >= a.iterations})
+        self.weights.publish(learner.iteration, *pack_weights(learner.trainer.state()))
+
+    def run(self, job: Job) -> None:
+        a, learner, weights, inbox = self.a, self.learner, self.weights, self.inbox
+        job.on_job_left(inbox.end)
+        while learner.iteration < a.iterations:
+            k = learner.iteration + 1
+            groups = inbox.wait(k)
+            times = [time.monotonic()] * 2
+            try:
+                with job.phase("training") as training:
+                    stats = learner.train(groups, training.profiling)
+                    training.host_memory_gb = stats["host_memory_gb"]
+                times.append(time.monotonic())
+                with job.phase("sync") as sync:
+                    # a profiling pass kept nothing: the version the workers hold goes again
+                    version = k - 1 if sync.profiling else k
+                    weights.publish(version, *pack_weights(learner.trainer.state()))
+                    receivers = [h.worker for h in sync.grant.sync_route]
+                    missing = weights.wait_synced(version, receivers, a.sync_timeout_s)
+                times.append(time.monotonic())
+            except Restarted as e:
+                learner.rewind(e)
+                inbox.drop(k)
+                continue
+            if sync.profiling:  # WEAVE §5 (1): the workers run iteration k again, for real
+                inbox.drop(k)
+                say({"event": "profiled", "training_s": round(times[2] - times[1], 3),
+                     "sync_s": round(times[3] - times[2], 3)})
+                continue
+            learner.finished()
+            inbox.trained(k)
+            line = record(k, groups, stats, k, nbytes(learner.trainer.state()), times, 0)
+            line["sync_route"] = [[h.worker, h.source] for h in sync.grant.sync_route]
+            line["sync_missing"] = sorted(missing)
+            say(line)
 
 
 class Puller(threading.Thread):
@@ -175,9 +184,19 @@ class Puller(threading.Thread):
 
 
 def call(trainer: str, *frames: bytes, timeout_s: float = 30.0) -> Optional[bytes]:
-    """One request to the trainer's channel: its first frame, None when it does not answer."""
-    answer = ask(trainer, list(frames), timeout_s)
-    return None if answer is None else bytes(answer[0])
+    """One request to the trainer's channel: its first frame, None when it does not answer
+    within `timeout_s`. GONE (a trainer still starting, or started again, has not set up what
+    answers) is asked again, as the data channel's contract says of an early receiver."""
+    until = time.monotonic() + timeout_s
+    while True:
+        answer = ask(trainer, list(frames), max(0.1, until - time.monotonic()))
+        if answer is None:
+            return None
+        if bytes(answer[0]) != GONE:
+            return bytes(answer[0])
+        if time.monotonic() >= until:
+            return None
+        time.sleep(0.05)
 
 
 def wanted(trainer: str) -> Dict[str, Any]:

@@ -81,6 +81,12 @@ class Grpo:
         return self.proc.returncode
 
     @classmethod
+    def said(cls) -> str:
+        """Every started process's arguments and stderr: a failed test shows what each worker
+        said (a rollout worker's traceback, not only the trainer's silence)."""
+        return "".join(f"\n{' '.join(g.proc.args[3:])}:\n{g.stderr}" for g in cls.started)
+
+    @classmethod
     def kill_all(cls) -> None:
         """Kills what a failed test left running, so that it holds no cores afterwards."""
         for g in cls.started:

@@ -80,7 +80,7 @@ def scheduled(iterations: int,
         try:
             yield service, submit(service, work, iterations, profile)
         except AssertionError as e:
-            raise AssertionError(f"{e}\nserve.log:\n{service.events()}") from None
+            raise AssertionError(f"{e}\nserve.log:\n{service.events()}{Grpo.said()}") from None
         finally:
             service.stop()
 
