@@ -46,6 +46,15 @@ bool logged(lt::child_process& serve, const std::string& text) {
          || serve.read_until(true, has, lt::live_limit).has_value();
 }
 
+/// The service's last 40 lines: what a failed check on its log saw.
+std::string tail_of(lt::child_process& serve) {
+  auto lines = serve.stderr_lines();
+  std::string out;
+  for (auto i = lines.size() > 40 ? lines.size() - 40 : 0; i < lines.size(); ++i)
+    out += lines[i] + "\n";
+  return out;
+}
+
 v1::Envelope acquire_of(const std::string& job, v1::Phase phase) {
   v1::Envelope e;
   e.mutable_phase_acquire()->set_job(job);
@@ -141,7 +150,8 @@ BOOST_AUTO_TEST_CASE(jobs_attached_at_once_share_a_group_and_survive_failure_and
     false, [](const std::string& l) { return l.rfind("grant", 0) == 0; }, lt::live_limit));
   serve->send_signal(SIGTERM);
   BOOST_REQUIRE(serve->wait(lt::live_limit));
-  BOOST_CHECK(logged(*serve, "event=gateway_stopping sessions=1"));
+  BOOST_CHECK_MESSAGE(logged(*serve, "event=gateway_stopping sessions=1"),
+                      "serve's last lines:\n" << tail_of(*serve));
   serve = s.serve();
   BOOST_REQUIRE_MESSAGE(lt::finished(*across), "worker across the restart:\n"
                                                  << across->stderr_text());
