@@ -158,7 +158,7 @@ BOOST_AUTO_TEST_CASE(a_release_whose_progress_cannot_be_stored_is_answered_with_
   }
   BOOST_REQUIRE_MESSAGE(refused, "every release was answered ok on a full disk");
   BOOST_CHECK_EQUAL(refused->code, loom::v1::ERROR_READ_ONLY);
-  BOOST_CHECK(logged(*serve, "event=progress_unstored"));
+  BOOST_CHECK(lt::logs(*serve, "event=progress_unstored", lt::live_limit));
   // Space returns: the store is writable again and the job goes on from its next phase.
   disk.free_space();
   auto placed = submit_until(s, "after", 150, [](auto& r) { return r.exit_code == 0; });

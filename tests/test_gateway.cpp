@@ -40,10 +40,7 @@ std::vector<std::string> rollout_grants(const std::vector<std::string>& log) {
 }
 
 bool logged(lt::child_process& serve, const std::string& text) {
-  auto has = [&](const std::string& l) { return l.find(text) != std::string::npos; };
-  auto lines = serve.stderr_lines();
-  return std::any_of(lines.begin(), lines.end(), has)
-         || serve.read_until(true, has, lt::live_limit).has_value();
+  return lt::logs(serve, text, lt::live_limit);
 }
 
 /// The service's last 40 lines: what a failed check on its log saw.

@@ -2,6 +2,7 @@
 
 #include "drivers/asio.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -221,6 +222,13 @@ std::string loom_binary() {
 
 std::string source_path(const std::string& relative) {
   return env_or_throw("LOOM_SOURCE_ROOT") + "/" + relative;
+}
+
+bool logs(child_process& p, const std::string& text, std::chrono::milliseconds limit) {
+  auto has = [&](const std::string& l) { return l.find(text) != std::string::npos; };
+  auto lines = p.stderr_lines();
+  return std::any_of(lines.begin(), lines.end(), has)
+         || p.read_until(true, has, limit).has_value();
 }
 
 void write_file(const std::string& path, const std::string& text) {

@@ -113,6 +113,9 @@ std::string loom_binary();
 std::string source_path(const std::string& relative);
 
 void write_file(const std::string& path, const std::string& text);
+/// Whether `p` wrote `text` to stderr, waiting up to `limit` for it: a line the service writes
+/// as it answers may not be read from its pipe yet when the answer arrives.
+bool logs(child_process& p, const std::string& text, std::chrono::milliseconds limit);
 std::string read_file(const std::string& path);
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (for services that need one fixed in a
