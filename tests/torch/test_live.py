@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 import unittest
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 LOOM = sys.argv.pop(1) if len(sys.argv) > 2 else os.environ.get("LOOM_BIN", "build/loom")
 PACKAGE = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(
@@ -214,9 +214,12 @@ class TorchLive(unittest.TestCase):
                             f"{what}: not in time; engines: {[e.lines for e in self.engines]}")
             time.sleep(0.01)
 
-    def step_admitted(self, step: int) -> None:
-        self.wait_for(lambda: any(e.count(f"of step {step} ") for e in self.engines),
-                      f"step {step} admitted")
+    def step_admitted(self, step: int, instance: Optional[int] = None) -> None:
+        """Waits until an engine logged admitting requests of `step` (on `instance`: the
+        engines' lines arrive each on its own pipe, in no order between them)."""
+        text = f"of step {step} " + ("" if instance is None else f"on instance {instance}:")
+        self.wait_for(lambda: any(e.count(text) for e in self.engines),
+                      f"step {step} admitted" + ("" if instance is None else f" on {instance}"))
 
     def test_an_operator_switches_tp1_to_tp2_mid_step_and_back_and_outputs_hold(self):
         self.start("TP1")
@@ -258,8 +261,8 @@ class TorchLive(unittest.TestCase):
         # Kill the engine leading the long requests while step 1 runs: its requests start again
         # from their prompts on the other one.
         running = StepThread(self.router, 1, batch)
-        self.step_admitted(1)
-        victim = next(e for e in self.engines if e.count("of step 1 on instance 0"))
+        self.step_admitted(1, instance=0)
+        victim = next(e for e in self.engines if e.count("of step 1 on instance 0:"))
         victim.proc.kill()
         self.assertEqual(running.result(), want)
         self.assertEqual(victim.proc.wait(30), -signal.SIGKILL)
