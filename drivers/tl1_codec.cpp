@@ -170,6 +170,46 @@ std::string format_reply(std::string_view sid, std::string_view date, std::strin
   return out;
 }
 
+namespace {
+
+std::string gr831_header(std::string_view sid, std::string_view date, std::string_view time) {
+  return fmt::format("\r\n\n   {} {} {}\r\n", sid, date, time);
+}
+
+} // namespace
+
+std::string format_reply_gr831(std::string_view sid, std::string_view date,
+                               std::string_view time, const reply& r,
+                               size_t lines_per_message) {
+  const auto status = fmt::format("M  {} {}\r\n", sanitize(r.ctag),
+                                  r.completed ? "COMPLD" : "DENY");
+  std::string out = gr831_header(sid, date, time) + status;
+  if (!r.completed) {
+    out += fmt::format("   {}\r\n", r.code);
+    out += fmt::format("   /* {} */\r\n", sanitize(r.reason));
+  }
+  const size_t per = std::max<size_t>(1, lines_per_message);
+  for (size_t i = 0; i < r.data.size(); ++i) {
+    if (i > 0 && i % per == 0) // this message is full: the reply continues in the next one
+      out += ">" + gr831_header(sid, date, time) + status;
+    out += fmt::format("   \"{}\"\r\n", sanitize(r.data[i]));
+  }
+  return out + ";";
+}
+
+std::string format_in_progress(std::string_view ctag) {
+  return fmt::format("\r\nIP {}\r\n<", sanitize(ctag));
+}
+
+std::string format_autonomous(std::string_view sid, std::string_view date,
+                              std::string_view time, uint32_t atag, std::string_view verb,
+                              const std::vector<std::string>& data) {
+  std::string out = gr831_header(sid, date, time) + fmt::format("*C {} {}\r\n", atag, verb);
+  for (auto& d : data)
+    out += fmt::format("   \"{}\"\r\n", sanitize(d));
+  return out + ";";
+}
+
 std::optional<uint32_t> alarmed_port(std::string_view line) {
   line = trim(line);
   if (!line.empty() && line.front() == '"')

@@ -87,6 +87,21 @@ struct reply {
 std::string format_reply(std::string_view sid, std::string_view date, std::string_view time,
                          const reply& r);
 
+/// Frames a reply as GR-831 does: each message opens with CR LF LF and ends with a bare ';'
+/// (no line break after it), and a reply of more than `lines_per_message` data lines is sent
+/// as several messages under the same ctag, all but the last ending with '>'.
+std::string format_reply_gr831(std::string_view sid, std::string_view date,
+                               std::string_view time, const reply& r,
+                               size_t lines_per_message);
+
+/// GR-831's in-progress acknowledgement of a command that takes a while: "IP <ctag>", '<'.
+std::string format_in_progress(std::string_view ctag);
+
+/// An autonomous message (GR-831 "*C <atag> REPT ALM ..."), framed like a GR-831 reply.
+std::string format_autonomous(std::string_view sid, std::string_view date,
+                              std::string_view time, uint32_t atag, std::string_view verb,
+                              const std::vector<std::string>& data);
+
 /// Client side: collects replies from a byte stream, framed as GR-831 frames them: a message
 /// ends at a ';' (with or without a line break after it) or, when more of the same reply
 /// follows under the same ctag, at a '>', whose parts are joined. A line longer than its bound, or a reply

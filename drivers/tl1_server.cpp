@@ -42,6 +42,7 @@ public:
     : socket_(std::move(socket)),
       timer_(socket_.get_executor()),
       deadline_(socket_.get_executor()),
+      ticker_(socket_.get_executor()),
       state_(state),
       splitter_(state.options.max_command_bytes),
       id_(id) {
@@ -56,9 +57,74 @@ public:
   void start() {
     arm_deadline();
     read();
+    tick();
   }
 
 private:
+  /// The switch's own doings on this session (gr831 autonomous messages, the logout fault),
+  /// at the finer of their two periods.
+  void tick() {
+    auto& o = state_.options;
+    auto every = std::chrono::milliseconds::max();
+    if (o.framing == tl1_framing::gr831 && o.autonomous_every.count() > 0)
+      every = o.autonomous_every;
+    if (o.logout_every.count() > 0)
+      every = std::min(every, o.logout_every);
+    if (every == std::chrono::milliseconds::max())
+      return;
+    ticker_.expires_after(every);
+    ticker_.async_wait([self = shared_from_this(), every](auto ec) {
+      if (ec || self->closed_)
+        return;
+      self->since_logout_ += every;
+      auto& o = self->state_.options;
+      if (o.logout_every.count() > 0 && self->since_logout_ >= o.logout_every) {
+        self->since_logout_ = {};
+        if (self->tl1_state_.logged_in) {
+          self->tl1_state_ = {};
+          spdlog::warn("event=ocs_emu_fault fault=logout session={}", self->id_);
+        }
+      }
+      if (o.framing == tl1_framing::gr831 && o.autonomous_every.count() > 0
+          && self->tl1_state_.logged_in) {
+        auto [date, time] = wall_date_time();
+        std::vector<std::string> alarms = self->state_.sw.options().equipment_alarms;
+        if (alarms.empty())
+          alarms.push_back("SYSTEM,EQPT:NA,HEARTBEAT,NSA");
+        self->send(tl1::format_autonomous(o.switch_options.sid, date, time, ++self->atag_,
+                                          "REPT ALM EQPT", alarms),
+                   false);
+      }
+      self->tick();
+    });
+  }
+
+  /// Writes `text` after whatever is being written; `then_process` takes the next command once
+  /// it is out (a reply), an autonomous message does not.
+  void send(std::string text, bool then_process) {
+    outbox_.push_back({std::move(text), then_process});
+    if (!writing_)
+      write_next();
+  }
+
+  void write_next() {
+    if (outbox_.empty() || closed_) {
+      writing_ = false;
+      return;
+    }
+    writing_ = true;
+    auto out = std::make_shared<outgoing>(std::move(outbox_.front()));
+    outbox_.pop_front();
+    asio::async_write(socket_, asio::buffer(out->text),
+                      [self = shared_from_this(), out](auto ec, size_t) {
+                        if (ec)
+                          return self->close();
+                        if (out->then_process)
+                          self->process();
+                        self->write_next();
+                      });
+  }
+
   /// Closes the session at its deadline: the login timeout until it logs in, then the idle
   /// timeout after the last bytes it sent.
   void arm_deadline() {
@@ -116,6 +182,8 @@ private:
                     "expected VERB:TID:AID:CTAG"});
     bool change = tl1_switch::mutates(*cmd);
     if (change && state_.options.delay.count() > 0) {
+      if (state_.options.framing == tl1_framing::gr831) // it takes a while: say so first
+        send(tl1::format_in_progress(cmd->ctag), false);
       timer_.expires_after(state_.options.delay);
       timer_.async_wait([self = shared_from_this(), c = std::move(*cmd)](auto ec) mutable {
         if (!ec)
@@ -143,14 +211,11 @@ private:
 
   void reply(const tl1::reply& r) {
     auto [date, time] = wall_date_time();
-    auto text = std::make_shared<std::string>(
-      tl1::format_reply(state_.options.switch_options.sid, date, time, r));
-    asio::async_write(socket_, asio::buffer(*text),
-                      [self = shared_from_this(), text](auto ec, size_t) {
-                        if (ec)
-                          return self->close();
-                        self->process();
-                      });
+    const auto& o = state_.options;
+    send(o.framing == tl1_framing::gr831
+           ? tl1::format_reply_gr831(o.switch_options.sid, date, time, r, o.lines_per_message)
+           : tl1::format_reply(o.switch_options.sid, date, time, r),
+         true);
   }
 
   void close() {
@@ -160,13 +225,24 @@ private:
     boost::system::error_code ignored;
     timer_.cancel();
     deadline_.cancel();
+    ticker_.cancel();
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
   }
 
+  struct outgoing {
+    std::string text;
+    bool then_process = false;
+  };
+
   tcp::socket socket_;
   asio::steady_timer timer_;
   asio::steady_timer deadline_;
+  asio::steady_timer ticker_;
+  std::deque<outgoing> outbox_;
+  bool writing_ = false;
+  std::chrono::milliseconds since_logout_{0};
+  uint32_t atag_ = 0;
   emulator_state& state_;
   tl1::command_splitter splitter_;
   tl1_session tl1_state_;
@@ -270,10 +346,11 @@ int run_ocs_emulator(const ocs_emulator_options& options) {
     });
   }
   spdlog::info("event=ocs_emu_listening address={} port={} size={}x{} delay_ms={} drop_after={} "
-               "hang={}",
+               "hang={} framing={}",
                options.bind, acceptor.local_endpoint().port(),
                options.switch_options.size.inputs, options.switch_options.size.outputs,
-               options.delay.count(), options.drop_after, options.hang);
+               options.delay.count(), options.drop_after, options.hang,
+               options.framing == tl1_framing::gr831 ? "gr831" : "loom");
   io.run();
   return 0;
 }

@@ -10,6 +10,12 @@
 
 namespace loom {
 
+/// How replies are framed: Loom's emulator dialect (each message ends ";" CR LF), or strictly
+/// as GR-831 does (messages open with CR LF LF and end with a bare ';', long replies continue
+/// over messages ending with '>', slow commands are acknowledged "IP", and the switch sends
+/// autonomous alarm messages of its own).
+enum class tl1_framing { loom, gr831 };
+
 struct ocs_emulator_options {
   std::string bind = "127.0.0.1";
   uint16_t port = 3082; // 0 picks a free port (logged as event=ocs_emu_listening)
@@ -25,6 +31,12 @@ struct ocs_emulator_options {
   // is closed: slow or silent clients cannot hold every session.
   std::chrono::milliseconds login_timeout{10'000};
   std::chrono::milliseconds idle_timeout{300'000};
+  tl1_framing framing = tl1_framing::loom;
+  size_t lines_per_message = 4;                   // gr831: data lines before a '>' continuation
+  std::chrono::milliseconds autonomous_every{0};  // gr831: a REPT ALM message to each session
+  // Fault: every logged-in session is logged out this often (TCP kept), as a switch's session
+  // timer or an operator's CANC-USER would; 0: never.
+  std::chrono::milliseconds logout_every{0};
 };
 
 /// Serves until SIGINT or SIGTERM; returns the process exit code.

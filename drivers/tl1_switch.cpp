@@ -1,6 +1,7 @@
 #include "drivers/tl1_switch.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -70,6 +71,8 @@ tl1::reply tl1_switch::execute(tl1_session& session, const tl1::command& cmd) {
   if (cmd.verb == "RTRV-NETYPE")
     return completed(cmd, {fmt::format("LOOM,OCS-EMU-{}x{},OCS,{}", options_.size.inputs,
                                        options_.size.outputs, LOOM_VERSION)});
+  if (auto r = port_state(cmd))
+    return *r;
   if (cmd.verb == "RTRV-EQPT") {
     bool size = cmd.aid == "SYSTEM"
                 && std::find(cmd.rest.begin(), cmd.rest.end(), "PARAMETER=SIZE") != cmd.rest.end();
@@ -179,8 +182,58 @@ void tl1_switch::fail_port(uint32_t port) {
 
 tl1::reply tl1_switch::rtrv_alm_all(const tl1::command& cmd) {
   std::vector<std::string> data;
-  for (auto p : options_.failed_ports)
-    data.push_back(fmt::format("{}:MJ,LOS,SA", p)); // major, loss of signal, service-affecting
+  for (auto p : options_.failed_ports) // major, loss of signal, service-affecting
+    data.push_back(options_.gr833_alarms ? fmt::format("{},PORT:MJ,LOS,SA", p)
+                                         : fmt::format("{}:MJ,LOS,SA", p));
+  data.insert(data.end(), options_.equipment_alarms.begin(), options_.equipment_alarms.end());
+  return completed(cmd, std::move(data));
+}
+
+std::optional<tl1::reply> tl1_switch::port_state(const tl1::command& cmd) {
+  if (cmd.verb == "RTRV-HDR")
+    return completed(cmd);
+  if (cmd.verb == "RTRV-INV")
+    return completed(cmd, {fmt::format("SYSTEM:VENDOR=LOOM,MODEL=OCS-EMU-{}x{},SW={}",
+                                       options_.size.inputs, options_.size.outputs,
+                                       LOOM_VERSION)});
+  static const std::set<std::string> verbs{
+    "RTRV-PORT-SHUTTER", "OPR-PORT-SHUTTER", "RLS-PORT-SHUTTER", "RTRV-PORT-LABEL",
+    "SET-PORT-LABEL",    "RTRV-PORT-ATTEN",  "SET-PORT-ATTEN"};
+  if (!verbs.count(cmd.verb))
+    return std::nullopt;
+  auto parsed = tl1::parse_ports(cmd.aid);
+  if (auto* e = std::get_if<std::string>(&parsed))
+    return denied(cmd.ctag, tl1::code::invalid_port, *e);
+  auto ports = std::get<std::vector<uint32_t>>(parsed);
+  for (auto p : ports)
+    if (!table_.is_input(p) && !table_.is_output(p))
+      return denied(cmd.ctag, tl1::code::invalid_port, fmt::format("port {} does not exist", p));
+  // SET-PORT-LABEL:...:<ports>:<ctag>::<label>; SET-PORT-ATTEN:...:<ports>:<ctag>::<dB>.
+  const std::string value = cmd.rest.size() >= 2 ? cmd.rest[1] : std::string{};
+  double db = 0;
+  if (cmd.verb == "SET-PORT-ATTEN") {
+    char* end = nullptr;
+    db = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || db < 0 || db > 30)
+      return denied(cmd.ctag, tl1::code::invalid_syntax, "attenuation is 0..30 dB");
+  }
+  std::vector<std::string> data;
+  for (auto p : ports) {
+    if (cmd.verb == "OPR-PORT-SHUTTER")
+      shut_.insert(p);
+    else if (cmd.verb == "RLS-PORT-SHUTTER")
+      shut_.erase(p);
+    else if (cmd.verb == "SET-PORT-LABEL")
+      labels_[p] = value;
+    else if (cmd.verb == "SET-PORT-ATTEN")
+      atten_db_[p] = db;
+    else if (cmd.verb == "RTRV-PORT-SHUTTER")
+      data.push_back(fmt::format("{}:{}", p, shut_.count(p) ? "CLOSED" : "OPEN"));
+    else if (cmd.verb == "RTRV-PORT-LABEL")
+      data.push_back(fmt::format("{}:{}", p, labels_.count(p) ? labels_.at(p) : ""));
+    else
+      data.push_back(fmt::format("{}:{:.2f}", p, atten_db_.count(p) ? atten_db_.at(p) : 0.0));
+  }
   return completed(cmd, std::move(data));
 }
 

@@ -7,7 +7,8 @@
 // all-gather of the paper's schedule). The first --profile-steps steps write before every
 // collective; then the stages' traces go to Loom, which answers the phase table, and the
 // shims write only where phases change, provisioning the next phase early in provisioning
-// mode. The "compute" is a sleep. Run with --help.
+// mode. With --end the job ends after its steps: its circuits leave the rails and its ports
+// are free for another job (Opus §7). The "compute" is a sleep. Run with --help.
 
 #include <chrono>
 #include <cstdio>
@@ -31,6 +32,8 @@ struct settings {
   std::vector<std::string> rails;
   uint32_t pp = 2, dp = 2;
   int steps = 1, profile_steps = 1, compute_ms = 20;
+  uint32_t first_port = 0; // 0: Loom picks the job's ports
+  bool end = false;
 };
 
 using loom::example::say;
@@ -95,6 +98,7 @@ std::optional<loom::v1::OpusRegistered> register_job(loom::client& c, const sett
   for (auto& r : s.rails)
     j->add_rails(r);
   j->set_initial(s.initial.empty() ? std::string(s.pp, '1') : s.initial);
+  j->set_first_port(s.first_port);
   for (auto& t : traces)
     *j->add_traces() = t;
   auto r = c.call(job);
@@ -133,7 +137,8 @@ int run(const settings& s) {
   auto job = register_job(c, s, {});
   if (!job)
     return 1;
-  say("job %s on %zu rails, topo %s", s.job.c_str(), s.rails.size(), job->topo().c_str());
+  say("job %s on %zu rails, topo %s, ports %u-%u", s.job.c_str(), s.rails.size(),
+      job->topo().c_str(), job->first_port(), job->first_port() + s.pp * s.dp - 1);
   std::vector<std::unique_ptr<stage_runner>> stages;
   for (uint32_t p = 0; p < s.pp; ++p)
     stages.push_back(std::make_unique<stage_runner>(c, s, p, job->topo()));
@@ -161,6 +166,17 @@ int run(const settings& s) {
       return 1;
   }
   stages.clear(); // each waits for its last provisioning write
+  if (s.end) {
+    loom::v1::Envelope end;
+    end.mutable_opus_job_end()->set_job(s.job);
+    auto r = c.call(end);
+    if (!r || !r->has_ok()) {
+      std::fprintf(stderr, "OpusJobEnd refused: %s\n",
+                   r && r->has_error() ? r->error().message().c_str() : "no answer");
+      return 1;
+    }
+    say("job %s ended: its ports are free", s.job.c_str());
+  }
   c.goodbye("done", false);
   return 0;
 }
@@ -185,6 +201,10 @@ int main(int argc, char** argv) {
     ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--mode", s.mode, "on-demand, or provisioning (Opus §4.2 O2)")
     ->check(CLI::IsMember({"on-demand", "provisioning"}))->capture_default_str();
+  app.add_option("--first-port", s.first_port,
+                 "Rank 0's port on every rail (0: Loom picks the lowest free range)")
+    ->capture_default_str();
+  app.add_flag("--end", s.end, "End the job after its steps: its rails' ports are freed");
   app.add_option("--compute-ms", s.compute_ms, "Each forward and backward")
     ->check(CLI::NonNegativeNumber)->capture_default_str();
   CLI11_PARSE(app, argc, argv);

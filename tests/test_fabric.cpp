@@ -513,6 +513,31 @@ BOOST_AUTO_TEST_CASE(g2_holds_a_transition_while_its_stage_is_busy) {
   BOOST_CHECK(rails.start([&](int stage) { return busy && stage == 1; }));
 }
 
+// Opus §7: a second job on the same rail uses ports of its own; its mapping (and its giant
+// ring) is the first job's shifted by its offset, on inputs and outputs alike.
+BOOST_AUTO_TEST_CASE(a_job_from_port_13_maps_onto_its_own_ports_only) {
+  rail_orchestrator low{fig8_rail, topo_id::parse("111"), 0};
+  rail_orchestrator high{fig8_rail, topo_id::parse("111"), 0, 13};
+  BOOST_CHECK_EQUAL(high.first_port(), 13u);
+  auto a = low.mapping(24), b = high.mapping(24);
+  BOOST_REQUIRE_EQUAL(a.size(), b.size());
+  BOOST_REQUIRE(!a.empty());
+  for (size_t i = 0; i < a.size(); ++i) {
+    BOOST_CHECK_EQUAL(b[i].in, a[i].in + 12);
+    BOOST_CHECK_EQUAL(b[i].out, a[i].out + 12);
+    BOOST_CHECK(b[i].in >= 13 && b[i].in <= 24 && b[i].out >= 24 + 13);
+  }
+  BOOST_CHECK(high.carried(24) == b);
+  // Fallen back (no retries): it carries the ring over its own twelve ports.
+  high.write({"dp1", 0, 1, 1, 2}, 1);
+  BOOST_REQUIRE(high.start());
+  BOOST_CHECK(high.finish(false).fell_back);
+  auto ring = high.carried(24);
+  BOOST_REQUIRE_EQUAL(ring.size(), 12u);
+  for (auto& x : ring)
+    BOOST_CHECK_EQUAL(x.out - 24 - 12, (x.in - 12) % 12 + 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_failing_rail_is_retried_then_falls_back_to_the_giant_ring) {
   rail_orchestrator rails{fig8_rail, topo_id::parse("111"), 2};
   rails.write({"dp1", 0, 1, 1, 2}, 1);

@@ -159,8 +159,8 @@ BOOST_AUTO_TEST_CASE(granularity_and_window_length_decide_when_a_plan_commits) {
   auto wide = ask<fabric_decision>(f.drv, f.ctl, window_atom::value, std::string{"gen-0"},
                                    commit_window{window_kind::deployment_boundary, 2.0});
   BOOST_CHECK_EQUAL(wide.value->outcome, fabric_outcome::committed);
-  auto plans = ask<std::vector<fabric_plan_status>>(f.drv, f.ctl, plans_atom::value);
-  BOOST_CHECK_EQUAL(plans.value->size(), 1u);
+  auto plans = ask<fabric_listing>(f.drv, f.ctl, plans_atom::value);
+  BOOST_CHECK_EQUAL(plans.value->plans.size(), 1u);
 }
 
 BOOST_AUTO_TEST_CASE(weight_sync_commits_on_demand_and_reports_what_its_slack_misses) {
@@ -290,11 +290,11 @@ BOOST_AUTO_TEST_CASE(a_restarted_controller_resumes_its_committed_plans_from_the
   caf::anon_send_exit(f.ctl, caf::exit_reason::user_shutdown);
   f.drv.run_to_quiescence();
   f.spawn_controller(f.stored_plans());
-  auto plans = ask<std::vector<fabric_plan_status>>(f.drv, f.ctl, plans_atom::value);
-  BOOST_REQUIRE_EQUAL(plans.value->size(), 1u);
-  BOOST_CHECK_EQUAL((*plans.value)[0].owner, "job-a");
-  BOOST_CHECK_EQUAL((*plans.value)[0].circuits, 4u);
-  BOOST_CHECK_EQUAL((*plans.value)[0].version, 1u);
+  auto plans = ask<fabric_listing>(f.drv, f.ctl, plans_atom::value);
+  BOOST_REQUIRE_EQUAL(plans.value->plans.size(), 1u);
+  BOOST_CHECK_EQUAL(plans.value->plans[0].owner, "job-a");
+  BOOST_CHECK_EQUAL(plans.value->plans[0].circuits, 4u);
+  BOOST_CHECK_EQUAL(plans.value->plans[0].version, 1u);
   // Its ports are still held: another owner cannot take them.
   auto other = ask<fabric_decision>(f.drv, f.ctl, intent_atom::value,
                                     all_reduce("job-b", fabric_stage::train_compute,
@@ -311,13 +311,16 @@ BOOST_AUTO_TEST_CASE(a_restarted_controller_resumes_its_committed_plans_from_the
 
 namespace {
 
-/// Opus Fig. 8's job (PP = 3, DP = 2, CP = 2) on one 12-port photonic rail.
+/// Opus Fig. 8's job (PP = 3, DP = 2, CP = 2) on one 12-port photonic rail, a server wired to
+/// each port.
 fabric_model one_rail(int ports = 12) {
   fabric_config t;
   t.kind = fabric_kind::opus;
   t.link_gbps = 200;
   t.nics_per_server = 1;
-  t.pods = {{"p0", {"s0"}}};
+  t.pods = {{"p0", {}}};
+  for (int s = 0; s < ports; ++s)
+    t.pods[0].servers.push_back(fmt::format("s{}", s));
   ocs_device rail;
   rail.id = "rail0";
   rail.tier = ocs_tier::rail;
@@ -337,6 +340,48 @@ std::set<cross_connect> mapping(const topo_id& id) {
 }
 
 } // namespace
+
+// Opus §7: two jobs share a 24-port rail on ports 1-12 and 13-24; a third finds none. An end
+// asked while the first job's transition is on its way waits for it (its writers are answered),
+// then clears only that job's ports, which the third job then gets.
+BOOST_AUTO_TEST_CASE(opus_jobs_share_a_rail_and_an_ended_job_frees_its_ports_after_its_transition) {
+  bench_fabric f{one_rail(24)};
+  opus_job a{"a", 3, {2, 2}, {"rail0"}, "111"};
+  auto b = a, c = a;
+  b.job = "b";
+  c.job = "c";
+  auto ra = ask<opus_registration>(f.drv, f.ctl, opus_atom::value, a);
+  auto rb = ask<opus_registration>(f.drv, f.ctl, opus_atom::value, b);
+  BOOST_REQUIRE(ra.value && rb.value);
+  BOOST_CHECK_EQUAL(ra.value->first_port, 1u);
+  BOOST_CHECK_EQUAL(rb.value->first_port, 13u);
+  BOOST_REQUIRE_EQUAL(rb.value->servers.size(), 12u);
+  BOOST_CHECK_EQUAL(rb.value->servers[0], "s12"); // the server wired to port 13
+  auto refused = ask<opus_registration>(f.drv, f.ctl, opus_atom::value, c);
+  BOOST_CHECK(code_of(refused.error) == errc::unavailable);
+  const auto b_before = f.on_device("rail0").size() / 2;
+  replay::answer<topo_ack> w0, w1;
+  replay::answer<ok_atom> ended;
+  replay::send_request(f.drv, w0, f.ctl, topo_write_atom::value, std::string{"a"},
+                       topo_write{"pp0-1", 7, 2, 0, 0});
+  replay::send_request(f.drv, w1, f.ctl, topo_write_atom::value, std::string{"a"},
+                       topo_write{"pp0-1", 7, 2, 1, 0});
+  replay::send_request(f.drv, ended, f.ctl, opus_atom::value, cancel_atom::value,
+                       std::string{"a"});
+  f.drv.run_to_quiescence();
+  BOOST_REQUIRE(w0.value && w1.value);
+  BOOST_CHECK_EQUAL(w0.value->topo, "001");
+  BOOST_REQUIRE(ended.value);
+  auto left = f.on_device("rail0");
+  BOOST_CHECK_EQUAL(left.size(), b_before);
+  for (auto& x : left)
+    BOOST_CHECK(x.in >= 13 && x.out >= 24 + 13); // b's alone
+  auto again = ask<ok_atom>(f.drv, f.ctl, opus_atom::value, cancel_atom::value, std::string{"a"});
+  BOOST_CHECK(code_of(again.error) == errc::not_found);
+  auto rc = ask<opus_registration>(f.drv, f.ctl, opus_atom::value, c);
+  BOOST_REQUIRE(rc.value);
+  BOOST_CHECK_EQUAL(rc.value->first_port, 1u);
+}
 
 BOOST_AUTO_TEST_CASE(opus_topo_write_barrier_acks_after_the_rail_confirms) {
   bench_fabric f{one_rail()};

@@ -279,13 +279,31 @@ std::string env_path(const char* name) {
   return v;
 }
 
-/// conf/opus-rails.toml's four rails over the service's four training servers.
-std::string opus_fabric() {
+/// conf/opus-rails.toml's four rails over the service's `servers` training servers (a port
+/// per server on each rail).
+std::string opus_fabric(int servers = 4) {
   auto text = lt::read_file(lt::source_path("conf/opus-rails.toml"));
   auto fabric = text.substr(text.find("[fabric]"));
   auto at = fabric.find("nid-{0..3}");
-  fabric.replace(at, 10, "h800-{0..3}");
+  fabric.replace(at, 10, fmt::format("h800-{{0..{}}}", servers - 1));
+  const auto ports = fmt::format("ports = {}", servers);
+  for (at = fabric.find("ports = 4"); at != std::string::npos;
+       at = fabric.find("ports = 4", at + ports.size()))
+    fabric.replace(at, 9, ports);
   return fabric;
+}
+
+/// An OpusJob registration of a PP 2 x FSDP 2 job on the four rails, starting in topo_id 11.
+v1::Envelope pp2_fsdp2_job(const std::string& job) {
+  v1::Envelope e;
+  auto* j = e.mutable_opus_job();
+  j->set_job(job);
+  j->set_pp(2);
+  j->add_symmetrical(2);
+  for (auto* r : {"rail0", "rail1", "rail2", "rail3"})
+    j->add_rails(r);
+  j->set_initial("11");
+  return e;
 }
 
 /// A service running Opus rails, and a collective shim `argv` against it, run to its end: one
@@ -328,14 +346,8 @@ void run_opus_steps(const std::vector<std::string>& shim_argv, const std::string
   // The job registered again: the same layout keeps what runs, another one is refused.
   client shim_again{s.keys("shim")};
   BOOST_REQUIRE(shim_again.register_worker("collective-shim", "shim-again", job)->has_registered());
-  v1::Envelope again;
+  auto again = pp2_fsdp2_job(job);
   auto* j = again.mutable_opus_job();
-  j->set_job(job);
-  j->set_pp(2);
-  j->add_symmetrical(2);
-  for (auto* r : {"rail0", "rail1", "rail2", "rail3"})
-    j->add_rails(r);
-  j->set_initial("11");
   auto same = shim_again.call(again);
   BOOST_REQUIRE(same && same->has_opus_registered());
   BOOST_CHECK_EQUAL(same->opus_registered().phases_size(), 7); // the table stays
@@ -364,9 +376,9 @@ namespace {
 /// conf/opus-rails.toml's rails, each a `loom ocs-emu` over TL1 (login file in `dir`), polled
 /// every 200 ms.
 std::string opus_tl1_fabric(const std::filesystem::path& dir,
-                            const std::vector<switch_emulator>& rails) {
+                            const std::vector<switch_emulator>& rails, int servers) {
   lt::write_file(dir / "ocs.login", login.user + ":" + login.password + "\n");
-  auto fabric = opus_fabric();
+  auto fabric = opus_fabric(servers);
   for (size_t r = 0; r < rails.size(); ++r) {
     auto at = fabric.find(fmt::format("id = \"rail{}\"", r));
     BOOST_REQUIRE(at != std::string::npos);
@@ -377,19 +389,20 @@ std::string opus_tl1_fabric(const std::filesystem::path& dir,
   return fabric + "[policy.fabric]\nhealth_poll_ms = 200\n";
 }
 
-/// Four 4x4 rail switches (`loom ocs-emu` over TL1) and a service running Opus on them.
+/// Four rail switches of a port per server (`loom ocs-emu` over TL1) and a service running
+/// Opus on them.
 struct opus_rails {
   std::vector<switch_emulator> rails;
   lt::temp_dir logins;
   std::unique_ptr<lt::live_service> service;
 
-  opus_rails() {
+  explicit opus_rails(int servers = 4) {
     for (int r = 0; r < 4; ++r)
-      rails.emplace_back(std::vector<std::string>{}, "4x4");
+      rails.emplace_back(std::vector<std::string>{}, fmt::format("{}x{}", servers, servers));
     lt::live_options o;
     o.fabric = false;
-    o.training_nodes = 4;
-    o.extra = opus_tl1_fabric(logins.path(), rails);
+    o.training_nodes = servers;
+    o.extra = opus_tl1_fabric(logins.path(), rails, servers);
     service = std::make_unique<lt::live_service>(o);
   }
 };
@@ -415,14 +428,8 @@ BOOST_AUTO_TEST_CASE(an_opus_job_and_its_rails_topology_survive_a_restart) {
   auto serve = s.serve();
   client shim{s.keys("shim")};
   BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "llama")->has_registered());
-  v1::Envelope reg;
+  auto reg = pp2_fsdp2_job("llama");
   auto* j = reg.mutable_opus_job();
-  j->set_job("llama");
-  j->set_pp(2);
-  j->add_symmetrical(2);
-  for (auto* r : {"rail0", "rail1", "rail2", "rail3"})
-    j->add_rails(r);
-  j->set_initial("11");
   auto* trace = j->add_traces();
   trace->set_stage(0);
   for (uint32_t d : {1, 0, 1})
@@ -527,6 +534,119 @@ BOOST_AUTO_TEST_CASE(a_collective_shim_writes_again_through_a_restart_python) {
 
 namespace {
 
+/// The C++ collective shim running Opus job `job` (PP 2 x FSDP 2: four ranks) on the four
+/// rails for `steps` steps.
+std::unique_ptr<lt::child_process> opus_shim(const lt::live_service& s, const std::string& job,
+                                             int steps, std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv{env_path("LOOM_EXAMPLE_SHIM")};
+  for (auto& a : std::vector<std::string>{
+         "--endpoint", s.endpoint(), "--server-key", s.dir / "db/keys/server.pub", "--key",
+         s.dir / "keys/shim", "--id", "shim-" + job, "--job", job, "--pp", "2", "--dp", "2",
+         "--steps", std::to_string(steps), "--compute-ms", "30", "--rails", "rail0", "rail1",
+         "rail2", "rail3"})
+    argv.push_back(a);
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return std::make_unique<lt::child_process>(argv);
+}
+
+/// The first port a shim printed it was given ("... ports A-B").
+uint32_t ports_of(lt::child_process& shim) {
+  auto line = shim.read_until(
+    false, [](const std::string& l) { return l.find(", ports ") != l.npos; }, lt::live_limit);
+  BOOST_REQUIRE_MESSAGE(line, shim.stderr_text());
+  return uint32_t(std::stoul(line->substr(line->find(", ports ") + 8)));
+}
+
+/// Cross-connects whose input is one of ports first..first+3 (a four-rank job's).
+size_t on_ports(const std::vector<cross_connect>& xcs, uint32_t first) {
+  return size_t(std::count_if(xcs.begin(), xcs.end(), [&](const cross_connect& x) {
+    return x.in >= first && x.in < first + 4;
+  }));
+}
+
+void await_exit(lt::child_process& shim) {
+  auto status = shim.wait(lt::live_limit);
+  shim.drain(5s);
+  BOOST_CHECK_MESSAGE(status && *status == 0, shim.stderr_text());
+}
+
+} // namespace
+
+// Opus §7: jobs share a rail OCS on disjoint ports. Two jobs run at once on the same four
+// 8-port rails; a third finds no ports until an operator ends one, then takes its ports; the
+// other job's circuits are never touched, and the ending is durable across a restart.
+BOOST_AUTO_TEST_CASE(opus_jobs_share_rails_on_their_own_ports_and_an_ended_job_frees_them) {
+  opus_rails env{8};
+  auto& rails = env.rails;
+  auto& s = *env.service;
+  auto serve = s.serve();
+  auto a = opus_shim(s, "job-a", 40);
+  auto b = opus_shim(s, "job-b", 40);
+  const auto a_first = ports_of(*a), b_first = ports_of(*b);
+  BOOST_CHECK((a_first == 1 && b_first == 5) || (a_first == 5 && b_first == 1));
+  auto step_done = [](const std::string& l) { return l.starts_with("step 2 done"); };
+  BOOST_REQUIRE_MESSAGE(a->read_until(false, step_done, lt::live_limit), a->stderr_text());
+  BOOST_REQUIRE_MESSAGE(b->read_until(false, step_done, lt::live_limit), b->stderr_text());
+  BOOST_CHECK(!a->wait(0ms) && !b->wait(0ms)); // both mid-run together
+  // A third four-rank job has no ports while both hold theirs.
+  client c{s.keys("shim")};
+  BOOST_REQUIRE(c.register_worker("collective-shim", "shim-c0", "job-c")->has_registered());
+  auto refused = c.call(pp2_fsdp2_job("job-c"));
+  BOOST_REQUIRE(refused && refused->has_error());
+  BOOST_CHECK_EQUAL(refused->error().code(), v1::ERROR_UNAVAILABLE);
+  BOOST_CHECK_MESSAGE(refused->error().message().find("no 4 consecutive free ports")
+                        != std::string::npos,
+                      refused->error().message());
+  await_exit(*a);
+  await_exit(*b);
+  auto listed = s.admin({"fabric", "--json"});
+  BOOST_CHECK_MESSAGE(listed.out.find(R"("job": "job-a")") != std::string::npos
+                        && listed.out.find(R"("job": "job-b")") != std::string::npos,
+                      listed.out);
+  std::vector<std::vector<cross_connect>> before;
+  for (auto& r : rails) {
+    before.push_back(r.read_back());
+    BOOST_CHECK_GT(on_ports(before.back(), 1), 0u);
+    BOOST_CHECK_GT(on_ports(before.back(), 5), 0u);
+  }
+  // The operator ends job-a: its circuits leave every rail, job-b's stay as they were.
+  auto ended = s.admin({"fabric", "end-opus", "job-a"});
+  BOOST_CHECK_MESSAGE(ended.exit_code == 0, ended.err);
+  await_log(*serve,
+            {"event=opus_ended", "job=job-a", fmt::format("ports={}-{}", a_first, a_first + 3)});
+  for (size_t r = 0; r < rails.size(); ++r) {
+    auto now = rails[r].read_back();
+    BOOST_CHECK_EQUAL(on_ports(now, a_first), 0u);
+    BOOST_CHECK(now.size() == on_ports(before[r], b_first)); // job-b's alone, as they were
+  }
+  BOOST_CHECK_NE(s.admin({"fabric", "end-opus", "job-a"}).exit_code, 0); // no such job now
+  // The third job runs on the freed ports and ends itself.
+  auto third = opus_shim(s, "job-c", 3, {"--end"});
+  BOOST_CHECK_EQUAL(ports_of(*third), a_first);
+  await_exit(*third);
+  await_log(*serve, {"event=opus_ended", "job=job-c"});
+  for (size_t r = 0; r < rails.size(); ++r) {
+    auto now = rails[r].read_back();
+    BOOST_CHECK_EQUAL(on_ports(now, a_first), 0u);
+    BOOST_CHECK_EQUAL(on_ports(now, b_first), on_ports(before[r], b_first));
+  }
+  // Durable: a restart brings back job-b alone, on its ports.
+  serve->send_signal(SIGKILL);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+  serve = s.serve();
+  await_log(*serve, {"event=opus_restored", "job=job-b"});
+  listed = s.admin({"fabric", "--json"});
+  BOOST_CHECK_MESSAGE(listed.out.find("job-a") == std::string::npos
+                        && listed.out.find("job-c") == std::string::npos
+                        && listed.out.find(fmt::format("\"first_port\": {}", b_first))
+                             != std::string::npos,
+                      listed.out);
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
+namespace {
+
 /// conf/rfabric-tl1.toml's two OCS-Agg switches over TL1 at `pod0` and `pod1` (login file in
 /// `dir`), with 500 ms commands and 200 ms health polls.
 std::string tl1_fabric(const std::filesystem::path& dir, const std::string& pod0,
@@ -544,6 +664,20 @@ std::string tl1_fabric(const std::filesystem::path& dir, const std::string& pod0
   replace_all("timeout_ms = 2000", "timeout_ms = 500");
   return fabric + "[policy.fabric]\nhealth_poll_ms = 200\n";
 }
+
+/// A service whose fabric is conf/rfabric-tl1.toml's two switches at `pod0` and `pod1`, with
+/// `policy` lines added to its [policy.fabric].
+struct tl1_service {
+  lt::temp_dir logins;
+  std::unique_ptr<lt::live_service> service;
+
+  tl1_service(const std::string& pod0, const std::string& pod1, const std::string& policy = "") {
+    lt::live_options o;
+    o.fabric = false;
+    o.extra = tl1_fabric(logins.path(), pod0, pod1) + policy;
+    service = std::make_unique<lt::live_service>(o);
+  }
+};
 
 /// tests/hostile_tl1.py in `mode`: a TL1 peer that attacks its client.
 struct hostile_switch {
@@ -589,11 +723,8 @@ BOOST_AUTO_TEST_CASE(a_hostile_switch_is_marked_down_and_the_other_served) {
     BOOST_TEST_CONTEXT(mode) {
       hostile_switch bad{mode};
       switch_emulator good;
-      lt::temp_dir logins;
-      lt::live_options o;
-      o.fabric = false;
-      o.extra = tl1_fabric(logins.path(), bad.address(), good.address());
-      lt::live_service s{o};
+      tl1_service env{bad.address(), good.address()};
+      auto& s = *env.service;
       auto serve = s.serve();
       const auto before = rss_mib(serve->pid());
       auto down = await_log(*serve, {"event=ocs_device_down", "device=agg-pod0"});
@@ -626,12 +757,8 @@ BOOST_AUTO_TEST_CASE(a_switch_alarming_every_port_masks_its_budget_and_is_report
     every_port.insert(every_port.end(), {"--fail-port", std::to_string(p)});
   switch_emulator alarming{every_port};
   switch_emulator good;
-  lt::temp_dir logins;
-  lt::live_options o;
-  o.fabric = false;
-  o.extra = tl1_fabric(logins.path(), alarming.address(), good.address())
-            + "port_masks_per_minute = 3\n";
-  lt::live_service s{o};
+  tl1_service env{alarming.address(), good.address(), "port_masks_per_minute = 3\n"};
+  auto& s = *env.service;
   auto serve = s.serve();
   auto limited = await_log(*serve, {"event=ocs_port_masks_limited", "device=agg-pod0"});
   BOOST_CHECK_MESSAGE(limited.find("alarmed_unmasked=29 limit_per_minute=3") != std::string::npos,
@@ -672,12 +799,9 @@ BOOST_AUTO_TEST_CASE(foreign_patches_survive_start_resync_and_a_switch_coming_ba
       return std::find(xcs.begin(), xcs.end(), x) != xcs.end();
     });
   };
-  lt::temp_dir logins;
-  lt::live_options o;
-  o.fabric = false;
   // pod1 by host name, as a lab's DNS names its switches: resolved at every connect.
-  o.extra = tl1_fabric(logins.path(), pod0.address(), "localhost:" + std::to_string(pod1.port));
-  lt::live_service s{o};
+  tl1_service env{pod0.address(), "localhost:" + std::to_string(pod1.port)};
+  auto& s = *env.service;
   auto serve = s.serve();
   for (auto* dev : {"device=agg-pod0", "device=agg-pod1"}) {
     auto sync = await_log(*serve, {"event=ocs_device_in_sync", dev});
@@ -737,4 +861,53 @@ BOOST_AUTO_TEST_CASE(foreign_patches_survive_start_resync_and_a_switch_coming_ba
                        std::to_string(2 * b.circuits())}));
   serve->send_signal(SIGTERM);
   BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
+// #43: Loom's TL1 driver against switches that frame strictly as GR-831 does (a bare ';' with
+// CR LF LF before the next message, replies continued over '>' messages, IP acknowledgements,
+// autonomous REPT ALM messages between replies), report alarms in GR-833's layout beside an
+// equipment alarm, and log the session out now and then: the read-back joins every part,
+// the port alarm masks its port, the equipment alarm takes nothing down, and commits go on
+// succeeding across the logouts.
+BOOST_AUTO_TEST_CASE(a_switch_speaking_strict_gr831_is_driven_through_alarms_and_logouts) {
+  std::vector<std::string> strict{"--framing",        "gr831",
+                                  "--lines-per-message", "4",
+                                  "--autonomous-ms",  "150",
+                                  "--logout-every-ms", "1000",
+                                  "--equipment-alarm", "FAN-2,EQPT:MN,FANFLT,NSA",
+                                  "--fail-port",      "31",
+                                  "--delay-ms",       "20"};
+  // Six operator patches on ports no link gives Loom: the read-back spans two messages.
+  for (auto [in, out] : std::vector<std::pair<int, int>>{
+         {20, 21}, {21, 20}, {22, 23}, {23, 22}, {25, 26}, {26, 25}})
+    strict.insert(strict.end(), {"--patch", fmt::format("{}-{}", in, 32 + out)});
+  switch_emulator pod0{strict};
+  switch_emulator pod1{strict};
+  tl1_service env{pod0.address(), pod1.address()};
+  auto& s = *env.service;
+  auto serve = s.serve();
+  for (auto* dev : {"device=agg-pod0", "device=agg-pod1"}) {
+    auto sync = await_log(*serve, {"event=ocs_device_in_sync", dev});
+    BOOST_CHECK_MESSAGE(sync.find("foreign=6") != std::string::npos, sync);
+    await_log(*serve, {"event=ocs_port_masked", dev, "port=31"});
+  }
+  client shim{s.keys("shim")};
+  BOOST_REQUIRE(shim.register_worker("collective-shim", "shim-0", "job-b")->has_registered());
+  BOOST_CHECK_EQUAL(decide(shim, all_reduce("job-b", 2, 3)).outcome(), "committed");
+  // The switches log every session out; the driver logs in again and the next commit lands.
+  for (auto* sw : {&pod0, &pod1})
+    BOOST_REQUIRE(sw->proc->read_until(
+      true, [](const std::string& l) { return l.find("fault=logout") != l.npos; },
+      lt::live_limit));
+  client other{s.keys("shim")};
+  BOOST_REQUIRE(other.register_worker("collective-shim", "shim-1", "job-c")->has_registered());
+  BOOST_CHECK_EQUAL(decide(other, all_reduce("job-c", 0, 1)).outcome(), "committed");
+  auto on_pod0 = pod0.read_back();
+  BOOST_CHECK_EQUAL(std::count_if(on_pod0.begin(), on_pod0.end(),
+                                  [](auto& x) { return x.in >= 20 && x.in <= 26; }),
+                    6);
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+  const auto log = serve->stderr_text();
+  BOOST_CHECK_MESSAGE(log.find("event=ocs_device_down") == std::string::npos, log);
 }

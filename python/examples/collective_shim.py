@@ -6,7 +6,8 @@ PP Send/Recv (both ends write the same operation) and FSDP all-gathers and reduc
 downstream stage starts its first all-gather only once the activation came. The first
 --profile-steps steps write before every collective; then the traces go to Loom, which answers
 the phase table, and the shims write only where phases change (provisioning the next phase
-early in provisioning mode). Compute is a sleep. Usage:
+early in provisioning mode). The job gets its own ports on the rails (Opus §7; --first-port asks
+for a range) and, with --end, ends after its steps, freeing them. Compute is a sleep. Usage:
 
   PYTHONPATH=python /usr/bin/python3 python/examples/collective_shim.py \\
       --endpoint tcp://127.0.0.1:5555 --server-key KEYS/server.pub --key KEYS/shim \\
@@ -70,6 +71,7 @@ def register(client, a, traces=()):
     env = pb.Envelope()
     j = env.opus_job
     j.job, j.pp, j.initial = a.job, a.pp, a.initial or "1" * a.pp
+    j.first_port = a.first_port
     j.symmetrical.append(a.dp)
     j.rails.extend(a.rails)
     j.traces.extend(traces)
@@ -92,11 +94,16 @@ def main():
     p.add_argument("--profile-steps", type=int, default=1)
     p.add_argument("--mode", choices=("on-demand", "provisioning"), default="provisioning")
     p.add_argument("--compute-ms", type=int, default=20)
+    p.add_argument("--first-port", type=int, default=0,
+                   help="rank 0's port on every rail (0: Loom picks the lowest free range)")
+    p.add_argument("--end", action="store_true",
+                   help="end the job after its steps: its rails' ports are freed (Opus §7)")
     a = p.parse_args()
     client = Client(a.endpoint, a.server_key, a.key, timeout_s=30.0)
     client.register("collective-shim", a.id, job=a.job)
     job = register(client, a)
-    say(f"job {a.job} on {len(a.rails)} rails, topo {job.topo}")
+    last = job.first_port + a.pp * a.dp - 1
+    say(f"job {a.job} on {len(a.rails)} rails, topo {job.topo}, ports {job.first_port}-{last}")
     stages = [Stage(client, a, s, job.topo) for s in range(a.pp)]
     for step in range(a.steps):
         failed = []
@@ -127,6 +134,11 @@ def main():
             say(f"phase table learned: {len(learned.phases)} phases over {a.pp} stages")
     for s in stages:
         s.shim.close()
+    if a.end:
+        env = pb.Envelope()
+        env.opus_job_end.job = a.job
+        client.call(env)
+        say(f"job {a.job} ended: its ports are free")
     client.close("done")
     return 0
 

@@ -105,6 +105,8 @@ std::optional<v1::Envelope> request_for(const config& cfg, const admin_request& 
     a->set_reason(req.reason);
   } else if (req.command == "generation") {
     request.mutable_list_generation();
+  } else if (req.command == "fabric" && !req.argument.empty()) {
+    request.mutable_opus_job_end()->set_job(req.argument);
   } else {
     request.mutable_list_fabric();
   }

@@ -12,7 +12,8 @@ namespace loom {
 
 struct admin_request {
   std::string command;     // submit | jobs | groups | job | cancel | node | fabric | generation
-  std::string argument;    // the job file, job id, node id or (generation abort, reconfigure) deployment
+  std::string argument;    // the job file, job id, node id, (generation abort, reconfigure)
+                           // deployment or (fabric end-opus) Opus job
   bool node_back = false;  // node: back in service (else out of service)
   std::string reason;      // node: why it is out; generation abort: why
   std::string layout;      // generation reconfigure: the parallel config to switch to

@@ -156,6 +156,26 @@ json show_groups(const admin_request& req, const v1::GroupList& groups) {
   return out;
 }
 
+/// Opus jobs on their rails (Opus §7: each on its own ports of every rail).
+json show_opus(const admin_request& req, const v1::FabricPlans& plans) {
+  json out = json::array();
+  std::vector<std::vector<std::string>> rows;
+  for (auto& j : plans.opus()) {
+    const auto last = j.first_port() + j.ranks() - 1;
+    out.push_back({{"job", j.job()}, {"rails", strings(j.rails())}, {"topo_id", j.topo()},
+                   {"first_port", j.first_port()}, {"ranks", j.ranks()},
+                   {"fallback", j.fallback()}});
+    rows.push_back({j.job(), fmt::format("{}", fmt::join(j.rails(), ",")), j.topo(),
+                    fmt::format("{}-{}", j.first_port(), last),
+                    j.fallback() ? "giant ring" : "topo_id"});
+  }
+  if (!req.json && !rows.empty()) {
+    std::printf("\n");
+    print_table({"OPUS JOB", "RAILS", "TOPO_ID", "PORTS", "CARRIES"}, rows);
+  }
+  return out;
+}
+
 json show_fabric(const admin_request& req, const v1::FabricPlans& plans) {
   json out = json::array();
   std::vector<std::vector<std::string>> rows;
@@ -169,7 +189,7 @@ json show_fabric(const admin_request& req, const v1::FabricPlans& plans) {
   }
   if (!req.json)
     print_table({"OWNER", "STAGE", "VERSION", "CIRCUITS", "DEVICES"}, rows);
-  return out;
+  return {{"plans", out}, {"opus", show_opus(req, plans)}};
 }
 
 json generation_json(const v1::GenerationInfo& d) {

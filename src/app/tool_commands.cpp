@@ -141,6 +141,30 @@ public:
     cmd_->add_option("--patch", patches_,
                      "A cross-connect IN-OUT the switch carries from the start, as one that kept "
                      "its patches through a restart (repeatable)");
+    cmd_->add_option("--framing", framing_,
+                     "loom (each message ends ';' CR LF), or gr831: messages open with CR LF LF "
+                     "and end with a bare ';', long replies continue over '>' messages, slow "
+                     "commands are acknowledged IP, alarm lines take GR-833's layout, and the "
+                     "switch sends autonomous REPT ALM messages")
+      ->check(CLI::IsMember({"loom", "gr831"}))
+      ->capture_default_str();
+    cmd_->add_option("--lines-per-message", emu_.lines_per_message,
+                     "gr831: data lines in a message before it continues with '>'")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+    cmd_->add_option("--autonomous-ms", autonomous_ms_,
+                     "gr831: a REPT ALM EQPT message to each logged-in session this often "
+                     "(0: none)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}))
+      ->capture_default_str();
+    cmd_->add_option("--equipment-alarm", emu_.switch_options.equipment_alarms,
+                     "An equipment alarm line RTRV-ALM-ALL reports, e.g. FAN-2,EQPT:MN,FANFLT,NSA "
+                     "(repeatable)");
+    cmd_->add_option("--logout-every-ms", logout_ms_,
+                     "Fault: log every logged-in session out this often, keeping its TCP "
+                     "connection (0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}))
+      ->capture_default_str();
     cmd_->add_option("--fail-port", failed_, "Fault: a failed port (repeatable)");
     cmd_->add_option("--fail-after-ms", fail_after_ms_,
                      "Fault: the --fail-port ports fail this long after start, or at SIGUSR1 "
@@ -191,6 +215,10 @@ public:
     emu_.delay = std::chrono::milliseconds{delay_ms_};
     emu_.login_timeout = std::chrono::milliseconds{login_ms_};
     emu_.idle_timeout = std::chrono::milliseconds{idle_ms_};
+    emu_.framing = framing_ == "gr831" ? tl1_framing::gr831 : tl1_framing::loom;
+    emu_.switch_options.gr833_alarms = emu_.framing == tl1_framing::gr831;
+    emu_.autonomous_every = std::chrono::milliseconds{autonomous_ms_};
+    emu_.logout_every = std::chrono::milliseconds{logout_ms_};
     setup_logging(level_named(level_));
     return run_ocs_emulator(emu_);
   }
@@ -205,6 +233,9 @@ private:
   int64_t delay_ms_ = 0;
   int64_t fail_after_ms_ = 0;
   int64_t login_ms_ = ocs_emulator_options{}.login_timeout.count();
+  std::string framing_ = "loom";
+  int64_t autonomous_ms_ = 0;
+  int64_t logout_ms_ = 0;
   int64_t idle_ms_ = ocs_emulator_options{}.idle_timeout.count();
 };
 
@@ -226,7 +257,13 @@ public:
                      "id");
     node->add_flag("--up", request_.node_back, "The node is back in service");
     node->add_option("--reason", request_.reason, "Why it is out (e.g. \"GPU 3 XID 79\")");
-    add(app, "fabric", "List committed circuit plans.", nullptr);
+    auto* fabric = add(app, "fabric", "List committed circuit plans and Opus jobs on their rails.",
+                       nullptr);
+    auto* end = fabric->add_subcommand(
+      "end-opus", "End an Opus job: its circuits leave its rails and its ports are free for\n"
+                  "the next job (Opus 7).");
+    end->add_option("job", request_.argument, "The Opus job")->required();
+    end->fallthrough(); // -c, --json and the rest belong to `fabric`
     auto* gen = add(app, "generation",
                     "Show each generation deployment: what serves, its engines, the step,\nthe "
                     "forecast and the last decisions.",

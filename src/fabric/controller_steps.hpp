@@ -62,4 +62,8 @@ void restore_opus(self_ptr self, const std::vector<stored_record>& restored);
 /// A rank's topo_write, answered once its transition is on the rails.
 caf::result<topo_ack> topo_write_to(self_ptr self, const std::string& job, const topo_write& w);
 
+/// The job is done (Opus §7): its circuits leave its rails, its record goes, and its ports are
+/// free for the next job; answered once that is durable.
+caf::result<ok_atom> end_opus(self_ptr self, const std::string& job);
+
 } // namespace loom::controller_steps

@@ -131,8 +131,14 @@ std::vector<std::string> server_status(self_ptr self, const std::string& node, b
   return affected;
 }
 
-std::vector<fabric_plan_status> plan_statuses(const fabric_controller_state& st) {
-  std::vector<fabric_plan_status> out;
+fabric_listing listing(const fabric_controller_state& st) {
+  fabric_listing out;
+  for (auto& [job, op] : st.opus) {
+    opus_job_status s{job, op.spec.rails, op.orchestrator->current().str(),
+                      op.orchestrator->first_port(), uint32_t(op.orchestrator->layout().ranks()),
+                      op.orchestrator->fallen_back()};
+    out.opus.push_back(std::move(s));
+  }
   for (auto& [owner, o] : st.owners) {
     if (!o.committed)
       continue;
@@ -142,7 +148,7 @@ std::vector<fabric_plan_status> plan_statuses(const fabric_controller_state& st)
     for (auto& c : o.committed->circuits)
       devs.insert(st.model->devices[c.device].id);
     s.devices.assign(devs.begin(), devs.end());
-    out.push_back(std::move(s));
+    out.plans.push_back(std::move(s));
   }
   return out;
 }
@@ -189,7 +195,7 @@ fabric_controller(fabric_controller_actor::stateful_pointer<fabric_controller_st
     [self](node_atom, const std::string& node, bool failed) {
       return server_status(self, node, failed);
     },
-    [self](plans_atom) { return plan_statuses(self->state); },
+    [self](plans_atom) { return listing(self->state); },
     [self](get_atom, const std::string& owner) {
       auto it = self->state.owners.find(owner);
       return it != self->state.owners.end() && it->second.committed
@@ -199,6 +205,9 @@ fabric_controller(fabric_controller_actor::stateful_pointer<fabric_controller_st
     [self](opus_atom, const opus_job& job) { return controller_steps::register_opus(self, job); },
     [self](topo_write_atom, const std::string& job, const topo_write& w) {
       return controller_steps::topo_write_to(self, job, w);
+    },
+    [self](opus_atom, cancel_atom, const std::string& job) {
+      return controller_steps::end_opus(self, job);
     },
     [self](poll_atom) {
       controller_steps::poll_devices(self);

@@ -70,6 +70,8 @@ struct fabric_controller_state {
     std::optional<rail_orchestrator> orchestrator;
     std::map<int, std::vector<opus_phase>> phases; // by stage, learned from its trace
     std::map<uint64_t, caf::typed_response_promise<topo_ack>> answers; // by writer token
+    // Asked to end: it ends once no transition is being applied (Opus §7: its ports go back).
+    std::optional<caf::typed_response_promise<ok_atom>> ending;
   };
 
   std::optional<fabric_model> model;

@@ -62,10 +62,10 @@ std::vector<cross_connect> expected_on(self_ptr self, uint32_t dev) {
         if (c.device == dev && !st.model->masked({dev, c.a}) && !st.model->masked({dev, c.b}))
           on.push_back(c);
   auto xcs = device_cross_connects(*st.model, on, dev);
-  for (auto& [job, op] : st.opus) // an Opus job's rail carries its current topology
+  for (auto& [job, op] : st.opus) // an Opus job's rail carries its topology (or its ring)
     if (std::find(op.rails.begin(), op.rails.end(), dev) != op.rails.end()) {
-      auto mapping = op.orchestrator->mapping(st.model->devices[dev].ports);
-      xcs.insert(xcs.end(), mapping.begin(), mapping.end());
+      auto carried = op.orchestrator->carried(st.model->devices[dev].ports);
+      xcs.insert(xcs.end(), carried.begin(), carried.end());
     }
   return xcs;
 }

@@ -5,8 +5,10 @@
 
 namespace loom {
 
-rail_orchestrator::rail_orchestrator(opus_layout layout, topo_id initial, int max_retries)
-  : layout_(std::move(layout)), barrier_(std::move(initial)), max_retries_(max_retries) {}
+rail_orchestrator::rail_orchestrator(opus_layout layout, topo_id initial, int max_retries,
+                                     uint32_t first_port)
+  : layout_(std::move(layout)), barrier_(std::move(initial)), max_retries_(max_retries),
+    first_port_(first_port) {}
 
 rail_acks rail_orchestrator::acks_for(std::vector<uint64_t> writers) const {
   return {std::move(writers), {current().str(), fallen_back_}};
@@ -97,9 +99,10 @@ std::vector<cross_connect> rail_orchestrator::stages_mapping(const topo_id& id,
                                                              uint32_t ports) const {
   std::vector<cross_connect> out;
   const auto ranks = uint32_t(layout_.ranks());
+  const auto base = first_port_ - 1;
   for (int s : stages)
     for (auto x : submapping(layout_, id, s))
-      out.push_back({x.in, x.out - ranks + ports});
+      out.push_back({x.in + base, x.out - ranks + ports + base});
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -128,12 +131,25 @@ xc_diff rail_orchestrator::diff(const topo_transition& t, uint32_t ports) const 
                  stages_mapping(t.to, t.reprogram, ports));
 }
 
-xc_diff rail_orchestrator::giant_ring_diff(uint32_t ports) const {
-  const auto ranks = uint32_t(layout_.ranks());
+namespace {
+
+std::vector<cross_connect> giant_ring(uint32_t ranks, uint32_t first_port, uint32_t ports) {
   std::vector<cross_connect> ring;
   for (uint32_t i = 0; i < ranks; ++i)
-    ring.push_back({i + 1, ports + (i + 1) % ranks + 1});
-  return between(mapping(ports), ring);
+    ring.push_back({first_port + i, ports + first_port + (i + 1) % ranks});
+  std::sort(ring.begin(), ring.end());
+  return ring;
+}
+
+} // namespace
+
+xc_diff rail_orchestrator::giant_ring_diff(uint32_t ports) const {
+  return between(mapping(ports), giant_ring(uint32_t(layout_.ranks()), first_port_, ports));
+}
+
+std::vector<cross_connect> rail_orchestrator::carried(uint32_t ports) const {
+  return fallen_back_ ? giant_ring(uint32_t(layout_.ranks()), first_port_, ports)
+                      : mapping(ports);
 }
 
 } // namespace loom

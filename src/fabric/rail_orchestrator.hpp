@@ -44,7 +44,10 @@ struct rail_apply_outcome {
 
 class rail_orchestrator {
 public:
-  rail_orchestrator(opus_layout layout, topo_id initial, int max_retries);
+  /// Rank r is on port `first_port + r` of every rail (Opus §7: jobs share rails on disjoint
+  /// ports).
+  rail_orchestrator(opus_layout layout, topo_id initial, int max_retries,
+                    uint32_t first_port = 1);
 
   /// A rank's topo_write; `writer` is the caller's token for its answer.
   rail_write_outcome write(const topo_write& w, uint64_t writer);
@@ -57,14 +60,18 @@ public:
   rail_apply_outcome finish(bool ok);
 
   const opus_layout& layout() const { return layout_; }
+  uint32_t first_port() const { return first_port_; }
   const topo_id& current() const { return barrier_.current(); }
   bool fallen_back() const { return fallen_back_; }
   bool applying() const { return applying_; }
   size_t queued() const { return queue_.size(); }
 
   /// The cross-connects of every stage's sub-mapping under the current topology on a rail
-  /// switch of `ports` x `ports` (rank r sends on input r + 1, receives on output ports + r + 1).
+  /// switch of `ports` x `ports` (rank r sends on input first_port + r, receives on output
+  /// ports + first_port + r).
   std::vector<cross_connect> mapping(uint32_t ports) const;
+  /// What the rails carry now: the mapping, or the giant ring once fallen back.
+  std::vector<cross_connect> carried(uint32_t ports) const;
   /// What a transition changes on such a rail: only the stages it reprograms.
   xc_diff diff(const topo_transition& t, uint32_t ports) const;
   /// From the current topology to the static giant ring over every rank (Opus §4.2 faults).
@@ -87,6 +94,7 @@ private:
   opus_layout layout_;
   opus_controller barrier_;
   int max_retries_;
+  uint32_t first_port_;
   std::map<group_key, std::vector<std::pair<uint64_t, int>>> writing_; // (writer, stage)
   std::deque<pending> queue_;
   bool applying_ = false;

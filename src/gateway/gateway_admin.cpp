@@ -120,11 +120,13 @@ void list_fabric(self_ptr self, const std::string& identity, uint64_t rid) {
   }
   self->request(self->state.fabric, caf::infinite, plans_atom::value)
     .then(
-      [self, identity, rid](const std::vector<fabric_plan_status>& plans) {
+      [self, identity, rid](const fabric_listing& listing) {
         reply(self, identity, rid, [&](v1::Envelope& e) {
           auto* list = e.mutable_fabric_plans();
-          for (auto& p : plans)
+          for (auto& p : listing.plans)
             wire::fill(*list->add_plans(), p);
+          for (auto& j : listing.opus)
+            wire::fill(*list->add_opus(), j);
         });
       },
       failure(self, identity, rid));
@@ -158,6 +160,9 @@ void handle_admin(self_ptr self, const std::string& identity, const v1::Envelope
     case v1::Envelope::kListGroups: list_groups(self, identity, rid); return;
     case v1::Envelope::kNodeReport: report_node(self, identity, rid, env.node_report()); return;
     case v1::Envelope::kListFabric: list_fabric(self, identity, rid); return;
+    case v1::Envelope::kOpusJobEnd:
+      end_opus_job(self, identity, rid, env.opus_job_end().job());
+      return;
     case v1::Envelope::kListGeneration: list_generation(self, identity, rid); return;
     case v1::Envelope::kAbortStep: abort_step(self, identity, rid, env.abort_step()); return;
     case v1::Envelope::kSetLayout: set_layout(self, identity, rid, env.set_layout()); return;

@@ -53,6 +53,11 @@ bool is_admin_request(const v1::Envelope& env);
 /// Answers an admin request.
 void handle_admin(self_ptr self, const std::string& identity, const v1::Envelope& env);
 
+/// Opus §7: the job is done, its rails' circuits removed and its ports freed (asked by its
+/// shim, or by an operator).
+void end_opus_job(self_ptr self, const std::string& identity, uint64_t rid,
+                  const std::string& job);
+
 /// Traffic of a registered session.
 void handle_worker(self_ptr self, const std::string& identity, session& s,
                    const v1::Envelope& env);

@@ -260,7 +260,7 @@ void opus_job_of(self_ptr self, const std::string& identity, uint64_t rid, const
     return;
   }
   opus_job job{w.job(), int(w.pp()), {w.symmetrical().begin(), w.symmetrical().end()},
-               {w.rails().begin(), w.rails().end()}, w.initial(), {}};
+               {w.rails().begin(), w.rails().end()}, w.initial(), {}, w.first_port()};
   for (auto& t : w.traces())
     job.traces.push_back({int(t.stage()), {t.digits().begin(), t.digits().end()}});
   self->request(self->state.fabric, caf::infinite, opus_atom::value, std::move(job))
@@ -269,6 +269,9 @@ void opus_job_of(self_ptr self, const std::string& identity, uint64_t rid, const
         reply(self, identity, rid, [&](v1::Envelope& e) {
           auto* out = e.mutable_opus_registered();
           out->set_topo(r.topo);
+          out->set_first_port(r.first_port);
+          for (auto& server : r.servers)
+            out->add_servers(server);
           for (auto& p : r.phases) {
             auto* phase = out->add_phases();
             phase->set_stage(uint32_t(p.stage));
@@ -305,6 +308,7 @@ const std::string& owner_named(const v1::Envelope& env) {
   switch (env.body_case()) {
     case v1::Envelope::kTopoWrite: return env.topo_write().job();
     case v1::Envelope::kOpusJob: return env.opus_job().job();
+    case v1::Envelope::kOpusJobEnd: return env.opus_job_end().job();
     case v1::Envelope::kExpertLoad: return env.expert_load().owner();
     case v1::Envelope::kFabricWindow: return env.fabric_window().owner();
     default: return env.fabric_intent().owner();
@@ -336,6 +340,8 @@ void fabric_traffic(self_ptr self, const std::string& identity, const session& s
     expert_load_of(self, identity, rid, env.expert_load());
   else if (env.body_case() == v1::Envelope::kOpusJob)
     opus_job_of(self, identity, rid, env.opus_job());
+  else if (env.body_case() == v1::Envelope::kOpusJobEnd)
+    end_opus_job(self, identity, rid, env.opus_job_end().job());
   else if (env.body_case() == v1::Envelope::kFabricWindow)
     fabric_window_of(self, identity, rid, env.fabric_window());
   else
@@ -343,6 +349,18 @@ void fabric_traffic(self_ptr self, const std::string& identity, const session& s
 }
 
 } // namespace
+
+void end_opus_job(self_ptr self, const std::string& identity, uint64_t rid,
+                  const std::string& job) {
+  if (!self->state.fabric) {
+    send_error(self, identity, rid, v1::ERROR_UNAVAILABLE, "this service runs no fabric");
+    return;
+  }
+  self->request(self->state.fabric, caf::infinite, opus_atom::value, cancel_atom::value, job)
+    .then([self, identity,
+           rid](ok_atom) { reply(self, identity, rid, [](v1::Envelope& e) { e.mutable_ok(); }); },
+          [self, identity, rid](caf::error& err) { send_failure(self, identity, rid, err); });
+}
 
 void handle_worker(self_ptr self, const std::string& identity, session& s,
                    const v1::Envelope& env) {
@@ -356,6 +374,7 @@ void handle_worker(self_ptr self, const std::string& identity, session& s,
     case v1::Envelope::kGoodbye: goodbye(self, identity, s, env.goodbye()); return;
     case v1::Envelope::kTopoWrite:
     case v1::Envelope::kOpusJob:
+    case v1::Envelope::kOpusJobEnd:
     case v1::Envelope::kExpertLoad:
     case v1::Envelope::kFabricWindow:
     case v1::Envelope::kFabricIntent: fabric_traffic(self, identity, s, env); return;

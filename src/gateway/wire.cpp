@@ -166,6 +166,16 @@ void fill(v1::FabricPlanInfo& out, const fabric_plan_status& p) {
     out.add_devices(d);
 }
 
+void fill(v1::OpusJobInfo& out, const opus_job_status& j) {
+  out.set_job(j.job);
+  for (auto& r : j.rails)
+    out.add_rails(r);
+  out.set_topo(j.topo);
+  out.set_first_port(j.first_port);
+  out.set_ranks(j.ranks);
+  out.set_fallback(j.fallback);
+}
+
 caf::expected<std::pair<fabric_intent, commit_window>> intent_of(const v1::FabricIntent& w) {
   auto stage = read_either<fabric_stage>(w.stage_kind(), w.stage());
   auto prim = read_either<primitive>(w.primitive_kind(), w.primitive());

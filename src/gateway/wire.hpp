@@ -39,6 +39,7 @@ void fill_detail(v1::JobInfo& out, const job_status& s);
 void fill(v1::GroupInfo& out, const group_status& g);
 void fill(v1::FabricDecision& out, const fabric_decision& d);
 void fill(v1::FabricPlanInfo& out, const fabric_plan_status& p);
+void fill(v1::OpusJobInfo& out, const opus_job_status& j);
 
 void fill(v1::StepPlaced& out, const step_placement& p);
 void fill(v1::StepDone& out, const step_outcome& o);

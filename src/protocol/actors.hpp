@@ -314,7 +314,7 @@ using fabric_controller_actor = caf::typed_actor<
   // A server failed (true) or is back (false) (RFabric §5.4 (i)): its NIC links stop counting
   // and its ranks leave the plans; answers the owners that re-plan at their next window.
   caf::replies_to<node_atom, std::string, bool>::with<std::vector<std::string>>,
-  caf::replies_to<plans_atom>::with<std::vector<fabric_plan_status>>,
+  caf::replies_to<plans_atom>::with<fabric_listing>,
   // The circuits an owner's committed plan provides (empty when it has none).
   caf::replies_to<get_atom, std::string>::with<circuit_layout>,
   // mFabric §5.1: a MoE layer's dispatch load for the owner's traffic monitor, whose App. B
@@ -325,6 +325,8 @@ using fabric_controller_actor = caf::typed_actor<
   // (answered after the rails confirm the transition).
   caf::replies_to<opus_atom, opus_job>::with<opus_registration>,
   caf::replies_to<topo_write_atom, std::string, topo_write>::with<topo_ack>,
+  // The job is done: its circuits leave its rails and its ports are free (Opus §7), durably.
+  caf::replies_to<opus_atom, cancel_atom, std::string>::with<ok_atom>,
   // Internal: the periodic health poll of every device (App. H), and a committed decision
   // whose circuits are now up (the link-up delay after the switch confirmed).
   caf::reacts_to<poll_atom>,

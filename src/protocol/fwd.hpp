@@ -67,6 +67,8 @@ struct fabric_intent;
 struct commit_window;
 struct fabric_decision;
 struct fabric_plan_status;
+struct fabric_listing;
+struct opus_job_status;
 struct circuit_layout;
 struct expert_load;
 struct opus_trace;

@@ -357,6 +357,17 @@ typename Inspector::result_type inspect(Inspector& f, fabric_plan_status& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, opus_job_status& x) {
+  return f(caf::meta::type_name("opus_job_status"), x.job, x.rails, x.topo, x.first_port,
+           x.ranks, x.fallback);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fabric_listing& x) {
+  return f(caf::meta::type_name("fabric_listing"), x.plans, x.opus);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, expert_load& x) {
   return f(caf::meta::type_name("expert_load"), x.owner, x.iteration, x.layer, x.tokens);
 }
@@ -374,12 +385,13 @@ typename Inspector::result_type inspect(Inspector& f, opus_phase& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, opus_job& x) {
   return f(caf::meta::type_name("opus_job"), x.job, x.pp, x.symmetrical, x.rails, x.initial,
-           x.traces);
+           x.traces, x.first_port);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, opus_registration& x) {
-  return f(caf::meta::type_name("opus_registration"), x.topo, x.phases);
+  return f(caf::meta::type_name("opus_registration"), x.topo, x.phases,
+           x.first_port, x.servers);
 }
 
 template <class Inspector>

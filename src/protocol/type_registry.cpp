@@ -73,6 +73,9 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<fabric_decision>("loom.fabric_decision");
   cfg.add_message_type<fabric_plan_status>("loom.fabric_plan_status");
   cfg.add_message_type<std::vector<fabric_plan_status>>("loom.fabric_plan_statuses");
+  cfg.add_message_type<opus_job_status>("loom.opus_job_status");
+  cfg.add_message_type<std::vector<opus_job_status>>("loom.opus_job_statuses");
+  cfg.add_message_type<fabric_listing>("loom.fabric_listing");
   cfg.add_message_type<std::vector<std::string>>("loom.strings");
   cfg.add_message_type<circuit_layout>("loom.circuit_layout");
   cfg.add_message_type<opus_job>("loom.opus_job");

@@ -1,5 +1,6 @@
 #include "records/codecs.hpp"
 
+#include <algorithm>
 #include <atomic>
 
 #include "loom.pb.h"
@@ -256,6 +257,7 @@ std::string encode_opus_job(const opus_job_record& rec) {
   for (auto& rail : rec.job.rails)
     j.add_rails(rail);
   j.set_initial(rec.job.initial);
+  j.set_first_port(rec.job.first_port);
   for (auto& t : rec.job.traces) {
     auto* trace = j.add_traces();
     trace->set_stage(uint32_t(t.stage));
@@ -272,7 +274,8 @@ std::optional<opus_job_record> decode_opus_job(std::string_view bytes) {
     return std::nullopt;
   auto& j = r.job();
   opus_job_record out{{j.job(), int(j.pp()), {j.symmetrical().begin(), j.symmetrical().end()},
-                       {j.rails().begin(), j.rails().end()}, j.initial(), {}},
+                       {j.rails().begin(), j.rails().end()}, j.initial(), {},
+                       std::max(1u, j.first_port())}, // records from before Opus §7 sharing
                       r.topo()};
   for (auto& t : j.traces())
     out.job.traces.push_back({int(t.stage()), {t.digits().begin(), t.digits().end()}});

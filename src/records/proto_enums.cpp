@@ -26,6 +26,7 @@ static_assert(int(v1::FABRIC_OUTCOME_KEPT) == int(fabric_outcome::kept) + 1);
 static_assert(int(v1::EVENT_KIND_GEN_RECONFIGURED) == int(event_kind::gen_reconfigured) + 1);
 static_assert(int(v1::EVENT_KIND_OPUS_PROFILED) == int(event_kind::opus_profiled) + 1);
 static_assert(int(v1::EVENT_KIND_GEN_STEP_ABORTED) == int(event_kind::gen_step_aborted) + 1);
+static_assert(int(v1::EVENT_KIND_OPUS_ENDED) == int(event_kind::opus_ended) + 1);
 
 } // namespace
 

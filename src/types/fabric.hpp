@@ -196,6 +196,9 @@ struct opus_job {
   std::vector<std::string> rails;
   std::string initial; // topo_id digits the rails start in
   std::vector<opus_trace> traces;
+  // Rank r on port first_port + r of every rail (Opus §7: jobs share rails on disjoint
+  // ports); 0 in a request: the lowest range free on all its rails.
+  uint32_t first_port = 0;
 };
 
 /// The job runs on its rails in topology `topo`; `phases` is its phase table so far (Opus
@@ -203,6 +206,24 @@ struct opus_job {
 struct opus_registration {
   std::string topo;
   std::vector<opus_phase> phases;
+  uint32_t first_port = 0;
+  std::vector<std::string> servers; // rank r's server (wired to port first_port + r), or ""
+};
+
+/// An Opus job as `loom fabric` lists it.
+struct opus_job_status {
+  std::string job;
+  std::vector<std::string> rails;
+  std::string topo;
+  uint32_t first_port = 0;
+  uint32_t ranks = 0;
+  bool fallback = false;
+};
+
+/// Everything the fabric controller runs: committed plans by owner, and Opus jobs.
+struct fabric_listing {
+  std::vector<fabric_plan_status> plans;
+  std::vector<opus_job_status> opus;
 };
 
 /// A rank's (or a stage's) topo_write: which group and operation it is ready for, how many

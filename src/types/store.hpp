@@ -75,11 +75,12 @@ enum class event_kind : uint8_t {
   job_moved,          // consolidation: left its group to be placed where it costs less
   gen_step_aborted,   // a generation step ended unfinished (its timeout, or an operator)
   job_profiled,       // its profiling pass ended: it leaves that group to be placed
+  opus_ended,         // an Opus job is done: its circuits left its rails, its ports are free
 };
 
 template <>
 struct enum_names<event_kind> {
-  static constexpr std::array<std::pair<event_kind, std::string_view>, 27> table{{
+  static constexpr std::array<std::pair<event_kind, std::string_view>, 28> table{{
     {event_kind::job_placed, "job_placed"},
     {event_kind::job_rejected, "job_rejected"},
     {event_kind::job_finished, "job_finished"},
@@ -107,6 +108,7 @@ struct enum_names<event_kind> {
     {event_kind::job_moved, "job_moved"},
     {event_kind::gen_step_aborted, "gen_step_aborted"},
     {event_kind::job_profiled, "job_profiled"},
+    {event_kind::opus_ended, "opus_ended"},
   }};
 };
 
