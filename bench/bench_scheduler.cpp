@@ -28,7 +28,9 @@ loom::placement_engine loaded_engine(int jobs, loom::slo_bound bound, std::mt199
     roll.push_back({"r" + std::to_string(i), 8, 2048, 8 * 1.85});
     train.push_back({"t" + std::to_string(i), 8, 2048, 8 * 5.28});
   }
-  loom::placement_engine engine{roll, train, 4, 0.0, bound};
+  loom::weave_policy policy;
+  policy.admission_bound = bound;
+  loom::placement_engine engine{roll, train, policy};
   for (int i = 0; i < jobs; ++i) {
     auto j = random_job(rng, i);
     engine.commit(j, engine.place(j));

@@ -27,13 +27,11 @@ bool next_partition(std::vector<int>& a) {
 } // namespace
 
 offline_optimum::offline_optimum(pool_node rollout_node, pool_node training_node,
-                                 int max_group_size, double tail_migration_cost_s,
-                                 slo_bound bound)
+                                 const weave_policy& policy, bool migrate_tails)
   : rollout_node_(std::move(rollout_node)),
     training_node_(std::move(training_node)),
-    max_group_size_(max_group_size),
-    tail_migration_cost_s_(tail_migration_cost_s),
-    bound_(bound) {}
+    policy_(policy),
+    tail_migration_cost_s_(migrate_tails ? policy.tail_migration_cost_s : 0.0) {}
 
 bool offline_optimum::partition_meets_slos(const std::vector<const rl_job*>& jobs,
                                            const std::vector<int>& bin,
@@ -48,13 +46,17 @@ bool offline_optimum::partition_meets_slos(const std::vector<const rl_job*>& job
     for (int k = 0; k < need; ++k)
       nodes.push_back(first[size_t(bin[i])] + k);
     // Alone, a job switches nothing; shared, as Algorithm 1 plans it.
-    members.push_back(plan_member(*jobs[i], std::move(nodes), group_training_gpus, n > 1,
+    std::optional<phase_switches> shared;
+    if (n > 1)
+      shared = member_switches(*jobs[i], rollout_node_.gpus, training_node_.gpus,
+                               group_training_gpus, policy_);
+    members.push_back(plan_member(*jobs[i], std::move(nodes), group_training_gpus, shared,
                                   tail_migration_cost_s_));
   }
   // Regrouped from scratch, nobody joins a running group: the steady state, and under
   // any_realization every single iteration.
   auto times = meta_iteration_times(members);
-  if (bound_ == slo_bound::any_realization) {
+  if (policy_.admission_bound == slo_bound::any_realization) {
     auto bounds = iteration_bounds(members);
     for (size_t i = 0; i < n; ++i)
       times[i] = std::max(times[i], bounds[i]);
@@ -162,7 +164,7 @@ std::optional<offline_optimum::cover> offline_optimum::best_cover(const std::vec
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<double> group(full + 1, inf);
   for (uint32_t mask = 1; mask <= full; ++mask) {
-    if (std::popcount(mask) > max_group_size_)
+    if (std::popcount(mask) > policy_.max_group_size)
       continue;
     std::vector<const rl_job*> members;
     for (size_t i = 0; i < n; ++i)

@@ -17,10 +17,10 @@ namespace loom::replay {
 
 class offline_optimum {
 public:
-  /// Homogeneous pools: one rollout and one training node type. `tail_migration_cost_s` as
-  /// for placement_engine.
-  offline_optimum(pool_node rollout_node, pool_node training_node, int max_group_size,
-                  double tail_migration_cost_s, slo_bound bound = slo_bound::worst_case_schedule);
+  /// Homogeneous pools: one rollout and one training node type. `policy` and `migrate_tails`
+  /// as for placement_engine.
+  offline_optimum(pool_node rollout_node, pool_node training_node, const weave_policy& policy,
+                  bool migrate_tails);
 
   static constexpr size_t max_jobs = 14;
 
@@ -55,9 +55,8 @@ private:
 
   pool_node rollout_node_;
   pool_node training_node_;
-  int max_group_size_;
+  weave_policy policy_;
   double tail_migration_cost_s_;
-  slo_bound bound_;
   std::map<std::string, std::optional<double>> memo_; // by the members' ids
 };
 

@@ -178,9 +178,7 @@ ordered_json run_optimal(const weave_scenario& sc, const std::vector<cluster_rec
     return pool_node{n.id, n.gpus, n.host_memory_gb, n.gpus * (g ? g->cost_per_gpu_hour : 0)};
   };
   offline_optimum opt{node_of(c.rollout.front()), node_of(c.training.front()),
-                      sc.config.policy.weave.max_group_size,
-                      sc.migrate_tails ? sc.config.policy.weave.tail_migration_cost_s : 0.0,
-                      sc.config.policy.weave.admission_bound};
+                      sc.config.policy.weave, sc.migrate_tails};
   auto specs = planned_jobs(sc);
   std::map<std::string, rl_job> active;
   std::vector<std::pair<double, double>> cost, arrivals_cost;

@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE scheduler
 #include <boost/test/unit_test.hpp>
 
+#include <limits>
 #include <map>
 #include <queue>
 #include <random>
@@ -216,15 +217,19 @@ BOOST_AUTO_TEST_SUITE(inter_group)
 
 namespace {
 
-// Four H20 and four H800 nodes of 8 GPUs, 1 TB host memory (WEAVE Table 1 prices).
+// Four H20 and four H800 nodes of 8 GPUs, 1 TB host memory (WEAVE Table 1 prices). Warm
+// starts are free here: these tests' arithmetic counts the phases alone.
 placement_engine small_cluster(int max_group_size = 4) {
+  weave_policy policy;
+  policy.max_group_size = max_group_size;
+  policy.warm_start_gbps_per_gpu = std::numeric_limits<double>::infinity();
   std::vector<pool_node> roll;
   std::vector<pool_node> train;
   for (int i = 0; i < 4; ++i) {
     roll.push_back({"r" + std::to_string(i), 8, 1000, 8 * 1.85});
     train.push_back({"t" + std::to_string(i), 8, 1000, 8 * 5.28});
   }
-  return placement_engine{roll, train, max_group_size};
+  return placement_engine{roll, train, policy};
 }
 
 rl_job job(std::string id, double roll, double train, double slo, double rollout_mem = 100,
@@ -870,33 +875,40 @@ BOOST_AUTO_TEST_CASE(an_iteration_that_outgrew_the_profile_is_judged_against_its
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_CASE(derived_costs_make_sharing_plan_for_warm_starts) {
+BOOST_AUTO_TEST_CASE(shared_members_plan_the_warm_starts_their_executor_pays) {
   auto cfg = parse_config(embedded_config_text(), "embedded");
   BOOST_REQUIRE(cfg.value);
+  const auto& policy = cfg.value->policy.weave; // warm starts at 25 GB/s per GPU
   rl_job j{"j", 8, 8, 200, 200, 1.5, 100, 50, 0};
   j.model_gb = 15;
-  derive_phase_costs(j, cfg.value->cluster, cfg.value->policy.weave);
+  derive_phase_costs(j, cfg.value->cluster, policy);
   BOOST_CHECK_CLOSE(j.sync_s, 15 * 8 / 20.0, 1e-9);
-  BOOST_CHECK_CLOSE(j.rollout_switch_s, 1.0, 1e-9);
-  // A group member's phases carry the warm starts; its solo time does not.
-  placement_engine e{{{"r", 8, 1000, 14.8}}, {{"t", 8, 1000, 42.2}}, 4};
+  // A group member's phases carry the warm starts (200 GB over 8 GPUs: 1 s); its solo time
+  // does not.
+  placement_engine e{{{"r", 8, 1000, 14.8}}, {{"t", 8, 1000, 42.2}}, policy};
   auto m = e.member_for(j, {0}, 8);
   BOOST_CHECK_CLOSE(m.rollout_s, 101.0, 1e-9);
+  BOOST_CHECK_CLOSE(m.training_s, 51.0, 1e-9);
   BOOST_CHECK_CLOSE(j.solo_s(), 156.0, 1e-9);
   // With long-tail migration a shared rollout also plans for the consolidation pause; alone,
   // nothing is added.
-  auto migrating = plan_member(j, {0}, 8, true, 2.0);
+  auto migrating = plan_member(j, {0}, 8, member_switches(j, 8, 8, 8, policy), 2.0);
   BOOST_CHECK_CLOSE(migrating.rollout_s, 103.0, 1e-9);
-  auto alone = plan_member(j, {0}, 8, false, 2.0);
+  auto alone = plan_member(j, {0}, 8, std::nullopt, 2.0);
   BOOST_CHECK_CLOSE(alone.rollout_s, 100.0, 1e-9);
   BOOST_CHECK_CLOSE(alone.training_s, 50.0, 1e-9);
-  // DP matched down to a 4-GPU pool: twice the training, twice the state per node.
-  j.training_memory_gb = 300;
-  j.training_switch_s = 1.5;
-  auto narrow = plan_member(j, {0}, 4, true, 0.0);
-  BOOST_CHECK_CLOSE(narrow.training_s, 100.0 + 3.0, 1e-9);
-  BOOST_CHECK_CLOSE(training_memory_per_node(j, 4), 600.0, 1e-9);
-  BOOST_CHECK_CLOSE(training_memory_per_node(j, 16), 300.0, 1e-9);
+  // DP matched down to a 4-GPU pool: twice the training, twice the state per node (400 GB),
+  // loaded by the pool's 4 GPUs: 4 s.
+  BOOST_CHECK_CLOSE(e.member_for(j, {0}, 4).training_s, 100.0 + 4.0, 1e-9);
+  BOOST_CHECK_CLOSE(training_memory_per_node(j, 4), 400.0, 1e-9);
+  BOOST_CHECK_CLOSE(training_memory_per_node(j, 16), 200.0, 1e-9);
+  // A job narrower than a node in a wider group trains on the group's 8 GPUs per node, and
+  // they load its state: 1 s, as the executor pays it (4 s if loaded by its own 2 GPUs).
+  rl_job narrow = j;
+  narrow.training_gpus = 2;
+  const double paid = member_switches(narrow, 8, 8, 8, policy).training.warm_s;
+  BOOST_CHECK_CLOSE(paid, 1.0, 1e-9);
+  BOOST_CHECK_CLOSE(e.member_for(narrow, {0}, 8).training_s, 50.0 * 2 / 8 + paid, 1e-9);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -78,7 +78,7 @@ typename Inspector::result_type inspect(Inspector& f, rl_job& x) {
   return f(caf::meta::type_name("rl_job"), x.id, x.rollout_gpus, x.training_gpus,
            x.rollout_memory_gb, x.training_memory_gb, x.slo, x.rollout_s, x.training_s, x.sync_s,
            x.name, x.model, x.max_response_tokens, x.batch_size, x.multi_turn, x.model_gb,
-           x.iterations, x.iterations_before, x.rollout_switch_s, x.training_switch_s, x.profile);
+           x.iterations, x.iterations_before, x.profile);
 }
 
 template <class Inspector>

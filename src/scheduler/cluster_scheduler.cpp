@@ -401,9 +401,7 @@ placement_engine make_placement_engine(const cluster& c, const weave_policy& pol
     }
     return out;
   };
-  return placement_engine{pool(c.rollout), pool(c.training), policy.max_group_size,
-                          migrate_tails ? policy.tail_migration_cost_s : 0.0,
-                          policy.admission_bound};
+  return placement_engine{pool(c.rollout), pool(c.training), policy, migrate_tails};
 }
 
 cluster_scheduler_actor::behavior_type

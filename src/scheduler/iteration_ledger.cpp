@@ -74,7 +74,7 @@ std::optional<iteration_end> iteration_ledger::phase_done(const std::string& job
   // it measured when that outgrew the profile (drift is the job's own, not its group's).
   iteration_end end{{job, group_, m.iteration, now_ns, double(now_ns - m.since_ns) / 1e9,
                      m.solo_s, std::max(spec.solo_s(), m.solo_s), spec.slo},
-                    false};
+                    false, std::nullopt};
   m.since_ns = now_ns;
   m.solo_s = 0;
   ++m.iteration;

@@ -47,16 +47,9 @@ phase_deadlines deadlines_of(const rl_job& job, const phase_grant& g, int group_
 
 void derive_phase_costs(rl_job& job, const cluster& c, const weave_policy& p) {
   const int rollout_per_node = gpus_per_node(c.rollout);
-  const int training_per_node = gpus_per_node(c.training);
   const int rollout_nodes = (job.rollout_gpus + rollout_per_node - 1) / rollout_per_node;
   job.sync_s = model_sync_s(job.model_gb, rollout_nodes, c.cross_link_gbps, p.intra_cluster_gbps,
                             p.topology_aware_sync);
-  job.rollout_switch_s =
-    phase_switch_costs(job.rollout_memory_gb, std::min(job.rollout_gpus, rollout_per_node), p)
-      .warm_s;
-  job.training_switch_s =
-    phase_switch_costs(job.training_memory_gb, std::min(job.training_gpus, training_per_node), p)
-      .warm_s;
 }
 
 } // namespace loom

@@ -58,8 +58,9 @@ constexpr double min_phase_s = 1.0;
 phase_deadlines deadlines_of(const rl_job& job, const phase_grant& g, int group_training_gpus,
                              const weave_policy& p);
 
-/// Fills in what a job's phases cost on this cluster beyond its profile: sync_s (over the
-/// cross-cluster link to its rollout nodes) and its warm-start switch times.
+/// Fills in what a job's phases cost on this cluster beyond its profile: sync_s, over the
+/// cross-cluster link to its rollout nodes. Its warm starts depend on the group it joins
+/// (member_switches).
 void derive_phase_costs(rl_job& job, const cluster& c, const weave_policy& p);
 
 } // namespace loom

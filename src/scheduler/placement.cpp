@@ -23,17 +23,16 @@ double rollout_load(const co_execution_group& g, int node) {
 }
 
 placement_engine::placement_engine(std::vector<pool_node> rollout_pool,
-                                   std::vector<pool_node> training_pool, int max_group_size,
-                                   double tail_migration_cost_s, slo_bound bound)
+                                   std::vector<pool_node> training_pool,
+                                   const weave_policy& policy, bool migrate_tails)
   : rollout_pool_(std::move(rollout_pool)),
     training_pool_(std::move(training_pool)),
     rollout_used_(rollout_pool_.size(), false),
     training_used_(training_pool_.size(), false),
     rollout_failed_(rollout_pool_.size(), false),
     training_failed_(training_pool_.size(), false),
-    max_group_size_(max_group_size),
-    tail_migration_cost_s_(tail_migration_cost_s),
-    bound_(bound) {
+    policy_(policy),
+    tail_migration_cost_s_(migrate_tails ? policy.tail_migration_cost_s : 0.0) {
   for (int i = 0; i < int(rollout_pool_.size()); ++i)
     rollout_free_.insert(rollout_free_.end(), i);
   for (int i = 0; i < int(training_pool_.size()); ++i)
@@ -53,7 +52,7 @@ void placement_engine::update_open(uint64_t id) {
   // A profiling pass runs solo (WEAVE §5 (1)): nothing joins its group.
   auto profiling = [](const group_member& m) { return m.job.profile; };
   if (it != groups_.end() && !it->second.is_saturated
-      && int(it->second.members.size()) < max_group_size_
+      && int(it->second.members.size()) < policy_.max_group_size
       && std::none_of(it->second.members.begin(), it->second.members.end(), profiling))
     open_.insert(id);
   else
@@ -103,7 +102,7 @@ double placement_engine::rollout_memory_used(const co_execution_group& g, int no
 }
 
 bool placement_engine::has_room(const co_execution_group& g, const rl_job& job) const {
-  if (int(g.members.size()) >= max_group_size_)
+  if (int(g.members.size()) >= policy_.max_group_size)
     return false;
   const double used = training_memory_used(g);
   const double need = training_memory_per_node(job, g.training_gpus);
@@ -120,25 +119,25 @@ bool placement_engine::rollout_fits(const co_execution_group& g, const rl_job& j
 }
 
 planned_phases plan_member(const rl_job& job, std::vector<int> rollout_nodes,
-                            int group_training_gpus, bool shared, double tail_migration_cost_s) {
+                           int group_training_gpus, const std::optional<phase_switches>& shared,
+                           double tail_migration_cost_s) {
   // DP matched to the group's training pool: the same work over more or fewer GPUs.
   const double scale =
     group_training_gpus > 0 ? double(job.training_gpus) / group_training_gpus : 1.0;
-  // The warm start loads the per-node training state the matched pool holds.
-  const double state_scale = job.training_memory_gb > 0
-                               ? training_memory_per_node(job, group_training_gpus)
-                                   / job.training_memory_gb
-                               : 1.0;
-  const double s = shared ? 1.0 : 0.0;
-  return planned_phases{std::move(rollout_nodes),
-                      job.rollout_s + s * (job.rollout_switch_s + tail_migration_cost_s),
-                      job.training_s * scale + s * job.training_switch_s * state_scale,
-                      job.sync_s};
+  planned_phases out{std::move(rollout_nodes), job.rollout_s, job.training_s * scale, job.sync_s};
+  if (shared) {
+    out.rollout_s += shared->rollout.warm_s + tail_migration_cost_s;
+    out.training_s += shared->training.warm_s;
+  }
+  return out;
 }
 
 planned_phases placement_engine::member_for(const rl_job& job, const std::vector<int>& nodes,
                                           int group_training_gpus) const {
-  return plan_member(job, nodes, group_training_gpus, true, tail_migration_cost_s_);
+  return plan_member(job, nodes, group_training_gpus,
+                     member_switches(job, gpus_per_node(rollout_pool_),
+                                     gpus_per_node(training_pool_), group_training_gpus, policy_),
+                     tail_migration_cost_s_);
 }
 
 std::set<std::vector<int>> placement_engine::packings(const co_execution_group& g,
@@ -181,7 +180,7 @@ bool placement_engine::meets_slos(const co_execution_group& g, const rl_job& job
     if (!meets(k, floor_s))
       return false;
   // Any single iteration under any realization: the cheaper check, so it goes first.
-  if (bound_ == slo_bound::any_realization) {
+  if (policy_.admission_bound == slo_bound::any_realization) {
     auto bounds = iteration_bounds(plan);
     for (size_t k = 0; k < plan.size(); ++k)
       if (!meets(k, bounds[k]))

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "scheduler/meta_iteration.hpp"
+#include "scheduler/phase_costs.hpp"
 #include "types/cluster.hpp"
 #include "types/policy.hpp"
 #include "types/scheduler.hpp"
@@ -37,10 +38,12 @@ struct co_execution_group;
 double training_memory_per_node(const rl_job& job, int group_training_gpus);
 
 /// A job as a group's schedule plans it, its training DP matched to the group's pool
-/// (footnote 2). Shared with other jobs, each phase starts with a warm load of its state
-/// (WEAVE §5.1) and a rollout may pause to consolidate its long tail (§4.3).
+/// (footnote 2). Shared with other jobs (`shared`: its switches on the group's GPUs, as the
+/// executor pays them), each phase starts with a warm load of its state (WEAVE §5.1) and a
+/// rollout may pause to consolidate its long tail (§4.3).
 planned_phases plan_member(const rl_job& job, std::vector<int> rollout_nodes,
-                            int group_training_gpus, bool shared, double tail_migration_cost_s);
+                           int group_training_gpus, const std::optional<phase_switches>& shared,
+                           double tail_migration_cost_s);
 
 /// Rollout time per meta-iteration pinned to one node of a group.
 double rollout_load(const co_execution_group& g, int node);
@@ -67,11 +70,10 @@ struct co_execution_group {
 
 class placement_engine {
 public:
-  /// `tail_migration_cost_s`: the pause a migrated tail costs its rollout (0 when the
-  /// executors do not migrate tails).
+  /// `policy`: group size, SLO bound and the warm-start model members are planned with;
+  /// `migrate_tails`: whether a shared rollout pauses to migrate its tail (§4.3).
   placement_engine(std::vector<pool_node> rollout_pool, std::vector<pool_node> training_pool,
-                   int max_group_size, double tail_migration_cost_s = 0,
-                   slo_bound bound = slo_bound::worst_case_schedule);
+                   const weave_policy& policy = {}, bool migrate_tails = false);
 
   /// Algorithm 1 for one arriving job; changes nothing.
   placement_decision place(const rl_job& job) const;
@@ -111,7 +113,7 @@ public:
   int gpus_in_use(bool rollout) const { return rollout ? rollout_gpus_used_ : training_gpus_used_; }
   size_t jobs() const { return job_group_.size(); }
   uint64_t next_group_id() const { return next_group_; }
-  int max_group_size() const { return max_group_size_; }
+  int max_group_size() const { return policy_.max_group_size; }
 
   const std::vector<pool_node>& rollout_pool() const { return rollout_pool_; }
   const std::vector<pool_node>& training_pool() const { return training_pool_; }
@@ -163,9 +165,8 @@ private:
   // the provisioned ones (Alg. 1 lines 15-17 take the first free nodes).
   std::set<int> rollout_free_;
   std::set<int> training_free_;
-  int max_group_size_;
+  weave_policy policy_;
   double tail_migration_cost_s_;
-  slo_bound bound_;
   uint64_t next_group_ = 1;
   double cost_per_hour_ = 0;
   int rollout_gpus_used_ = 0;

@@ -44,10 +44,6 @@ struct rl_job {
   double model_gb = 0;           // weights to sync to the rollout pool every iteration
   int64_t iterations = 0;        // iterations to run; 0: until finished or cancelled
   int64_t iterations_before = 0; // completed in placements it left (a move carries its count)
-  // Warm starts each phase pays when it follows another job's phase on the same GPUs
-  // (derived from the working sets, like sync_s); planning adds them once a group is shared.
-  double rollout_switch_s = 0;
-  double training_switch_s = 0;
   // WEAVE §5 (1)(2): its phase durations and host-memory footprints are not given but
   // measured by one solo profiling pass at the maximum token limit before Algorithm 1 places it.
   bool profile = false;
