@@ -26,11 +26,12 @@
 #include "generation/balancer.hpp"
 #include "generation/gen_controller.hpp"
 #include "generation/gen_planner.hpp"
+#include "generation/gen_restore.hpp"
+#include "protocol/ask_now.hpp"
 #include "protocol/error.hpp"
 #include "protocol/inspect.hpp"
 #include "protocol/type_registry.hpp"
 #include "records/codecs.hpp"
-#include "records/gen_codecs.hpp"
 #include "scheduler/cluster_scheduler.hpp"
 #include "store/store_actor.hpp"
 
@@ -64,17 +65,6 @@ private:
   std::shared_ptr<service_metrics> metrics_;
   std::vector<caf::actor> started_;
 };
-
-/// A request answered before the service goes on starting (the store's records, or an actor
-/// confirming it has restored its state).
-template <class T, class Handle, class... Ts>
-caf::expected<T> ask_now(caf::actor_system& sys, const Handle& actor, Ts... xs) {
-  caf::expected<T> out{caf::error{}};
-  caf::scoped_actor self{sys};
-  self->request(actor, caf::infinite, xs...)
-    .receive([&](T& r) { out = std::move(r); }, [&](caf::error& err) { out = std::move(err); });
-  return out;
-}
 
 /// The fabric controller over the configured fabric, its OCS drivers, and the plans the store
 /// kept from before; null when the service runs no fabric.
@@ -219,62 +209,6 @@ caf::expected<cluster_scheduler_actor> start_scheduler(caf::actor_system& sys,
                     sys.spawn(cluster_scheduler, sc, store, worker, observer));
 }
 
-/// A record the store may not have: nothing when it is missing, an error when unreadable.
-caf::expected<std::optional<std::string>> stored(caf::actor_system& sys, const store_actor& store,
-                                                 record_kind kind, const std::string& key) {
-  auto got = ask_now<std::string>(sys, store, get_atom::value, kind, key);
-  if (got)
-    return std::optional<std::string>{std::move(*got)};
-  if (code_of(got.error()) == errc::not_found)
-    return std::optional<std::string>{};
-  return got.error();
-}
-
-/// What the store kept of a deployment: its controller's record, the running step's batch
-/// and finishes, its planner's forecaster history.
-caf::expected<std::pair<gen_controller_restore, std::vector<std::vector<double>>>>
-restore_deployment(caf::actor_system& sys, const store_actor& store, const std::string& name) {
-  gen_controller_restore out;
-  std::vector<std::vector<double>> history;
-  auto unreadable = [&](const char* what) {
-    return make_error(errc::storage_corrupted,
-                      fmt::format("deployment '{}': its {} record does not decode", name, what));
-  };
-  auto record = stored(sys, store, record_kind::gen_deployments, name);
-  if (!record)
-    return record.error();
-  if (*record) {
-    out.record = decode_gen_deployment(**record);
-    if (!out.record)
-      return unreadable("controller");
-  }
-  if (out.record && out.record->step_active) {
-    auto key = gen_step_key(name, out.record->step);
-    auto batch = stored(sys, store, record_kind::gen_steps, key);
-    if (!batch)
-      return batch.error();
-    if (*batch && !(out.step = decode_gen_step(**batch)))
-      return unreadable("step");
-    auto done = ask_now<std::vector<stored_record>>(sys, store, scan_atom::value,
-                                                    record_kind::gen_steps, key + "/");
-    if (!done)
-      return done.error();
-    for (auto& r : *done)
-      if (auto d = decode_request_done(r.value))
-        out.finished.push_back(*d);
-  }
-  auto forecast = stored(sys, store, record_kind::gen_forecasts, name);
-  if (!forecast)
-    return forecast.error();
-  if (*forecast) {
-    auto h = decode_gen_forecast(**forecast);
-    if (!h)
-      return unreadable("forecast");
-    history = std::move(*h);
-  }
-  return std::pair{std::move(out), std::move(history)};
-}
-
 /// One deployment's planner, balancer and controller, working through the gateway's engine
 /// sessions, restored from what the store kept.
 caf::error start_deployment(caf::actor_system& sys, const config& cfg,
@@ -295,12 +229,12 @@ caf::error start_deployment(caf::actor_system& sys, const config& cfg,
     links.planner =
       actors.add("gen_planner", sys.spawn(gen_planner, engine,
                                           planner_config_of(dep, cfg.storage.sync_writes), store,
-                                          std::move(restored->second)));
+                                          std::move(restored->forecast_history)));
   if (dep.balancer_enabled)
     links.balancer = actors.add("balancer", sys.spawn(balancer, dep.balancer));
-  const bool resumed = restored->first.record.has_value();
+  const bool resumed = restored->controller.record.has_value();
   auto ctl = actors.add("gen_controller", sys.spawn(gen_controller, engine, dep, links,
-                                                    std::move(restored->first)));
+                                                    std::move(restored->controller)));
   caf::anon_send(gw, connect_atom::value, dep.name, ctl);
   spdlog::info("event=gen_deployment_ready deployment={} model={} gpus={} initial={} planner={} "
                "balancer={} restored={}",
