@@ -4,13 +4,18 @@ canvas with pixels) and the page logged no error. The page checks itself (report
 self-check sets data-charts, data-drawn, data-errors on <body>); this reads the rendered DOM.
 Two scenarios at a time: the replays are most of the suite's longest test.
 
---sanitized (an ASan/UBSan build): every scenario replays on its first seed, a quarter of its
-jobs over a quarter of its span (the same density), three of its generation steps, a quarter of
-its MoE iterations, the first two values of each named sweep axis and the first of each numeric
-one, and no page is drawn. The sanitizers watch the C++ code, which every policy, feature and
-workload kind of a scenario runs through at that size as at full size (at full size they repeat
-it on more numbers, ten times slower under ASan: 642 s of the sanitized suite's 17 minutes); the
-pages and figures are the unsanitized suite's to check.
+Each scenario replays on a thinned copy (PAGES or SANITIZED below):
+- unsanitized: every job and step of it, on its first two seeds and the first two values of
+  each sweep axis. A page draws the same charts from two seeds and two points as from eight
+  and forty (the spread across seeds, each axis' curve); at full length the replays took 269
+  of the normal suite's 688 CPU-s, most of them repeating the same figures on more numbers.
+- --sanitized (an ASan/UBSan build): its first seed, a quarter of its jobs over a quarter of
+  its span (the same density), three of its generation steps, a quarter of its MoE
+  iterations, the first two values of each named sweep axis and the first of each numeric
+  one, and no page is drawn. The sanitizers watch the C++ code, which every policy, feature
+  and workload kind of a scenario runs through at that size as at full size (at full size
+  they repeat it on more numbers, ten times slower under ASan: 642 s of the sanitized
+  suite's 17 minutes); the pages are the unsanitized suite's to check.
    report_browser.py LOOM_BINARY SCENARIOS_DIR [--screenshots DIR | --sanitized]"""
 import concurrent.futures
 import os
@@ -22,6 +27,11 @@ import tempfile
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
+# What a thinned copy keeps (the module's docstring says why): seeds, values of a named and of
+# a numeric sweep axis, whether the workload shrinks to a quarter, generation steps.
+PAGES = {"seeds": 2, "named_axis": 2, "numeric_axis": 2, "quarter": False, "steps": None}
+SANITIZED = {"seeds": 1, "named_axis": 2, "numeric_axis": 1, "quarter": True, "steps": 3}
+
 
 def chromium(args, profile):
     return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
@@ -30,39 +40,41 @@ def chromium(args, profile):
                           capture_output=True, text=True, timeout=120)
 
 
-def thinned(text):
-    """The scenario at the sanitized size (the module's docstring): only keys of the tables
-    named here change, so any scenario kind thins the same way."""
+def thinned(text, keep):
+    """The scenario thinned as `keep` says: only keys of the tables named here change, so any
+    scenario kind thins the same way."""
     lines, table = [], ""
     for line in text.splitlines(keepends=True):
         header = re.match(r"\s*\[+([^\]]+)\]", line)
         if header:
             table = header.group(1)
-        lines.append(thinned_line(table, line))
+        lines.append(thinned_line(table, line, keep))
     return "".join(lines)
 
 
-def thinned_line(table, line):
+def thinned_line(table, line, keep):
     value = re.match(r"(\s*([\w-]+)\s*=\s*)([^#\n]*?)(\s*(#.*)?\n?)$", line, flags=re.S)
     if not value:
         return line
     head, key, body, tail = value.group(1), value.group(2), value.group(3), value.group(4)
     number = re.fullmatch(r"\d+(\.\d+)?", body)
     quarter = {("workload", "jobs"), ("workload", "span_h"), ("moe", "iterations")}
-    if number and (table, key) in quarter:
+    if number and keep["quarter"] and (table, key) in quarter:
         shrunk = max(float(body) / 4, 1.0)
         body = str(int(shrunk)) if "." not in body else f"{shrunk:g}"
-    elif number and (table, key) == ("workload", "steps"):
-        body = str(min(int(body), 3))
+    elif number and keep["steps"] and (table, key) == ("workload", "steps"):
+        body = str(min(int(body), keep["steps"]))
     elif body.startswith("[") and (table == "scenario" and key == "seeds"
                                    or table.endswith("_sweep")):
         items = [i for i in body.strip("[]").split(",") if i.strip()]
         named = items and items[0].strip().startswith('"')
-        body = "[" + ",".join(items[:2 if named and table != "scenario" else 1]) + "]"
+        kept = (keep["seeds"] if table == "scenario"
+                else keep["named_axis"] if named else keep["numeric_axis"])
+        body = "[" + ",".join(items[:kept]) + "]"
     return head + body + tail
 
 
-def sanitized_copy(scenario, work):
+def thinned_copy(scenario, work, keep):
     """A thinned copy of `scenario` whose relative paths resolve as from the original: the
     copy sits two levels down a mirror of the original's grandparent, whose other entries are
     links to the real ones."""
@@ -80,7 +92,7 @@ def sanitized_copy(scenario, work):
                 os.symlink(os.path.join(real, entry), link)
     os.makedirs(copy_dir, exist_ok=True)
     with open(scenario) as f:
-        text = thinned(f.read())
+        text = thinned(f.read(), keep)
     copy = os.path.join(copy_dir, os.path.basename(scenario))
     with open(copy, "w") as f:
         f.write(text)
@@ -131,8 +143,7 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory(prefix="loom-report-") as work, \
             concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        if sanitized:
-            files = [sanitized_copy(f, work) for f in files]
+        files = [thinned_copy(f, work, SANITIZED if sanitized else PAGES) for f in files]
         for passed, problem in pool.map(lambda f: check(loom, f, work, shots, sanitized), files):
             if passed:
                 print(passed, flush=True)
