@@ -67,6 +67,21 @@ struct tl1_client::impl {
   std::array<char, 16384> buf{};
   uint64_t next_ctag = 1;
   bool up = false;
+  std::set<std::string> equipment_alarms; // standing at the last RTRV-ALM-ALL
+
+  /// Equipment alarms (a fan, a power supply) mask no port, but an operator must hear of
+  /// them: once when one is raised and once when it clears, not at every health poll.
+  void note_equipment_alarms(std::set<std::string> standing) {
+    for (auto& line : standing)
+      if (!equipment_alarms.count(line))
+        spdlog::warn("event=tl1_equipment_alarm address={}:{} alarm=\"{}\"", endpoint.host,
+                     endpoint.port, line);
+    for (auto& line : equipment_alarms)
+      if (!standing.count(line))
+        spdlog::info("event=tl1_equipment_alarm_cleared address={}:{} alarm=\"{}\"",
+                     endpoint.host, endpoint.port, line);
+    equipment_alarms = std::move(standing);
+  }
 
   /// Runs one asynchronous operation to completion or until the deadline.
   template <class Start>
@@ -299,12 +314,13 @@ caf::expected<std::vector<uint32_t>> tl1_client::alarms() {
       if (!lines)
         return lines.error();
       std::vector<uint32_t> ports;
+      std::set<std::string> equipment;
       for (auto& line : *lines)
         if (auto port = tl1::alarmed_port(line))
           ports.push_back(*port);
-        else // equipment (a fan, a power supply): reported, not a port to mask
-          spdlog::debug("event=tl1_equipment_alarm address={}:{} alarm=\"{}\"",
-                        impl_->endpoint.host, impl_->endpoint.port, line);
+        else
+          equipment.insert(line);
+      impl_->note_equipment_alarms(std::move(equipment));
       return ports;
     },
     "RTRV-ALM-ALL");

@@ -156,8 +156,9 @@ json show_groups(const admin_request& req, const v1::GroupList& groups) {
   return out;
 }
 
-/// Opus jobs on their rails (Opus §7: each on its own ports of every rail).
-json show_opus(const admin_request& req, const v1::FabricPlans& plans) {
+/// Opus jobs on their rails (Opus §7: each on its own ports of every rail); `below` another
+/// table printed just before.
+json show_opus(const admin_request& req, const v1::FabricPlans& plans, bool below) {
   json out = json::array();
   std::vector<std::vector<std::string>> rows;
   for (auto& j : plans.opus()) {
@@ -170,7 +171,8 @@ json show_opus(const admin_request& req, const v1::FabricPlans& plans) {
                     j.fallback() ? "giant ring" : "topo_id"});
   }
   if (!req.json && !rows.empty()) {
-    std::printf("\n");
+    if (below)
+      std::printf("\n");
     print_table({"OPUS JOB", "RAILS", "TOPO_ID", "PORTS", "CARRIES"}, rows);
   }
   return out;
@@ -187,9 +189,11 @@ json show_fabric(const admin_request& req, const v1::FabricPlans& plans) {
     rows.push_back({p.owner(), name, std::to_string(p.version()), std::to_string(p.circuits()),
                     fmt::format("{}", fmt::join(p.devices(), ","))});
   }
-  if (!req.json)
+  // An empty plans table is shown only where there is nothing else to show.
+  const bool shown = !req.json && (!rows.empty() || plans.opus().empty());
+  if (shown)
     print_table({"OWNER", "STAGE", "VERSION", "CIRCUITS", "DEVICES"}, rows);
-  return {{"plans", out}, {"opus", show_opus(req, plans)}};
+  return {{"plans", out}, {"opus", show_opus(req, plans, shown)}};
 }
 
 json generation_json(const v1::GenerationInfo& d) {
