@@ -102,7 +102,7 @@ class GrpoLiveTest(unittest.TestCase):
                 log = f.read()
             self.check_learning(jobs)
             self.check_placements(self.log_events)
-            self.check_round_robin(log.split("event=serve_ready")[1:])
+            self.check_round_robin(log.split("event=serve_ready")[1])
             self.report_profiles(jobs, self.log_events)
 
     def run_jobs(self, service: Service, work: str) -> Dict[str, Grpo]:
@@ -167,20 +167,17 @@ class GrpoLiveTest(unittest.TestCase):
         self.assertIn("consolidation", moved[0]["detail"]["reason"])
         self.assertEqual(placed["grpo-b"][-1]["group"], c["group"], placed)
 
-    def check_round_robin(self, serves: List[str]) -> None:
+    def check_round_robin(self, first_serve: str) -> None:
         """While a and b share their group, they take turns on its training pool (WEAVE §4.3;
-        their rollouts share nodes only when b was packed onto a's), before the SIGKILL and
-        after it (each `serve`'s log apart). How many turns come before the SIGKILL depends
-        on the machine's speed (it failed once with 6 while other suites ran beside it): the
-        turns of both `serve`s together are the evidence."""
-        runs = [run for log in serves for run in training_turns(log, ("grpo-a", "grpo-b"))]
+        their rollouts share nodes only when b was packed onto a's)."""
+        runs = training_turns(first_serve, ("grpo-a", "grpo-b"))
         shared = []
         for run in runs:
             jobs = [t.split("@")[0] for t in run]
             if len(set(jobs)) == 2:
                 # The job that joined last waits for the round in progress to end.
                 shared.append(jobs[max(jobs.index(j) for j in set(jobs)):])
-        self.assertGreater(sum(len(r) for r in shared), 8, runs)
+        self.assertGreater(sum(len(r) for r in shared), 8, shared)
         for run in shared:
             self.assertEqual(sum(1 for x, y in zip(run, run[1:]) if x == y), 0, runs)
 
