@@ -133,8 +133,17 @@ executor_actions round_robin::add(const group_member& m, phase_switches switches
   member_state state{m.rollout_nodes, m.job.rollout_gpus, switches, phase_kind::rollout,
                      next_position_, 0, 0};
   if (at) {
+    // Its place from before the restart. Members' rounds differ by one at most, so one staged
+    // after the others went on is brought to a round behind theirs: it takes one turn first,
+    // not every turn it missed in a row.
     state.position = at->position;
     state.rollout_turn = at->round;
+    if (!members_.empty()) {
+      uint64_t least = UINT64_MAX;
+      for (auto& [other, o] : members_)
+        least = std::min(least, place_of(other)->round);
+      state.rollout_turn = std::max(state.rollout_turn, least > 0 ? least - 1 : 0);
+    }
   } else {
     for (auto& [other, o] : members_)
       state.rollout_turn = std::max(state.rollout_turn, o.rollout_turn);
