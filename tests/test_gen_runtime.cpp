@@ -512,6 +512,43 @@ BOOST_AUTO_TEST_CASE(an_instance_over_two_engines_is_reported_by_its_leader_alon
   BOOST_CHECK(rt.on_finished(f, 41).step_done);
 }
 
+// The engines of a spanning instance must find each other to build its process group: each
+// one's reshard names them all, in slot order, with their GPUs and data channels, on the wire
+// too. An instance within one engine needs no peers.
+BOOST_AUTO_TEST_CASE(a_spanning_instance_s_reshard_names_its_engines_to_each_of_them) {
+  auto engine = qwen14b();
+  auto d = small_deployment();
+  d.initial = parallel_config{16};
+  deployment_runtime rt{engine, d};
+  rt.join({"e0", "n0", 8, false, "tcp://e0:9"}, 0);
+  rt.join({"e1", "n1", 8, false, "tcp://e1:9"}, 0);
+  auto reshards = rt.take_commands();
+  BOOST_REQUIRE_EQUAL(reshards.size(), 2u);
+  for (auto& c : reshards) {
+    BOOST_REQUIRE_EQUAL(c.peers.size(), 2u);
+    BOOST_CHECK_EQUAL(c.peers[0].engine, c.slots.at(0).engines.at(0));
+    BOOST_CHECK_EQUAL(c.peers[1].engine, c.slots.at(0).engines.at(1));
+    for (auto& p : c.peers) {
+      BOOST_CHECK_EQUAL(p.gpus, 8);
+      BOOST_CHECK_EQUAL(p.data_address, fmt::format("tcp://{}:9", p.engine));
+    }
+    v1::Envelope e;
+    fill_command(e, c, "gen");
+    auto back = command_of(e, c.engine);
+    BOOST_REQUIRE(back);
+    BOOST_REQUIRE_EQUAL(back->peers.size(), 2u);
+    BOOST_CHECK_EQUAL(back->peers[1].engine, c.peers[1].engine);
+    BOOST_CHECK_EQUAL(back->peers[1].gpus, 8);
+    BOOST_CHECK_EQUAL(back->peers[1].data_address, c.peers[1].data_address);
+  }
+  auto within = small_deployment();
+  within.initial = parallel_config{8};
+  deployment_runtime one{engine, within};
+  one.join({"e0", "n0", 8, false, "tcp://e0:9"}, 0);
+  for (auto& c : one.take_commands())
+    BOOST_CHECK(c.peers.empty());
+}
+
 BOOST_AUTO_TEST_CASE(a_contiguous_dispatch_deals_the_batch_in_slices) {
   // veRL chunks a batch over its DP ranks: a GRPO group's samples, adjacent in the batch,
   // land on one instance.

@@ -36,10 +36,17 @@ class ModelConfig:
             raise ValueError(f"heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
         if self.head_dim % 2:
             raise ValueError(f"head_dim {self.head_dim} must be even for rotary positions")
-        for name, n in (("heads", self.heads), ("kv_heads", self.kv_heads), ("ffn", self.ffn)):
+        for name, n in (("heads", self.heads), ("ffn", self.ffn)):
             if tp < 1 or n % tp:
                 raise ValueError(f"{name} {n} does not split over TP{tp}")
+        if self.kv_heads % tp and tp % self.kv_heads:
+            raise ValueError(f"kv_heads {self.kv_heads} neither split over TP{tp} nor divide it")
+
+    def kv_heads_per_rank(self, tp: int) -> int:
+        """KV heads one TP rank holds: its share, or one head replicated on tp/kv_heads ranks
+        when the degree exceeds them (what vLLM and SGLang do for GQA models at high TP)."""
+        return max(self.kv_heads // tp, 1)
 
     def kv_bytes_per_token(self, tp: int = 1, element_bytes: int = 4) -> int:
         """KV cache bytes one token takes on one TP rank (keys and values, every layer)."""
-        return 2 * self.layers * (self.kv_heads // tp) * self.head_dim * element_bytes
+        return 2 * self.layers * self.kv_heads_per_rank(tp) * self.head_dim * element_bytes

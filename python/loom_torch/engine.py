@@ -14,14 +14,17 @@ instance it leads, reports what finished and each instance's load (GenStats), an
 A command seen before is answered as the first time. Outputs go to the router's data channel
 before Loom hears RequestsFinished, so a step Loom calls done has every output delivered.
 
-An instance lives within this engine's devices: one that spans engines (TP over two nodes) is
-refused with why (docs/engines.md).
+An instance wider than one engine (TP over two nodes) spans the engines its slot names: the lead
+publishes a rendezvous on its data channel, and each other engine starts its share of the ranks
+there (Reconfigure's `peers` say whose GPUs come first). Expert parallelism and AFD are refused
+with why (docs/engines.md).
 
 `loom-engine-torch --profile FILE` measures instead: this engine's decode step times for every
 TP degree its devices run, written as Loom's engine profile (profile.py).
 """
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -37,11 +40,14 @@ from loom_client.client import Client
 
 from .batching import Batcher, Request
 from .config import ModelConfig
-from .instance import Instance
-from .kv_channel import DataServer, Parking, ask, pull, unpack_released
+from .instance import JOIN_TIMEOUT, Arrival, Instance, Mirrors
+from .kv_channel import GONE, DataServer, Parking, ask, pull, unpack_released
+from .parallel import free_address, rank_shares
 from .profile import write_profile
 
 Ack = Tuple[bool, str, List[pb.RequestProgress], float]
+Shares = List[Tuple[str, range]]  # a spanning instance's engines and the ranks each hosts
+JOIN_S = JOIN_TIMEOUT.total_seconds()  # the engines of a spanning instance, to meet
 
 
 @dataclass
@@ -52,6 +58,7 @@ class Served:
     batcher: Batcher
     step_of: Dict[int, int]
     router_of: Dict[int, str]
+    spans: bool = False
 
 
 def progress(r: Request, kv: bool) -> pb.RequestProgress:
@@ -68,6 +75,11 @@ class TorchEngine:
         self.channel = DataServer(f"tcp://{args.host}:*")
         self.parking = Parking()
         self.parking.serve_on(self.channel)
+        self.rendezvous: Dict[Tuple[int, int], bytes] = {}  # (instance, epoch) -> where to meet
+        self.channel.on(b"rendezvous", self._meeting)
+        self.arrived: Dict[Tuple[int, int], set] = {}  # (instance, epoch) -> ranks about to join
+        self.channel.on(b"arrive", self._arrival)
+        self.followed: Dict[int, Mirrors] = {}  # spanning instances led elsewhere: our ranks
         self.client = Client(args.endpoint, args.server_key, args.key, timeout_s=30.0)
         self.epoch = 0
         self.served: Dict[int, Served] = {}
@@ -97,29 +109,119 @@ class TorchEngine:
         return True, "", released, 0.0
 
     def _reshard(self, r: pb.Reconfigure) -> Ack:
+        """Closes what goes; publishes the rendezvous of every spanning instance it leads;
+        starts its ranks of those it follows; then builds its own, blocking until their ranks
+        joined. Nothing blocks before every lead has published, so two engines that lead and
+        follow each other's instances cannot wait on each other."""
         started = time.perf_counter()
-        wanted: Dict[int, int] = {}
-        for slot in r.slots:
-            c = slot.config if slot.HasField("config") else r
-            tp, ep, ffn = c.tp, c.ep, c.ffn_gpus
-            if list(slot.engines) != [self.args.engine_id]:
-                return False, (f"instance {slot.instance} spans engines {list(slot.engines)}: "
-                               "this engine runs instances within its own devices"), [], 0.0
-            if ep > 1 or ffn > 0:
-                return False, (f"instance {slot.instance}: expert parallelism and attention-FFN "
-                               "disaggregation are not implemented here"), [], 0.0
-            if max(tp, 1) > self.args.gpus:
-                return False, f"instance {slot.instance}: TP{tp} needs more devices", [], 0.0
-            wanted[slot.instance] = max(tp, 1)
-        for k in [k for k, s in self.served.items() if wanted.get(k) != s.tp]:
+        plan = self._plan(r)
+        if isinstance(plan, str):
+            return False, plan, [], 0.0
+        led, follows = plan
+        for k in [k for k, s in self.served.items()
+                  if k not in led or led[k][0] != s.tp or s.spans or led[k][1]]:
             self.served.pop(k).batcher.instance.close()
-        for k, tp in wanted.items():
+        for m in self.followed.values():
+            m.close(grace_s=10.0)  # the lead's close stops them; a dead lead's are ended
+        self.followed, self.rendezvous, self.arrived = {}, {}, {}
+        meets = {k: free_address(self.args.host) for k, (_, shares) in led.items()
+                 if shares and k not in self.served}
+        for k, address in meets.items():
+            self.rendezvous[(k, r.epoch)] = json.dumps(
+                {"address": address, "seed": self.args.seed,
+                 "model": dataclasses.asdict(self.cfg)}).encode()
+        for k, (tp, shares, lead) in follows.items():
+            why = self._follow(k, r.epoch, tp, shares, lead)
+            if why:
+                return False, why, [], 0.0
+        for k, (tp, shares) in led.items():
             if k not in self.served:
-                inst = Instance(self.cfg, self.args.seed, tp, self.args.device)
+                if shares and not self._await_arrivals(k, r.epoch, tp, shares):
+                    return False, (f"instance {k}: ranks of other engines did not arrive in "
+                                   f"{JOIN_S:g} s"), [], 0.0
+                local = len(shares[0][1]) if shares else None
+                inst = Instance(self.cfg, self.args.seed, tp, self.args.device, local, meets.get(k))
                 self.served[k] = Served(tp, Batcher(inst, self.args.max_batch,
-                                                    self._kv_capacity(tp)), {}, {})
+                                                    self._kv_capacity(tp)), {}, {}, bool(shares))
+        for k, m in self.followed.items():
+            if not m.joined(JOIN_S):
+                return False, f"instance {k}: this engine's ranks did not join in {JOIN_S:g} s", \
+                    [], 0.0
         self.epoch = r.epoch
         return True, "", [], time.perf_counter() - started
+
+    def _plan(self, r: pb.Reconfigure):
+        """The instances this engine leads {id: (tp, shares or None)} and follows {id: (tp,
+        shares, lead's address)}; or why the reshard cannot be run here."""
+        me, peers = self.args.engine_id, {p.engine: p for p in r.peers}
+        led: Dict[int, Tuple[int, Optional[Shares]]] = {}
+        follows: Dict[int, Tuple[int, Shares, str]] = {}
+        for slot in r.slots:
+            c = slot.config if slot.HasField("config") else r
+            tp, engines = max(c.tp, 1), list(slot.engines)
+            if c.ep > 1 or c.ffn_gpus > 0:
+                return (f"instance {slot.instance}: expert parallelism and attention-FFN "
+                        "disaggregation are not implemented here")
+            if engines == [me]:
+                if tp > self.args.gpus:
+                    return f"instance {slot.instance}: TP{tp} needs more devices"
+                led[slot.instance] = (tp, None)
+                continue
+            missing = [e for e in engines if e not in peers]
+            if missing:
+                return f"instance {slot.instance} spans {engines}: no peer entry for {missing}"
+            try:
+                shares = rank_shares(tp, [(e, peers[e].gpus) for e in engines])
+            except ValueError as e:
+                return f"instance {slot.instance}: {e}"
+            if engines[0] == me:
+                led[slot.instance] = (tp, shares)
+            else:
+                follows[slot.instance] = (tp, shares, peers[engines[0]].data_address)
+        return led, follows
+
+    def _follow(self, k: int, epoch: int, tp: int, shares: Shares, lead: str) -> str:
+        """Starts this engine's ranks of instance `k` at its lead's rendezvous, with the lead's
+        model (the instance's weights are the lead's); why not, or ''."""
+        ranks = dict(shares)[self.args.engine_id]
+        until = time.monotonic() + JOIN_S
+        while True:
+            frames = ask(lead, [b"rendezvous", json.dumps([k, epoch]).encode()], 5.0)
+            if frames and bytes(frames[0]) != GONE:
+                break
+            if time.monotonic() > until:
+                return f"instance {k}: its lead at {lead} gave no rendezvous in {JOIN_S:g} s"
+            time.sleep(0.05)
+        meet = json.loads(bytes(frames[0]))
+        if ranks:  # an engine gathered beyond the degree hosts none
+            self.followed[k] = Mirrors(ModelConfig(**meet["model"]), meet["seed"], tp,
+                                       meet["address"], ranks, self.args.device,
+                                       Arrival(lead, k, epoch))
+            print(f"instance {k}: ranks {ranks.start}-{ranks.stop - 1} of TP{tp} join "
+                  f"{meet['address']}", flush=True)
+        return ""
+
+    def _await_arrivals(self, k: int, epoch: int, tp: int, shares: Shares) -> bool:
+        """Waits, without holding the GIL, until every rank of the other engines is about to
+        join instance k (so the lead's own join is short); whether they all came."""
+        remote = set(range(len(shares[0][1]), tp))
+        until = time.monotonic() + JOIN_S
+        while not remote <= self.arrived.get((k, epoch), set()):
+            if time.monotonic() > until:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def _arrival(self, args: List[bytes]) -> List[bytes]:
+        """A follower's rank about to join instance k of epoch e (the data channel's thread)."""
+        k, epoch, rank = json.loads(bytes(args[0]))
+        self.arrived.setdefault((int(k), int(epoch)), set()).add(int(rank))
+        return [b"ok"]
+
+    def _meeting(self, args: List[bytes]) -> List[bytes]:
+        """The data channel's answer to a follower: where instance k of epoch e meets."""
+        k, epoch = json.loads(bytes(args[0]))
+        return [self.rendezvous.get((int(k), int(epoch)), GONE)]
 
     def _kv_capacity(self, tp: int) -> int:
         return kv_capacity(self.args, self.cfg, tp)
@@ -259,12 +361,16 @@ class TorchEngine:
             for s in list(self.served.values()):
                 if s.step_of:
                     self._finish(s, s.batcher.step())
+                else:
+                    s.batcher.instance.keep_alive()
             if time.monotonic() >= next_stats:
                 for k, s in self.served.items():
                     self._stats(k, s)
                 next_stats = time.monotonic() + tick
         for s in self.served.values():
             s.batcher.instance.close()
+        for m in self.followed.values():
+            m.close()
         self.client.close("stopped")
         self.channel.close()
 

@@ -1,8 +1,8 @@
 """A Qwen2-shaped decoder whose ranks each hold 1/k of it (tensor parallelism, Megatron-style).
 
 Weights are made once, in full, from a seed (or read from a checkpoint) and every rank keeps
-its slice: whole query and KV heads for attention, a slice of the FFN's intermediate width for
-the MLP. Each layer then needs exactly two all-reduces (after the attention's output
+its slice: whole query and KV heads for attention (a KV head replicated where the degree
+exceeds them), a slice of the FFN's intermediate width for the MLP. Each layer then needs exactly two all-reduces (after the attention's output
 projection and after the MLP's down projection), as in Megatron-LM §3 and every inference
 engine's TP. Because slices come from the same full tensors, TP1 and TPk compute the same
 function up to the order of floating-point sums.
@@ -49,15 +49,21 @@ def init_weights(cfg: ModelConfig, seed: int) -> Weights:
 # (a row-parallel layer, followed by an all-reduce), or not at all.
 _ROWS = ("q_proj", "q_bias", "k_proj", "k_bias", "v_proj", "v_bias", "gate_proj", "up_proj")
 _COLUMNS = ("o_proj", "down_proj")
+_KV = ("k_proj", "k_bias", "v_proj", "v_bias")
 
 
-def shard(weights: Weights, rank: int, tp: int) -> Weights:
+def shard(weights: Weights, rank: int, tp: int, kv_heads: int = 0) -> Weights:
     """Rank `rank`'s slice of full `weights` for TP`tp` (contiguous copies: a rank keeps only
-    its own bytes)."""
+    its own bytes). With more ranks than `kv_heads`, each KV head is replicated on tp/kv_heads
+    consecutive ranks: those whose query heads read it."""
     out: Weights = {}
     for name, t in weights.items():
         kind = name.rsplit(".", 1)[-1]
-        if kind in _ROWS:
+        if kv_heads and tp > kv_heads and kind in _KV:
+            n = t.shape[0] // kv_heads
+            head = rank // (tp // kv_heads)
+            out[name] = t[head * n:(head + 1) * n].contiguous()
+        elif kind in _ROWS:
             n = t.shape[0] // tp
             out[name] = t[rank * n:(rank + 1) * n].contiguous()
         elif kind in _COLUMNS:
@@ -104,9 +110,10 @@ class Decoder:
         cfg.validate(tp)
         self.cfg, self.rank, self.tp = cfg, rank, tp
         self.device = torch.device(device)
-        self.w = {k: v.to(self.device) for k, v in shard(weights, rank, tp).items()}
+        self.w = {k: v.to(self.device)
+                  for k, v in shard(weights, rank, tp, cfg.kv_heads).items()}
         self.all_reduce = all_reduce or (lambda t: t)
-        self.heads, self.kv_heads = cfg.heads // tp, cfg.kv_heads // tp
+        self.heads, self.kv_heads = cfg.heads // tp, cfg.kv_heads_per_rank(tp)
         d = cfg.head_dim
         self.inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, device=self.device)
                                                   .float() / d))

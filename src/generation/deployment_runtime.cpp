@@ -97,6 +97,7 @@ void deployment_runtime::extend_layout(double now) {
     c.epoch = epoch_;
     c.config = layout_config_;
     c.slots = std::move(carried);
+    c.peers = peers_of(c.slots);
     send(std::move(c), now);
   }
 }

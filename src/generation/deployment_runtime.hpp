@@ -194,6 +194,9 @@ private:
   uint64_t send(gen_command c, double now);
   /// `c` to every engine alive; a reshard carries each engine's share of its slots.
   void command_engines(const gen_command& c, double now);
+  /// The engines of the spanning instances among `slots`, as they registered: how a follower
+  /// finds its instance's lead, and which ranks are whose.
+  std::vector<engine_hello> peers_of(const std::vector<instance_slot>& slots) const;
   void forget_commands_to(const std::string& engine);
   void on_drain_ack(const command_ack& a);
   void on_reshard_ack(const command_ack& a, const gen_command& sent);

@@ -17,10 +17,22 @@ void deployment_runtime::command_engines(const gen_command& c, double now) {
       continue;
     auto mine = c;
     mine.engine = id;
-    if (c.kind == gen_command_kind::reshard)
+    if (c.kind == gen_command_kind::reshard) {
       mine.slots = carried_by(c.slots, id);
+      mine.peers = peers_of(mine.slots);
+    }
     send(std::move(mine), now);
   }
+}
+
+std::vector<engine_hello> deployment_runtime::peers_of(const std::vector<instance_slot>& slots) const {
+  std::vector<engine_hello> out;
+  for (auto& s : slots)
+    for (auto& e : s.engines)
+      if (auto it = engines_.find(e); s.engines.size() > 1 && it != engines_.end()
+          && std::none_of(out.begin(), out.end(), [&](auto& p) { return p.engine == e; }))
+        out.push_back(it->second.hello);
+  return out;
 }
 
 uint64_t deployment_runtime::send(gen_command c, double now) {

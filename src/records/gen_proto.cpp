@@ -134,6 +134,12 @@ void fill_command(v1::Envelope& out, const gen_command& c, const std::string& de
       r->set_instances(uint32_t(c.slots.size()));
       for (auto& s : c.slots)
         fill(*r->add_slots(), s);
+      for (auto& p : c.peers) {
+        auto* x = r->add_peers();
+        x->set_engine(p.engine);
+        x->set_gpus(uint32_t(std::max(0, p.gpus)));
+        x->set_data_address(p.data_address);
+      }
       return;
     }
     case gen_command_kind::admit: {
@@ -181,6 +187,8 @@ std::optional<gen_command> command_of(const v1::Envelope& e, const std::string& 
     c.config.ffn_gpus = count_of(r.ffn_gpus());
     for (auto& s : r.slots())
       c.slots.push_back(slot_of(s, c.config));
+    for (auto& p : r.peers())
+      c.peers.push_back({p.engine(), "", count_of(p.gpus()), false, p.data_address()});
     return c;
   }
   if (e.has_admit_requests()) {

@@ -218,6 +218,7 @@ struct gen_command {
   uint64_t epoch = 0;
   parallel_config config;           // drain, reshard: the new layout's (first) config
   std::vector<instance_slot> slots; // reshard: the instances this engine carries, each's config
+  std::vector<engine_hello> peers;  // reshard: the engines of its spanning slots (GPUs, address)
   uint32_t instance = 0;            // admit: the instance, led by this engine
   uint64_t step = 0;                // admit: the RL step its requests belong to
   bool resume = false;              // admit: the instance's first batch after a reshard

@@ -221,7 +221,7 @@ class TorchLive(unittest.TestCase):
         self.wait_for(lambda: any(e.count(text) for e in self.engines),
                       f"step {step} admitted" + ("" if instance is None else f" on {instance}"))
 
-    def test_an_operator_switches_tp1_to_tp2_mid_step_and_back_and_outputs_hold(self):
+    def test_an_operator_switches_tp1_to_tp2_to_tp4_over_both_engines_and_back(self):
         self.start("TP1")
         batch = prompts(12, long_every=3)
         want = reference(batch)
@@ -241,11 +241,25 @@ class TorchLive(unittest.TestCase):
         share = identical_share(got, want)
         print(f"TP1 -> TP2 mid-step: {share:.4f} of the tokens as unmigrated TP1", flush=True)
         self.assertGreaterEqual(share, 0.99)
+        # Mid-step again, to one TP4 instance wider than either engine: e0 leads it with ranks
+        # 0-1, e1 starts ranks 2-3 at e0's rendezvous (OrchestrRL's cross-node TP).
+        running = StepThread(self.router, 2, batch)
+        self.step_admitted(2)
+        self.service.admin("generation", "reconfigure", "gen", "TP4")
+        got = running.result()
+        self.assertEqual(self.service.generation()["current"], "1xTP4")
+        lead, follower = sorted(self.engines, key=lambda e: e.count("ranks 2-3 of TP4 join"))
+        self.assertEqual(follower.count("ranks 2-3 of TP4 join"), 1, follower.lines)
+        self.assertGreater(lead.admitted("recomputed"), 0)
+        share = identical_share(got, want)
+        print(f"TP2 -> TP4 over both engines mid-step: {share:.4f} of the tokens as unmigrated "
+              "TP1", flush=True)
+        self.assertGreaterEqual(share, 0.99)
         # Back to TP1 between steps: token for token again.
         self.service.admin("generation", "reconfigure", "gen", "TP1")
         self.wait_for(lambda: self.service.generation()["reconfiguring"] == "",
                       "the switch back")
-        self.assertEqual(self.router.run_step(2, batch, LIMIT_S), want)
+        self.assertEqual(self.router.run_step(3, batch, LIMIT_S), want)
         self.assertEqual(self.service.generation()["current"], "4xTP1")
 
     def test_a_straggler_moves_its_kv_and_an_engine_killed_mid_step_loses_no_output(self):

@@ -14,7 +14,8 @@ import torch  # noqa: E402
 
 from loom_torch import Decoder, KvCache, ModelConfig, init_weights, shard  # noqa: E402
 from loom_torch.batching import Batcher, Request  # noqa: E402
-from loom_torch.instance import Instance  # noqa: E402
+from loom_torch.instance import Instance, Mirrors  # noqa: E402
+from loom_torch.parallel import free_address, rank_shares  # noqa: E402
 from loom_torch.generate import greedy, pack, sample, unpack  # noqa: E402
 from loom_torch.grpo_split import Inbox, call  # noqa: E402
 from loom_torch.kv_channel import DataServer, Parking, pull  # noqa: E402
@@ -78,8 +79,14 @@ class DecoderTest(unittest.TestCase):
         self.assertTrue(torch.equal(torch.cat([h[q] for h in halves]), self.weights[q]))
         o = "layers.1.o_proj"
         self.assertTrue(torch.equal(torch.cat([h[o] for h in halves], dim=1), self.weights[o]))
-        with self.assertRaisesRegex(ValueError, "kv_heads 2 does not split over TP4"):
-            Decoder(CFG, self.weights, 0, 4)
+        # TP4 of 2 KV heads: each KV head on the two ranks whose query heads read it.
+        k = "layers.0.k_proj"
+        quarters = [shard(self.weights, r, 4, CFG.kv_heads)[k] for r in range(4)]
+        self.assertTrue(torch.equal(quarters[0], quarters[1]))
+        self.assertTrue(torch.equal(torch.cat([quarters[1], quarters[2]]), self.weights[k]))
+        self.assertEqual(CFG.kv_bytes_per_token(4), CFG.kv_bytes_per_token(2))
+        with self.assertRaisesRegex(ValueError, "heads 4 does not split over TP3"):
+            Decoder(CFG, self.weights, 0, 3)
 
     def test_bytes_round_trip(self):
         self.assertEqual(decode(encode("héllo")), "héllo")
@@ -182,6 +189,22 @@ class BatchingTest(unittest.TestCase):
         batcher = Batcher(Instance(CFG, 7, tp=2), 6, 10_000)
         outputs = self.run_all(batcher)
         batcher.instance.close()
+        same = sum(a == b for o, alone in zip(outputs, self.alone) for a, b in zip(o, alone))
+        self.assertGreaterEqual(same / sum(map(len, self.alone)), 0.99, (outputs, self.alone))
+
+    def test_tp4_spanning_two_engines_decodes_as_tp1(self):
+        # A spanning instance as two engines build it: the lead hosts ranks 0-1 here, the
+        # follower's ranks 2-3 join its rendezvous as Mirrors (the engine's _follow).
+        shares = rank_shares(4, [("e0", 2), ("e1", 2)])
+        self.assertEqual(shares, [("e0", range(0, 2)), ("e1", range(2, 4))])
+        address = free_address()
+        follower = Mirrors(CFG, 7, 4, address, shares[1][1])
+        batcher = Batcher(Instance(CFG, 7, 4, "cpu", len(shares[0][1]), address), 6, 10_000)
+        self.assertTrue(follower.joined(60))
+        outputs = self.run_all(batcher)
+        batcher.instance.close()
+        follower.close(grace_s=30)
+        self.assertFalse(any(p.is_alive() for p in follower.procs))  # the lead's stop ended them
         same = sum(a == b for o, alone in zip(outputs, self.alone) for a, b in zip(o, alone))
         self.assertGreaterEqual(same / sum(map(len, self.alone)), 0.99, (outputs, self.alone))
 
