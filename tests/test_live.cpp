@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "loom.pb.h"
@@ -349,53 +350,75 @@ std::pair<std::string, size_t> drive_scenario(const std::string& thinned) {
   return {path, std::stoul(text.substr(jobs + 8))};
 }
 
+/// One live drive of `scenario` at `scale` simulated seconds per wall second, against a serve
+/// of its own (config, store and report under `tag`): the report, and what the drive printed.
+std::pair<json, std::string> drive_live(lt::live_service& s, const std::string& scenario,
+                                        double scale, const std::string& tag) {
+  auto port = lt::free_tcp_port();
+  auto endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+  auto config = s.dir / (tag + ".toml");
+  auto written = lt::run({lt::loom_binary(), "drive", scenario, "--serve-config", config,
+                          "--storage", s.dir / (tag + "-db"), "--endpoint", endpoint, "--key",
+                          s.dir / "keys/driver-a"});
+  BOOST_REQUIRE_MESSAGE(written.exit_code == 0, written.err);
+  auto serve = std::make_unique<lt::child_process>(
+    std::vector<std::string>{lt::loom_binary(), "serve", "-c", config, "--log-level", "warn"});
+  for (int i = 0; i < 600 && lt::read_file(s.dir / (tag + "-db/keys/admin.pub")).empty(); ++i)
+    std::this_thread::sleep_for(100ms);
+  auto driven = lt::run({lt::loom_binary(), "drive", scenario, "--endpoint", endpoint,
+                         "--server-key", s.dir / (tag + "-db/keys/server.pub"), "--key",
+                         s.dir / "keys/driver-a", "--time-scale", fmt::format("{:g}", scale),
+                         "--out", s.dir / tag},
+                        600s);
+  BOOST_REQUIRE_MESSAGE(driven.exit_code == 0, driven.out << driven.err);
+  serve->send_signal(SIGTERM);
+  BOOST_REQUIRE(serve->wait(lt::live_limit));
+  auto report = json::parse(lt::read_file(s.dir / (tag + "/report.json")));
+  // Every phase release was timed; a lagging drive says so where it is read.
+  BOOST_CHECK_EQUAL(report["drive"]["lagging"].get<bool>(),
+                    driven.out.find("warning: the drive lagged") != std::string::npos);
+  BOOST_TEST_MESSAGE("drive at " << scale << "x: " << report["drive"].dump());
+  return {report, driven.out};
+}
+
 BOOST_AUTO_TEST_CASE(loom_drive_plays_a_scenario_live_as_replay_decides_it) {
   lt::live_service s;
   auto [scenario, jobs] = drive_scenario(s.dir / "weave-drive.toml");
   auto replayed = lt::run({lt::loom_binary(), "replay", scenario, "--out", s.dir / "replay"},
                           120s);
   BOOST_REQUIRE_MESSAGE(replayed.exit_code == 0, replayed.err);
-  // The service runs the scenario's cluster and policy, with a driver key for the drive.
-  auto port = lt::free_tcp_port();
-  auto endpoint = "tcp://127.0.0.1:" + std::to_string(port);
-  auto written = lt::run({lt::loom_binary(), "drive", scenario, "--serve-config",
-                          s.dir / "drive.toml", "--storage", s.dir / "drive-db", "--endpoint",
-                          endpoint, "--key", s.dir / "keys/driver-a"});
-  BOOST_REQUIRE_MESSAGE(written.exit_code == 0, written.err);
-  auto serve = std::make_unique<lt::child_process>(std::vector<std::string>{
-    lt::loom_binary(), "serve", "-c", s.dir / "drive.toml", "--log-level", "warn"});
-  for (int i = 0; i < 600 && lt::read_file(s.dir / "drive-db/keys/admin.pub").empty(); ++i)
-    std::this_thread::sleep_for(100ms);
   // 1,000 simulated seconds per wall second; a sanitized build's service is several times
   // slower, so its clock is compressed that much less (its timing must not decide an SLO).
-  const auto drive_scale = std::to_string(1000 * 1000 / lt::scaled(1000ms).count());
-  auto driven = lt::run({lt::loom_binary(), "drive", scenario, "--endpoint", endpoint,
-                         "--server-key", s.dir / "drive-db/keys/server.pub", "--key",
-                         s.dir / "keys/driver-a", "--time-scale", drive_scale, "--out",
-                         s.dir / "drive"},
-                        300s);
-  BOOST_REQUIRE_MESSAGE(driven.exit_code == 0, driven.out << driven.err);
-  serve->send_signal(SIGTERM);
-  BOOST_REQUIRE(serve->wait(lt::live_limit));
+  // A drive that lags behind simulated time past its budget (a stall of a few milliseconds is
+  // seconds here) is run again at half the compression, as its own warning says to; not in a
+  // sanitized build, which is here for its memory and UB checks, not for timing.
+  double scale = 1000.0 * 1000 / double(lt::scaled(1000ms).count());
+  auto [live_report, out] = drive_live(s, scenario, scale, "drive");
+  std::string tag = "drive";
+  if (live_report["drive"]["lagging"].get<bool>() && !lt::sanitized) {
+    scale /= 2;
+    tag = "drive-slower";
+    std::tie(live_report, out) = drive_live(s, scenario, scale, tag);
+  }
   auto replay = json::parse(lt::read_file(s.dir / "replay/report.json"))["policies"]["weave"];
-  auto live_report = json::parse(lt::read_file(s.dir / "drive/report.json"));
   auto live = live_report["policies"]["weave"];
-  BOOST_TEST_MESSAGE("drive: " << live_report["drive"].dump() << "; replay mean slowdown "
-                               << replay["mean_slowdown"] << ", live " << live["mean_slowdown"]);
+  BOOST_TEST_MESSAGE("replay mean slowdown " << replay["mean_slowdown"] << ", live "
+                                             << live["mean_slowdown"]);
   BOOST_CHECK_EQUAL(live_report["drive"]["wire_errors"], 0);
-  // Every phase release was timed; a lagging drive says so where it is read.
   BOOST_CHECK_GE(live_report["drive"]["lag_s"]["releases"].get<int64_t>(),
                  live["iterations"].get<int64_t>());
-  BOOST_CHECK_EQUAL(live_report["drive"]["lagging"].get<bool>(),
-                    driven.out.find("warning: the drive lagged") != std::string::npos);
   // The same decisions, in the same order, into the same groups; the same iterations run and
-  // the same SLO attainment.
+  // the same SLO attainment (unless the drive lagged all the same, which it reports: then
+  // timing, not Loom, may decide an SLO).
   BOOST_CHECK_EQUAL(live["decisions"].dump(), replay["decisions"].dump());
   auto decided = placements_in(s.dir / "replay/store/weave");
   BOOST_CHECK_EQUAL(decided.size(), jobs); // every job of the scenario
-  BOOST_CHECK(placements_in(s.dir / "drive-db") == decided);
+  BOOST_CHECK(placements_in(s.dir / (tag + "-db")) == decided);
   BOOST_CHECK_EQUAL(live["iterations"], replay["iterations"]);
   BOOST_CHECK_EQUAL(live["jobs_with_iterations"], replay["jobs_with_iterations"]);
-  BOOST_CHECK_EQUAL(live["slo_attainment"], replay["slo_attainment"]);
+  if (!live_report["drive"]["lagging"].get<bool>())
+    BOOST_CHECK_EQUAL(live["slo_attainment"], replay["slo_attainment"]);
+  else
+    BOOST_TEST_MESSAGE("the drive lagged at " << scale << "x: SLO attainment not compared");
   BOOST_CHECK_EQUAL(live["rejections"].dump(), replay["rejections"].dump());
 }
