@@ -3,8 +3,8 @@ real tensor parallelism, small enough for CI, on CPU or CUDA.
 
 Modules by idea: `config` (the model's sizes), `tokenizer` (bytes), `model` (the decoder and
 its TP shards), `parallel` (process groups over torch.distributed), `instance` (a TPk serving
-instance: rank 0 here, the others mirroring it, here or on other engines; caches by request), `batching` (continuous
-batching with KV memory accounting and preemption), `generate` (greedy and sampled decoding,
+instance: rank 0 here, the others mirroring it, here or on other engines; caches by request),
+`batching` (continuous batching with KV memory accounting and preemption), `generate` (greedy and sampled decoding,
 a cache as bytes), `kv_channel` (the data channels: prompts, outputs and moved requests with their
 caches), `engine` (loom-engine-torch: one node's server obeying Loom's commands), `profile` (its
 `--profile`: step times measured per TP degree, as Loom's engine profile), `router`
@@ -15,7 +15,8 @@ shares), `grpo` (the job on Loom's Job API: the CLI and the driver), `grpo_split
 and rollout roles, weights moved along Loom's sync route).
 docs/engines.md is the adapter contract; docs/frameworks.md puts a framework under Loom.
 
-Not here yet (issue 44): expert parallelism and attention-FFN disaggregation.
+Not here: expert parallelism and attention-FFN disaggregation. The model is dense, so EP has
+no experts to split; a reshard to either is refused with that reason (docs/engines.md).
 """
 
 from .config import ModelConfig

@@ -160,8 +160,8 @@ class TorchEngine:
             c = slot.config if slot.HasField("config") else r
             tp, engines = max(c.tp, 1), list(slot.engines)
             if c.ep > 1 or c.ffn_gpus > 0:
-                return (f"instance {slot.instance}: expert parallelism and attention-FFN "
-                        "disaggregation are not implemented here")
+                return (f"instance {slot.instance}: EP{c.ep} with {c.ffn_gpus} FFN GPUs asked of "
+                        "a dense model (no experts to split): this engine runs TP only")
             if engines == [me]:
                 if tp > self.args.gpus:
                     return f"instance {slot.instance}: TP{tp} needs more devices"

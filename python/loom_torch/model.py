@@ -2,9 +2,9 @@
 
 Weights are made once, in full, from a seed (or read from a checkpoint) and every rank keeps
 its slice: whole query and KV heads for attention (a KV head replicated where the degree
-exceeds them), a slice of the FFN's intermediate width for the MLP. Each layer then needs exactly two all-reduces (after the attention's output
-projection and after the MLP's down projection), as in Megatron-LM §3 and every inference
-engine's TP. Because slices come from the same full tensors, TP1 and TPk compute the same
+exceeds them), a slice of the FFN's intermediate width for the MLP. Each layer then needs
+exactly two all-reduces (after the attention's output projection and after the MLP's down
+projection), as in Megatron-LM §3 and every inference engine's TP. Because slices come from the same full tensors, TP1 and TPk compute the same
 function up to the order of floating-point sums.
 """
 

@@ -25,7 +25,8 @@ void deployment_runtime::command_engines(const gen_command& c, double now) {
   }
 }
 
-std::vector<engine_hello> deployment_runtime::peers_of(const std::vector<instance_slot>& slots) const {
+std::vector<engine_hello>
+deployment_runtime::peers_of(const std::vector<instance_slot>& slots) const {
   std::vector<engine_hello> out;
   for (auto& s : slots)
     for (auto& e : s.engines)
