@@ -31,6 +31,9 @@ namespace loom {
 inline constexpr std::chrono::milliseconds no_timeout{0};
 
 struct client_options {
+  // The service's gateway; several, comma-separated, for the replicas of a service with [ha]:
+  // the client connects to each, and only the leader listens, so it talks to the leader and
+  // moves to the next one when it fails over.
   std::string endpoint = "tcp://127.0.0.1:5555";
   std::string server_public_key; // Z85; empty: plain text (the service must run insecure)
   std::string public_key;        // this client's Z85 key pair

@@ -85,7 +85,9 @@ def _error_reply(rid, code, message):
 
 
 class Client:
-    """Thread-safe: any thread may call. `timeout_s` bounds calls other than acquire (which
+    """Thread-safe: any thread may call. `endpoint` is the service's gateway, or several,
+    comma-separated, for the replicas of a service with [ha] (the client follows its leader).
+    `timeout_s` bounds calls other than acquire (which
     waits for its turn as long as it takes unless given a timeout); None: no bound. Once
     registered, a call waits through an outage of the service (a restart, a link down) for at
     most `outage_limit_s` (None: as long as it lasts) and counts its timeout from when the
@@ -102,8 +104,16 @@ class Client:
             self._sock.curve_serverkey = read_key(server_key).encode()
             self._sock.curve_publickey = read_key(key + ".pub").encode()
             self._sock.curve_secretkey = read_key(key + ".secret").encode()
-        self._sock.connect(endpoint)
+        endpoints = [e.strip() for e in endpoint.split(",") if e.strip()]
+        if len(endpoints) > 1:
+            # The replicas of a service with [ha]: only the leader listens, so frames go to
+            # the connection that is up, and a new leader's endpoint is retried often.
+            self._sock.setsockopt(zmq.IMMEDIATE, 1)
+            self._sock.setsockopt(zmq.RECONNECT_IVL_MAX, 500)
+        for e in endpoints:
+            self._sock.connect(e)
         self._endpoint = endpoint
+        self._links = 0  # endpoints connected now (the leader's alone, with [ha])
         # Callers wake the I/O thread through an inproc pair (sockets are not thread-safe).
         address = f"inproc://loom-client-wake-{os.getpid()}-{next(_wake_ids)}"
         self._wake_rx = self._ctx.socket(zmq.PAIR)
@@ -229,7 +239,12 @@ class Client:
                 self._ever_connected |= event == zmq.EVENT_CONNECTED
                 self._handshake_ok |= event == _HANDSHAKE_OK
                 self._refused |= event == zmq.EVENT_HANDSHAKE_FAILED_AUTH
-                if event == zmq.EVENT_DISCONNECTED and self._outage_since is None:
+                if event == zmq.EVENT_CONNECTED:
+                    self._links += 1
+                elif event == zmq.EVENT_DISCONNECTED:
+                    self._links = max(0, self._links - 1)
+                if (event == zmq.EVENT_DISCONNECTED and self._links == 0
+                        and self._outage_since is None):
                     self._outage_since = now
                     if self._registration is not None:
                         print(f"loom-client: event=service_unreachable endpoint={self._endpoint} "

@@ -50,7 +50,7 @@ namespace {
 /// The keys to reach the service with: its server key and the admin pair (or --key's).
 std::optional<client_options> client_options_for(const config& cfg, const admin_request& req) {
   client_options opt;
-  opt.endpoint = cfg.endpoints.gateway;
+  opt.endpoint = req.endpoints.empty() ? cfg.endpoints.gateway : req.endpoints;
   opt.timeout = std::chrono::milliseconds{req.timeout_ms};
   if (cfg.security.insecure)
     return opt;

@@ -21,6 +21,8 @@ struct admin_request {
   std::string key;         // key pair path prefix (PREFIX.pub, PREFIX.secret); default: the
                            // service's local admin key in its keys_dir
   int timeout_ms = 10000;
+  std::string endpoints;   // where to reach the service (comma-separated: its [ha] replicas);
+                           // empty: the config's endpoints.gateway
 };
 
 /// The process exit code: 0, 1 when the service answers with an error or not at all, 2 for

@@ -18,6 +18,7 @@ std::vector<std::unique_ptr<subcommand>> loom_subcommands() {
   out.push_back(report_subcommand());
   out.push_back(events_subcommand());
   out.push_back(drive_subcommand());
+  out.push_back(ha_subcommand());
   return out;
 }
 

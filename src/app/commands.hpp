@@ -32,7 +32,7 @@ public:
   virtual std::optional<int> run_if_given() = 0;
 };
 
-/// serve, check-config, keygen, replay, report, events, drive, ocs-emu, ocs-agent, and the
+/// serve, check-config, keygen, replay, report, events, drive, ocs-emu, ocs-agent, ha, and the
 /// admin requests.
 std::vector<std::unique_ptr<subcommand>> loom_subcommands();
 
@@ -64,5 +64,6 @@ std::unique_ptr<subcommand> ocs_agent_subcommand();
 std::unique_ptr<subcommand> admin_subcommands();
 std::unique_ptr<subcommand> report_subcommand();
 std::unique_ptr<subcommand> events_subcommand();
+std::unique_ptr<subcommand> ha_subcommand();
 
 } // namespace loom

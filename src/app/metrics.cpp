@@ -27,6 +27,7 @@ int answer_healthz(mg_connection* conn) {
   const auto h = health.load();
   const char* body = h == service_health::ready      ? "ready\n"
                      : h == service_health::starting ? "starting\n"
+                     : h == service_health::standby  ? "standby\n"
                                                      : "stopping\n";
   const int status = h == service_health::ready ? 200 : 503;
   mg_printf(conn,

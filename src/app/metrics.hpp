@@ -19,7 +19,9 @@ class process_collector;
 /// What /healthz answers: 503 "starting" until the service is ready (its actors restored and
 /// its gateway listening), 200 "ready", then 503 "stopping" once a stop was asked for, so a
 /// load balancer or systemd sends nothing to a service that cannot take it.
-enum class service_health { starting, ready, stopping };
+/// What /healthz answers: 200 "ready" only while the service serves its gateway; a standby
+/// replica ([ha]) answers 503 "standby", so a load balancer sends clients to the leader.
+enum class service_health { starting, ready, stopping, standby };
 void set_health(service_health h);
 
 class metrics_endpoint {

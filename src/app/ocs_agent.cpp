@@ -233,7 +233,10 @@ public:
                    "driver = \"zmq\") and applies and reads back what serve asks, over TL1\n"
                    "(--tl1, e.g. a `loom ocs-emu`) or on an emulated switch (--emulated).\n"
                    "Runs until SIGINT/SIGTERM.");
-    cmd_->add_option("--endpoint", s_.endpoint, "The service's gateway")->capture_default_str();
+    cmd_->add_option("--endpoint", s_.endpoint,
+                     "The service's gateway; several, comma-separated, for the replicas of a\n"
+                     "service with [ha] (the agent follows its leader)")
+      ->capture_default_str();
     cmd_->add_option("--server-key", s_.server_key,
                      "The service's public key file (omit if it runs insecure)");
     cmd_->add_option("--key", s_.key, "This agent's ocs-agent key pair prefix (KEY.pub, KEY.secret)");

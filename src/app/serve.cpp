@@ -23,6 +23,7 @@
 #include "fabric/fabric_controller.hpp"
 #include "gateway/gateway.hpp"
 #include "gateway/keys.hpp"
+#include "ha/replica.hpp"
 #include "generation/balancer.hpp"
 #include "generation/gen_controller.hpp"
 #include "generation/gen_planner.hpp"
@@ -304,12 +305,53 @@ void reload(config& running, const serve_options& options, zmq_server& socket) {
   set_log_level(next->level);
 }
 
-/// Every actor of the service, then the gateway's socket; runs until a shutdown signal.
-caf::error run_service(caf::actor_system& sys, const config& cfg, const serve_options& options,
-                       std::shared_ptr<database> db, std::shared_ptr<service_metrics> metrics) {
+/// Why a service's run ended.
+enum class service_end {
+  stopped,  // SIGINT or SIGTERM
+  resigned, // SIGUSR1: a leader steps down for another replica ([ha])
+  deposed,  // its leadership ended on its own ([ha]: the lease, or another leader)
+};
+
+/// SIGHUP reloads; anything else ends the run. A leader ([ha]) also looks at its leadership
+/// every 100 ms, and a service without [ha] has nothing to resign.
+service_end await_end(const config& cfg, const serve_options& options, zmq_server& socket,
+                      const replica* ha) {
+  config running = cfg;
+  for (;;) {
+    const int sig = ha ? await_service_signal(std::chrono::milliseconds{100})
+                       : await_service_signal();
+    if (sig == SIGHUP) {
+      reload(running, options, socket);
+      continue;
+    }
+    if (sig == SIGUSR1 && !ha) {
+      spdlog::info("event=resign_ignored reason=\"SIGUSR1 makes a leader step down; this "
+                   "service runs without [ha]\"");
+      continue;
+    }
+    if (sig == SIGUSR1)
+      return service_end::resigned;
+    if (sig != 0) {
+      spdlog::info("event=shutdown_requested signal={}", sigabbrev_np(sig));
+      return service_end::stopped;
+    }
+    if (!ha->leading())
+      return service_end::deposed;
+  }
+}
+
+/// Every actor of the service, then the gateway's socket; runs until a shutdown signal, or
+/// ([ha]) until this replica no longer leads.
+caf::expected<service_end> run_service(caf::actor_system& sys, const config& cfg,
+                                       const serve_options& options,
+                                       std::shared_ptr<database> db,
+                                       std::shared_ptr<service_metrics> metrics,
+                                       std::shared_ptr<replica> ha) {
   service_actors actors{metrics};
   const bool store_created = db->created();
-  auto store_handle = actors.add("store", sys.spawn(store, std::move(db), metrics));
+  auto store_handle =
+    ha ? actors.add("store", sys.spawn(replicated_store, std::move(db), metrics, ha))
+       : actors.add("store", sys.spawn(store, std::move(db), metrics));
   // Actors initialise asynchronously: one round trip makes "ready" mean the store answers.
   if (auto ready = ask_now<ok_atom>(sys, store_handle, flush_atom::value); !ready)
     return ready.error();
@@ -325,6 +367,8 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, const serve_op
   if (!server)
     return server.error();
   std::shared_ptr<zmq_server> socket = std::move(*server);
+  if (ha)
+    socket->fence([ha] { return ha->leading(); });
   auto gw = actors.add("gateway", sys.spawn(gateway, gateway_settings(cfg), socket, metrics));
   auto observer = actors.add("metrics_observer", sys.spawn(metrics_observer, metrics));
   auto scheduler = start_scheduler(sys, cfg, store_handle, caf::actor_cast<worker_actor>(gw),
@@ -350,15 +394,11 @@ caf::error run_service(caf::actor_system& sys, const config& cfg, const serve_op
                !cfg.security.insecure);
   set_health(service_health::ready);
   spdlog::info("event=serve_ready pid={}", static_cast<long>(getpid()));
-  config running = cfg;
-  int sig = 0;
-  while ((sig = await_service_signal()) == SIGHUP)
-    reload(running, options, *socket);
+  const auto end = await_end(cfg, options, *socket, ha.get());
   set_health(service_health::stopping);
-  spdlog::info("event=shutdown_requested signal={}", sigabbrev_np(sig));
   tell_sessions_stopping(sys, gw);
   socket->stop(); // what the gateway queued goes out first
-  return caf::none;
+  return end;
 }
 
 } // namespace
@@ -381,6 +421,72 @@ caf::expected<std::unique_ptr<database>> open_storage(const std::string& path,
 }
 
 } // namespace
+
+/// SIGHUP on a standby: its next term starts as a restart would, with the whole config read
+/// again ([ha] itself excepted: its replica keeps its etcd session).
+void reload_standby(config& current, const serve_options& options) {
+  auto next = options.reload ? options.reload() : std::optional<config>{};
+  if (!next) {
+    spdlog::error("event=reload_refused reason=\"the config has errors (printed above); the "
+                  "one read before stays\"");
+    return;
+  }
+  auto restart = changed_settings(current, *next, {});
+  std::erase_if(restart, [](const std::string& k) { return k.rfind("ha", 0) != 0; });
+  next->ha = current.ha;
+  current = std::move(*next);
+  set_log_level(current.level);
+  spdlog::info("event=config_reloaded role=standby source={} needs_restart=\"{}\" "
+               "note=\"the rest applies when this replica leads\"",
+               current.source, fmt::join(restart, ","));
+}
+
+/// [ha]: stands by until elected, leads until deposed, resigned or stopped, and stands by
+/// again after each term; returns when a signal stops it.
+template <class Run>
+caf::error lead_when_elected(const config& cfg, const serve_options& options,
+                             const std::shared_ptr<database>& store,
+                             const std::shared_ptr<service_metrics>& metrics,
+                             uint16_t metrics_port, Run& run) {
+  const auto& ha_cfg = *cfg.ha;
+  config current = cfg; // a standby's SIGHUP reads the config its next term starts with
+  auto host = cfg.endpoints.metrics.substr(0, cfg.endpoints.metrics.rfind(':'));
+  auto ha = std::make_shared<replica>(ha_cfg, fmt::format("{}:{}", host, metrics_port), store,
+                                      metrics);
+  spdlog::info("event=ha_starting replica={} etcd=\"{}\" prefix={} lease_ttl_s={} "
+               "advertise={}",
+               ha_cfg.name, fmt::join(ha_cfg.endpoints, ","), ha_cfg.prefix, ha_cfg.lease_ttl_s,
+               ha_cfg.advertise);
+  for (;;) {
+    set_health(service_health::standby);
+    bool stop = false;
+    const bool elected = ha->stand_by([&] {
+      const int sig = await_service_signal(std::chrono::milliseconds{0});
+      if (sig == SIGINT || sig == SIGTERM)
+        stop = true;
+      else if (sig == SIGHUP)
+        reload_standby(current, options);
+      else if (sig != 0)
+        spdlog::info("event=signal_ignored signal={} reason=\"a standby has nothing to "
+                     "resign\"",
+                     sigabbrev_np(sig));
+      return stop;
+    });
+    if (!elected)
+      return caf::none;
+    auto end = run(current, ha);
+    if (!end || *end != service_end::deposed)
+      ha->stand_down(!end ? "it failed to start"
+                     : *end == service_end::resigned ? "SIGUSR1: it resigned"
+                                                     : "it was stopped");
+    if (!end)
+      return end.error();
+    if (*end == service_end::stopped)
+      return caf::none;
+    spdlog::warn("event=ha_standing_by_again replica={} reason={}", ha_cfg.name,
+                 *end == service_end::resigned ? "resigned" : "deposed");
+  }
+}
 
 int serve(const config& cfg, const serve_options& options) {
   // Before any thread exists: only the main thread will ever receive SIGINT/SIGTERM.
@@ -418,22 +524,30 @@ int serve(const config& cfg, const serve_options& options) {
   spdlog::info("event=metrics_listening address={} port={}", cfg.endpoints.metrics,
                (*endpoint)->port());
   metrics->config_generation().Set(1);
-  caf::actor_system_config sys_cfg;
-  register_loom_types(sys_cfg);
-  // One scheduler thread per core (CAF's default is at least 4, which on a small machine only
-  // adds context switches to every hop). Work sharing, not stealing: idle workers block
-  // instead of polling (an idle service used 2.4% of a core, now 0.1%), and on 2 cores it
-  // admitted 20% more per second with a quarter less topo_write latency (bench_admission,
-  // bench_topo_write).
-  sys_cfg.set("scheduler.max-threads", std::max(1u, std::thread::hardware_concurrency()));
-  sys_cfg.set("scheduler.policy", caf::atom("sharing"));
-  caf::error failed;
-  {
+  std::shared_ptr<database> local{std::move(*db)};
+  auto run = [&](const config& cfg, std::shared_ptr<replica> ha) {
+    caf::actor_system_config sys_cfg;
+    register_loom_types(sys_cfg);
+    // One scheduler thread per core (CAF's default is at least 4, which on a small machine
+    // only adds context switches to every hop). Work sharing, not stealing: idle workers block
+    // instead of polling (an idle service used 2.4% of a core, now 0.1%), and on 2 cores it
+    // admitted 20% more per second with a quarter less topo_write latency (bench_admission,
+    // bench_topo_write).
+    sys_cfg.set("scheduler.max-threads", std::max(1u, std::thread::hardware_concurrency()));
+    sys_cfg.set("scheduler.policy", caf::atom("sharing"));
     caf::actor_system sys{sys_cfg};
-    failed = run_service(sys, cfg, options, std::shared_ptr<database>{std::move(*db)}, metrics);
-    if (failed)
-      spdlog::error("event=serve_failed error=\"{}\"", render(failed));
-  } // every actor has stopped (the store flushed) once the system is gone
+    auto end = run_service(sys, cfg, options, local, metrics, std::move(ha));
+    if (!end)
+      spdlog::error("event=serve_failed error=\"{}\"", render(end.error()));
+    return end;
+  }; // every actor has stopped (the store flushed) once the system is gone
+  caf::error failed;
+  if (!cfg.ha) {
+    if (auto end = run(cfg, nullptr); !end)
+      failed = end.error();
+  } else {
+    failed = lead_when_elected(cfg, options, local, metrics, (*endpoint)->port(), run);
+  }
   const int code = failed ? 1 : 0;
   spdlog::info("event=serve_stopped exit_code={}", code);
   spdlog::default_logger()->flush();

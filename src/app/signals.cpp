@@ -13,6 +13,7 @@ sigset_t shutdown_set() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGUSR1);
   return set;
 }
 
@@ -29,6 +30,14 @@ int await_service_signal() {
   while (sigwait(&set, &sig) != 0) {
   }
   return sig;
+}
+
+int await_service_signal(std::chrono::milliseconds timeout) {
+  auto set = shutdown_set();
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  const int sig = sigtimedwait(&set, nullptr, &ts);
+  return sig > 0 ? sig : 0;
 }
 
 } // namespace loom

@@ -9,6 +9,7 @@
 
 #include "app/admin.hpp"
 #include "app/commands.hpp"
+#include "app/ha_status.hpp"
 #include "app/logging.hpp"
 #include "drivers/tl1_server.hpp"
 #include "protocol/error.hpp"
@@ -290,13 +291,21 @@ public:
       auto cfg = load_config(config_);
       if (!cfg)
         return exit_config_error;
-      // The same overrides `serve` took: its gateway, and its storage (where its keys are).
-      auto errors = apply_overrides(*cfg, overrides_);
+      // The same overrides `serve` took: its gateway, and its storage (where its keys are). A
+      // list of gateways is the replicas of a service with [ha].
+      auto overrides = overrides_;
+      if (overrides.gateway.find(',') != std::string::npos) {
+        request_.endpoints = overrides.gateway;
+        overrides.gateway.clear();
+      }
+      auto errors = apply_overrides(*cfg, overrides);
       for (auto& e : errors)
         std::fprintf(stderr, "%s: %s\n", cmd->get_name().c_str(), e.c_str());
       if (!errors.empty())
         return exit_config_error;
       setup_logging(log_level::warn);
+      if (request_.endpoints.empty() && overrides.gateway.empty())
+        request_.endpoints = service_endpoints(*cfg);
       request_.command = cmd->get_name();
       return run_admin(*cfg, request_);
     }
@@ -317,7 +326,8 @@ private:
                     "service's local admin key");
     cmd->add_option("--timeout-ms", request_.timeout_ms, "How long to wait")->capture_default_str();
     cmd->add_option("--gateway", overrides_.gateway,
-                    "The gateway, as given to `serve --gateway` (overrides endpoints.gateway)");
+                    "The gateway, as given to `serve --gateway` (overrides endpoints.gateway);\n"
+                    "several, comma-separated, for replicas (default with [ha]: those etcd lists)");
     cmd->add_option("--storage", overrides_.storage,
                     "The storage path, as given to `serve --storage` (where its keys are)");
     cmds_.push_back(cmd);

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include <zmq.hpp>
 
@@ -36,6 +37,23 @@ bool call_error::job_ended() const {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+
+/// "tcp://a:1, tcp://b:2" as its endpoints.
+std::vector<std::string> split_endpoints(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    auto end = std::min(list.find(',', start), list.size());
+    auto e = list.substr(start, end - start);
+    e.erase(0, e.find_first_not_of(" \t"));
+    e.erase(e.find_last_not_of(" \t") + 1);
+    if (!e.empty())
+      out.push_back(std::move(e));
+    start = end + 1;
+  }
+  return out;
+}
+
 constexpr auto register_retry = std::chrono::milliseconds{500};
 constexpr auto register_patience = std::chrono::seconds{3};
 
@@ -138,6 +156,7 @@ struct client::impl {
   // it is up), and when it last came back.
   zmq::socket_t monitor{shared_context(), zmq::socket_type::pair};
   std::optional<clock_type::time_point> outage_since;
+  int links = 0; // endpoints connected now (a service with [ha] listens on its leader's alone)
   clock_type::time_point back_at{};
   // What the link's handshakes said, for link_diagnosis().
   bool ever_connected = false;
@@ -237,7 +256,11 @@ struct client::impl {
       std::lock_guard<std::mutex> lock{mutex};
       const auto now = clock_type::now();
       note_handshake(id);
-      if (id == ZMQ_EVENT_DISCONNECTED && !outage_since) {
+      if (id == ZMQ_EVENT_CONNECTED)
+        ++links;
+      if (id == ZMQ_EVENT_DISCONNECTED)
+        links = std::max(0, links - 1);
+      if (id == ZMQ_EVENT_DISCONNECTED && links == 0 && !outage_since) {
         outage_since = now;
         if (registration)
           say(fmt_line("service_unreachable", "waiting for it to come back"));
@@ -494,7 +517,15 @@ client::client(client_options options) : impl_(std::make_unique<impl>()) {
                            | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
       == 0)
     impl_->monitor.connect(monitor_at);
-  s.connect(impl_->options.endpoint);
+  auto endpoints = split_endpoints(impl_->options.endpoint);
+  if (endpoints.size() > 1) {
+    // Replicas ([ha]): frames go only to a connection that is up (the leader's), and a new
+    // leader's endpoint is retried often.
+    s.set(zmq::sockopt::immediate, true);
+    s.set(zmq::sockopt::reconnect_ivl_max, 500);
+  }
+  for (auto& e : endpoints)
+    s.connect(e);
   impl_->io = std::thread([this] { impl_->run(); });
 }
 

@@ -386,6 +386,7 @@ config_result parse_config(std::string_view text, std::string source_name) {
   check_agent_keys(root, cfg);
   read_policy(root, cfg);
   read_generation(root, cfg, config_dir);
+  read_ha(root, cfg, config_dir);
   root.reject_unknown();
   result.errors = diag.take_errors();
   if (result.errors.empty())
@@ -443,9 +444,11 @@ std::vector<std::string> apply_overrides(config& cfg, const service_overrides& o
   if (!o.storage.empty())
     cfg.storage.path = o.storage;
   if (!o.gateway.empty()) {
-    if (valid_zmq_endpoint(o.gateway))
+    if (valid_zmq_endpoint(o.gateway)) {
+      if (cfg.ha && cfg.ha->advertise == cfg.endpoints.gateway)
+        cfg.ha->advertise = o.gateway; // advertised as bound, unless [ha] names another
       cfg.endpoints.gateway = o.gateway;
-    else
+    } else
       errors.push_back(fmt::format("--gateway: '{}' is not a ZeroMQ endpoint (tcp://HOST:PORT, "
                                    "ipc://PATH, inproc://NAME)",
                                    o.gateway));

@@ -13,6 +13,7 @@
 #include "types/common.hpp"
 #include "types/config_error.hpp"
 #include "types/fabric_config.hpp"
+#include "types/ha.hpp"
 #include "types/policy.hpp"
 
 namespace loom {
@@ -66,6 +67,7 @@ struct config {
   fabric_config fabric;
   loom::policy policy;
   std::vector<deployment_config> generation; // [[generation.deployments]]
+  std::optional<ha_config> ha;               // [ha]: replicas on etcd; none: RocksDB alone
 };
 
 struct config_result {

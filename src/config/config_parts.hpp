@@ -51,6 +51,10 @@ private:
 void read_fabric(table_reader& root, config& cfg, const id_registry& node_ids,
                  const std::string& config_dir);
 
+/// The [ha] section (read after [endpoints] and [cluster], whose gateway and name it defaults
+/// from); without it cfg.ha stays empty.
+void read_ha(table_reader& root, config& cfg, const std::string& config_dir);
+
 /// The [generation] section: its deployments, defaulted from [policy.planner] and
 /// [policy.balancer] (read first).
 /// `config_dir` resolves each deployment's `profile`.

@@ -53,6 +53,7 @@ v1::ErrorCode error_code(errc code) {
     case errc::driver_unreachable:
     case errc::driver_timeout: return v1::ERROR_UNAVAILABLE;
     case errc::conflict: return v1::ERROR_CONFLICT;
+    case errc::not_leader: return v1::ERROR_STOPPING; // the clients go to the next leader
     case errc::storage_full:
     case errc::storage_read_only: return v1::ERROR_READ_ONLY;
     default: return v1::ERROR_INTERNAL;

@@ -25,6 +25,7 @@ struct zmq_server::impl {
   int wake = -1;
   std::mutex mutex;
   std::deque<std::pair<std::string, std::string>> outbox;
+  std::function<bool()> fence; // set before run(); read by the I/O thread only
   std::atomic<bool> stop{false};
   std::atomic<size_t> frames_in_flight{0};
   std::atomic<size_t> bytes_in_flight{0};
@@ -126,6 +127,12 @@ struct zmq_server::impl {
     {
       std::lock_guard<std::mutex> guard{mutex};
       batch.swap(outbox);
+    }
+    if (fence && !batch.empty() && !fence()) {
+      spdlog::warn("event=gateway_fenced frames={} reason=\"this replica may no longer lead: "
+                   "nothing it decided goes out\"",
+                   batch.size());
+      return;
     }
     for (auto& [id, payload] : batch) {
       try {
@@ -256,6 +263,10 @@ void zmq_server::send(std::string identity, std::string payload) {
   }
   uint64_t one = 1;
   [[maybe_unused]] auto r = ::write(impl_->wake, &one, sizeof one);
+}
+
+void zmq_server::fence(std::function<bool()> may_send) {
+  impl_->fence = std::move(may_send);
 }
 
 void zmq_server::handled(size_t bytes) {

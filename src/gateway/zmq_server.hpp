@@ -54,6 +54,10 @@ public:
   zmq_server& operator=(const zmq_server&) = delete;
 
   void send(std::string identity, std::string payload);
+  /// [ha]: frames go out only while `may_send` says so (before run()): a leader whose lease may
+  /// have ended tells no worker anything, even before it has noticed (a process that stood
+  /// still past its lease, then ran again).
+  void fence(std::function<bool()> may_send);
   /// The client keys admitted from the next handshake on (a reload); sessions already
   /// admitted keep their connection.
   void set_clients(std::map<std::string, worker_role> clients);

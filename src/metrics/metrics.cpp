@@ -89,6 +89,21 @@ service_metrics::service_metrics() : registry_(std::make_shared<prometheus::Regi
                                 "Engines lost: silent, gone, or not answering commands");
   gen_commands_ = &counters(r, "loom_gen_commands_total",
                             "Engine commands sent again or abandoned, by outcome");
+  ha_leader_ = &gauges(r, "loom_ha_leader",
+                       "1 while this replica leads ([ha]); 0 while it stands by").Add({});
+  ha_leader_changes_ = &counters(r, "loom_ha_leader_changes_total",
+                                 "Times this replica began or ended leading").Add({});
+  ha_commit_ = &histogram(r, "loom_ha_commit_seconds",
+                          "A group commit's fenced etcd transactions",
+                          {1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 1, 10});
+  ha_applied_ = &gauges(r, "loom_ha_applied_revision",
+                        "The etcd revision this replica's store has applied").Add({});
+  ha_watch_lag_ = &gauges(r, "loom_ha_watch_lag_revisions",
+                          "etcd revisions a standby's store is behind what its watch last saw")
+                     .Add({});
+  ha_etcd_errors_ = &counters(r, "loom_ha_etcd_errors_total",
+                              "etcd calls that failed (unreachable, no quorum, refused)")
+                       .Add({});
 }
 
 prometheus::Counter& service_metrics::gen_reconfigurations(const std::string& deployment) {

@@ -86,7 +86,26 @@ public:
   /// Commands sent again or abandoned for want of an answer, by outcome.
   prometheus::Counter& gen_commands(const std::string& deployment, const std::string& outcome);
 
+  // [ha]: this replica's part in the control plane on etcd.
+  /// 1 while it leads (serves the gateway, commits to etcd), 0 while it stands by.
+  prometheus::Gauge& ha_leader() { return *ha_leader_; }
+  /// Times this replica began or ended leading.
+  prometheus::Counter& ha_leader_changes() { return *ha_leader_changes_; }
+  /// One group commit's etcd transactions, seconds.
+  prometheus::Histogram& ha_commit_seconds() { return *ha_commit_; }
+  /// The etcd revision its store has applied, and how far behind etcd's it is (a standby).
+  prometheus::Gauge& ha_applied_revision() { return *ha_applied_; }
+  prometheus::Gauge& ha_watch_lag() { return *ha_watch_lag_; }
+  /// etcd calls that failed (an endpoint unreachable, no quorum, a refused commit).
+  prometheus::Counter& ha_etcd_errors() { return *ha_etcd_errors_; }
+
 private:
+  prometheus::Gauge* ha_leader_;
+  prometheus::Counter* ha_leader_changes_;
+  prometheus::Histogram* ha_commit_;
+  prometheus::Gauge* ha_applied_;
+  prometheus::Gauge* ha_watch_lag_;
+  prometheus::Counter* ha_etcd_errors_;
   prometheus::Family<prometheus::Gauge>* jobs_;
   prometheus::Gauge* groups_;
   prometheus::Family<prometheus::Counter>* iterations_;

@@ -29,6 +29,7 @@ const char* to_string(errc x) {
     case errc::out_of_turn: return "out_of_turn";
     case errc::unavailable: return "unavailable";
     case errc::conflict: return "conflict";
+    case errc::not_leader: return "not_leader";
   }
   return "unknown";
 }

@@ -32,6 +32,8 @@ enum class errc : uint8_t {
                       // restart, which resumes jobs at the start of their iteration)
   unavailable,        // nothing can serve it now (e.g. a deployment with no engine)
   conflict,           // it contradicts what runs (e.g. a new step while one runs)
+  not_leader,         // [ha]: this replica does not lead (its lease ended, or it stood down);
+                      // nothing was stored: the leader takes it
 };
 
 const char* to_string(errc x);

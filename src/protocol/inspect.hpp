@@ -58,12 +58,12 @@ typename Inspector::result_type inspect(Inspector& f, ocs_fault& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, record_write& x) {
-  return f(caf::meta::type_name("record_write"), x.kind, x.key, x.value, x.erase);
+  return f(caf::meta::type_name("record_write"), x.kind, x.key, x.value, x.erase, x.erase_to);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, write_batch& x) {
-  return f(caf::meta::type_name("write_batch"), x.records, x.events, x.sync);
+  return f(caf::meta::type_name("write_batch"), x.records, x.events, x.sync, x.first_event_seq);
 }
 
 template <class Inspector>

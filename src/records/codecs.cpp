@@ -24,6 +24,17 @@ uint64_t event_seq(std::string_view key) {
   return seq;
 }
 
+record_write ha_revision_write(int64_t revision) {
+  v1::HaRevision m;
+  m.set_revision(revision);
+  return {record_kind::meta, std::string{ha_revision_key}, m.SerializeAsString(), false};
+}
+
+int64_t decode_ha_revision(std::string_view bytes) {
+  v1::HaRevision m;
+  return m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) ? m.revision() : 0;
+}
+
 namespace {
 std::atomic<int64_t> event_clock_offset{0};
 }

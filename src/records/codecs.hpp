@@ -93,6 +93,12 @@ struct scheduler_meta {
 std::string encode_scheduler_meta(const scheduler_meta& m);
 std::optional<scheduler_meta> decode_scheduler_meta(std::string_view bytes);
 
+/// [ha]: the etcd revision a replica's store has applied (meta key "ha_revision", the
+/// replica's own: never replicated), as the write that sets it and read back (0: none).
+inline constexpr std::string_view ha_revision_key = "ha_revision";
+record_write ha_revision_write(int64_t revision);
+int64_t decode_ha_revision(std::string_view bytes);
+
 /// A full-duplex circuit between duplex ports a < b of a device, and the plan holding it.
 struct device_circuit {
   uint32_t a = 0;

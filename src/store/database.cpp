@@ -247,14 +247,19 @@ caf::error database::stage(rocksdb::WriteBatch& wb, const write_batch& batch, ui
     if (r.kind == record_kind::events)
       return make_error(errc::invalid_argument,
                         "events are appended through write_batch::events, not as records");
-    auto st = r.erase ? wb.Delete(handle(r.kind), r.key) : wb.Put(handle(r.kind), r.key, r.value);
+    auto st = !r.erase              ? wb.Put(handle(r.kind), r.key, r.value)
+              : r.erase_to.empty() ? wb.Delete(handle(r.kind), r.key)
+                                   : wb.DeleteRange(handle(r.kind), r.key, r.erase_to);
     if (!st.ok())
       return to_error(st, path_, "cannot stage write to");
   }
+  // A mirrored batch's events keep the leader's numbers; the log goes on after the newest.
+  uint64_t next = batch.first_event_seq ? batch.first_event_seq : seq + 1;
   for (auto& e : batch.events) {
-    auto st = wb.Put(handle(record_kind::events), event_key(++seq), e);
+    auto st = wb.Put(handle(record_kind::events), event_key(next), e);
     if (!st.ok())
       return to_error(st, path_, "cannot stage event for");
+    seq = std::max(seq, next++);
   }
   return {};
 }
@@ -328,6 +333,26 @@ caf::expected<std::vector<stored_record>> database::read_events(uint64_t from, s
   if (!it->status().ok())
     return to_error(it->status(), path_, "cannot read events of");
   return out;
+}
+
+caf::error database::clear() {
+  rocksdb::WriteBatch wb;
+  for (auto kind : all_values<record_kind>()) {
+    std::unique_ptr<rocksdb::Iterator> it{db_->NewIterator(rocksdb::ReadOptions{}, handle(kind))};
+    for (it->SeekToFirst(); it->Valid(); it->Next())
+      if (kind != record_kind::meta || it->key() != rocksdb::Slice{"store"})
+        wb.Delete(handle(kind), it->key());
+    if (!it->status().ok())
+      return to_error(it->status(), path_, "cannot clear");
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  if (auto st = db_->Write(wo, &wb); !st.ok()) {
+    broken_ = true;
+    return to_error(st, path_, "cannot clear");
+  }
+  last_event_seq_ = 0;
+  return mark_synced(false);
 }
 
 uint64_t database::count(record_kind kind) {

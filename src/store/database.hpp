@@ -70,6 +70,10 @@ public:
   /// Events with sequence >= `from`, at most `limit`, in log order.
   caf::expected<std::vector<stored_record>> read_events(uint64_t from, size_t limit);
 
+  /// Deletes every record and event but the store's metadata: a standby that fell behind
+  /// etcd's history reads the whole keyspace again into an empty store ([ha]).
+  caf::error clear();
+
   /// Number of records of a kind (walks the column family: for start-up and tests).
   uint64_t count(record_kind kind);
 

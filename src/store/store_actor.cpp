@@ -5,6 +5,7 @@
 
 #include "protocol/error.hpp"
 #include "protocol/inspect.hpp"
+#include "records/codecs.hpp"
 
 namespace loom {
 
@@ -115,14 +116,36 @@ void commit_queued(store_ptr self) {
     all.push_back(&b);
     sync |= b.sync;
   }
-  auto seqs = st.read_only_reason.empty() ? st.db->write_all(all)
-                                           : caf::expected<std::vector<uint64_t>>{
-                                               read_only_error(st)};
-  if (!seqs) {
-    auto err = failed(self, seqs.error());
+  auto fail_all = [&](caf::error err) {
+    err = failed(self, std::move(err));
     for (auto& rp : waiting)
       rp.deliver(err);
-    if (st.read_only_reason.empty() && (st.db->broken() || st.db->lost()))
+    return err;
+  };
+  if (!st.read_only_reason.empty()) {
+    fail_all(read_only_error(st));
+    return;
+  }
+  // [ha]: etcd first, then the local copy at the revision etcd gave (unsynced: etcd holds it).
+  write_batch mark;
+  if (st.replica) {
+    auto revision = st.replica->commit(all, st.db->last_event_seq() + 1);
+    if (!revision) {
+      fail_all(revision.error());
+      return;
+    }
+    mark.records.push_back(ha_revision_write(*revision));
+    all.push_back(&mark);
+    for (auto& b : batches)
+      b.sync = false;
+    sync = false;
+  }
+  auto seqs = st.db->write_all(all);
+  if (!seqs) {
+    auto err = fail_all(seqs.error());
+    if (st.replica)
+      st.replica->diverged(err);
+    if (st.db->broken() || st.db->lost())
       enter_read_only(self, err);
     return;
   }
@@ -165,9 +188,17 @@ store_state::~store_state() {
 store_actor::behavior_type store(store_actor::stateful_pointer<store_state> self,
                                  std::shared_ptr<database> db,
                                  std::shared_ptr<service_metrics> metrics) {
+  return replicated_store(self, std::move(db), std::move(metrics), nullptr);
+}
+
+store_actor::behavior_type replicated_store(store_actor::stateful_pointer<store_state> self,
+                                            std::shared_ptr<database> db,
+                                            std::shared_ptr<service_metrics> metrics,
+                                            std::shared_ptr<replication> replica) {
   auto& st = self->state;
   st.db = std::move(db);
   st.metrics = std::move(metrics);
+  st.replica = std::move(replica);
   st.path = st.db->path();
   if (st.db->read_only())
     st.read_only_reason = st.db->read_only_cause();

@@ -27,6 +27,7 @@
 #include "metrics/metrics.hpp"
 #include "protocol/actors.hpp"
 #include "store/database.hpp"
+#include "store/replication.hpp"
 
 namespace loom {
 
@@ -34,6 +35,7 @@ struct store_state {
   static inline const char* name = "store";
   std::shared_ptr<database> db;
   std::shared_ptr<service_metrics> metrics;
+  std::shared_ptr<replication> replica; // [ha]: etcd, committed to before the database
   std::vector<write_batch> queued;
   std::vector<caf::typed_response_promise<uint64_t>> waiting; // one per queued batch
   std::string path;
@@ -58,5 +60,13 @@ constexpr auto watch_interval = std::chrono::milliseconds{1000};
 store_actor::behavior_type store(store_actor::stateful_pointer<store_state> self,
                                  std::shared_ptr<database> db,
                                  std::shared_ptr<service_metrics> metrics);
+
+/// The same over a replica ([ha]): every write is committed there first, and the database is
+/// the replica's local copy at the revision that commit returned (written unsynced: etcd holds
+/// it durably, and a copy that lost its tail reads it back from etcd).
+store_actor::behavior_type replicated_store(store_actor::stateful_pointer<store_state> self,
+                                            std::shared_ptr<database> db,
+                                            std::shared_ptr<service_metrics> metrics,
+                                            std::shared_ptr<replication> replica);
 
 } // namespace loom

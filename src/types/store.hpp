@@ -126,6 +126,7 @@ struct record_write {
   std::string key;
   std::string value; // serialized loom.v1 message
   bool erase = false;
+  std::string erase_to = {}; // with erase: every key in [key, erase_to), not `key` alone
 };
 
 /// Writes applied atomically: all or none. Events are appended to the log in order and get the
@@ -134,6 +135,9 @@ struct write_batch {
   std::vector<record_write> records;
   std::vector<std::string> events; // serialized loom.v1.Event
   bool sync = true;
+  /// Non-zero: the events take the sequence numbers from this one on, where the leader's log
+  /// numbered them (a standby mirroring it, [ha]); zero: the next ones of this store's log.
+  uint64_t first_event_seq = 0;
 };
 
 struct stored_record {
