@@ -72,7 +72,7 @@ BOOST_AUTO_TEST_CASE(a_group_commit_packs_whole_batches_within_etcd_s_limits) {
   for (int i = 0; i < 10; ++i)
     batches.push_back(batch({{record_kind::jobs, fmt::format("j{}", i), "v", false},
                              {record_kind::progress, fmt::format("j{}", i), "p", false},
-                             {record_kind::groups, "g1", "", true}},
+                             {record_kind::groups, fmt::format("g{}", i), "", true}},
                             {fmt::format("e{}a", i), fmt::format("e{}b", i)}));
   std::vector<const write_batch*> all;
   for (auto& b : batches)
@@ -91,6 +91,48 @@ BOOST_AUTO_TEST_CASE(a_group_commit_packs_whole_batches_within_etcd_s_limits) {
   BOOST_CHECK_EQUAL(retention.key, keys.event(0));
   BOOST_CHECK_EQUAL(retention.range_end, keys.event(11)); // keeps 11..60
   BOOST_CHECK(plan.txns[0].back().what == etcd_op::kind::put); // 44 events: nothing falls out
+}
+
+// etcd refuses a transaction that names a key twice, or one inside a range it deletes.
+BOOST_AUTO_TEST_CASE(no_transaction_names_a_key_twice) {
+  keyspace keys{"/loom/c"};
+  // Two decisions about the same deployment record, then one that drops every earlier step
+  // and writes the next: each goes where no earlier write of the same keys is.
+  auto first = batch({{record_kind::gen_deployments, "d", "v1", false},
+                      {record_kind::gen_steps, "d/0000000000000003", "s3", false}},
+                     {"e1"});
+  auto again = batch({{record_kind::gen_deployments, "d", "v2", false},
+                      {record_kind::gen_deployments, "d", "v3", false}},
+                     {"e2"});
+  record_write earlier{record_kind::gen_steps, "d/0000000000000000", {}, true};
+  earlier.erase_to = "d/0000000000000004";
+  auto next = batch({earlier, {record_kind::gen_steps, "d/0000000000000004", "s4", false}},
+                    {"e3"});
+  auto other = batch({{record_kind::jobs, "j", "v", false}}, {"e4"});
+  auto plan = plan_commit(keys, {&first, &again, &next, &other}, 1, {128, 1 << 20}, 0);
+  BOOST_REQUIRE(plan.error.empty());
+  // The second decision starts a transaction; the step range (no key of that one) and the
+  // job go with it.
+  BOOST_REQUIRE_EQUAL(plan.txns.size(), 2u);
+  BOOST_CHECK_EQUAL(plan.txns[0].size(), 3u);
+  BOOST_REQUIRE_EQUAL(plan.txns[1].size(), 2u + 3u + 2u);
+  BOOST_CHECK_EQUAL(plan.txns[1][0].value, "v3"); // the record once, as the decision left it
+  std::map<std::string, std::string> kv;
+  auto update = mirror_writes(keys, as_etcd_applies(plan, kv));
+  BOOST_CHECK_EQUAL(kv.count(keys.record(record_kind::gen_steps, "d/0000000000000003")), 0u);
+  BOOST_CHECK_EQUAL(kv.at(keys.record(record_kind::gen_deployments, "d")), "v3");
+  // A decision that writes inside a range it deletes cannot be one transaction.
+  record_write all{record_kind::gen_steps, "d/", {}, true};
+  all.erase_to = "d0";
+  auto self_conflict = batch({all, {record_kind::gen_steps, "d/0000000000000009", "s", false}},
+                             {});
+  BOOST_CHECK(plan_commit(keys, {&self_conflict}, 1, {128, 1 << 20}, 0).error.find("inside a "
+                                                                                   "range")
+              != std::string::npos);
+  // A retention shorter than a transaction's events never deletes the transaction's own.
+  auto many = batch({}, {"a", "b", "c", "d", "e"});
+  auto short_plan = plan_commit(keys, {&many}, 11, {128, 1 << 20}, 2);
+  BOOST_CHECK_EQUAL(short_plan.txns[0].back().range_end, keys.event(11));
 }
 
 BOOST_AUTO_TEST_CASE(a_decision_too_large_for_one_transaction_is_refused_whole) {

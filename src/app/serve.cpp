@@ -305,15 +305,27 @@ void reload(config& running, const serve_options& options, zmq_server& socket) {
   set_log_level(next->level);
 }
 
+/// A suspended leader's store refuses what waits for it (READ_ONLY): once it has answered
+/// everything before this request (a commit may be retrying on every etcd endpoint), the
+/// refusals have a moment to reach their clients before the gateway closes.
+void refuse_waiting_writes(caf::actor_system& sys, const store_actor& store, const ha_config& ha) {
+  const auto patience = std::chrono::milliseconds{2 * ha.request_timeout_ms * ha.endpoints.size()};
+  caf::scoped_actor self{sys};
+  self->request(store, patience, flush_atom::value).receive([](ok_atom) {}, [](caf::error&) {});
+  std::this_thread::sleep_for(std::chrono::milliseconds{100});
+}
+
 /// Why a service's run ended.
 enum class service_end {
   stopped,  // SIGINT or SIGTERM
   resigned, // SIGUSR1: a leader steps down for another replica ([ha])
   deposed,  // its leadership ended on its own ([ha]: the lease, or another leader)
+  suspended, // [ha]: etcd did not renew its lease or confirm a commit in time (no quorum?)
 };
 
-/// SIGHUP reloads; anything else ends the run. A leader ([ha]) also looks at its leadership
-/// every 100 ms, and a service without [ha] has nothing to resign.
+/// SIGHUP reloads; anything else ends the run. A leader ([ha]) also looks at its term every
+/// 100 ms (the gateway's fence keeps what it decides in the meantime in), and a service
+/// without [ha] has nothing to resign.
 service_end await_end(const config& cfg, const serve_options& options, zmq_server& socket,
                       const replica* ha) {
   config running = cfg;
@@ -335,8 +347,10 @@ service_end await_end(const config& cfg, const serve_options& options, zmq_serve
       spdlog::info("event=shutdown_requested signal={}", sigabbrev_np(sig));
       return service_end::stopped;
     }
-    if (!ha->leading())
+    if (ha->term_over() && ha->lost())
       return service_end::deposed;
+    if (ha->term_over())
+      return service_end::suspended;
   }
 }
 
@@ -395,6 +409,8 @@ caf::expected<service_end> run_service(caf::actor_system& sys, const config& cfg
   set_health(service_health::ready);
   spdlog::info("event=serve_ready pid={}", static_cast<long>(getpid()));
   const auto end = await_end(cfg, options, *socket, ha.get());
+  if (end == service_end::suspended)
+    refuse_waiting_writes(sys, store_handle, *cfg.ha);
   set_health(service_health::stopping);
   tell_sessions_stopping(sys, gw);
   socket->stop(); // what the gateway queued goes out first
@@ -475,7 +491,7 @@ caf::error lead_when_elected(const config& cfg, const serve_options& options,
     if (!elected)
       return caf::none;
     auto end = run(current, ha);
-    if (!end || *end != service_end::deposed)
+    if (!end || *end == service_end::stopped || *end == service_end::resigned)
       ha->stand_down(!end ? "it failed to start"
                      : *end == service_end::resigned ? "SIGUSR1: it resigned"
                                                      : "it was stopped");
@@ -484,7 +500,9 @@ caf::error lead_when_elected(const config& cfg, const serve_options& options,
     if (*end == service_end::stopped)
       return caf::none;
     spdlog::warn("event=ha_standing_by_again replica={} reason={}", ha_cfg.name,
-                 *end == service_end::resigned ? "resigned" : "deposed");
+                 *end == service_end::resigned  ? "resigned"
+                 : *end == service_end::deposed ? "deposed"
+                                                : "suspended");
   }
 }
 

@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -10,6 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "loom.pb.h"
 #include "protocol/error.hpp"
 
 namespace loom {
@@ -129,10 +131,17 @@ struct zmq_server::impl {
       batch.swap(outbox);
     }
     if (fence && !batch.empty() && !fence()) {
-      spdlog::warn("event=gateway_fenced frames={} reason=\"this replica may no longer lead: "
-                   "nothing it decided goes out\"",
-                   batch.size());
-      return;
+      // A refusal (an error reply, the stopping notice) decides nothing: it still goes out.
+      auto decides = [](const std::pair<std::string, std::string>& f) {
+        v1::Envelope e;
+        return !e.ParseFromString(f.second) || !(e.has_error() || e.has_service_stopping());
+      };
+      const auto held = std::count_if(batch.begin(), batch.end(), decides);
+      std::erase_if(batch, decides);
+      if (held)
+        spdlog::warn("event=gateway_fenced frames={} reason=\"this replica may no longer lead: "
+                     "nothing it decided goes out\"",
+                     held);
     }
     for (auto& [id, payload] : batch) {
       try {

@@ -54,9 +54,9 @@ public:
   zmq_server& operator=(const zmq_server&) = delete;
 
   void send(std::string identity, std::string payload);
-  /// [ha]: frames go out only while `may_send` says so (before run()): a leader whose lease may
-  /// have ended tells no worker anything, even before it has noticed (a process that stood
-  /// still past its lease, then ran again).
+  /// [ha]: frames go out only while `may_send` says so (before run()), refusals excepted (error
+  /// replies, the stopping notice): a leader whose lease may have ended tells no worker of a
+  /// decision, even before it has noticed (a process that stood still past its lease).
   void fence(std::function<bool()> may_send);
   /// The client keys admitted from the next handshake on (a reload); sessions already
   /// admitted keep their connection.

@@ -1,5 +1,8 @@
 #include "ha/keyspace.hpp"
 
+#include <map>
+#include <set>
+
 #include <fmt/format.h>
 
 #include "loom.pb.h"
@@ -36,8 +39,11 @@ size_t request_bytes(const etcd_op& op) {
   return (op.key.size() + op.value.size() + op.range_end.size()) * 4 / 3 + 96;
 }
 
+/// A batch's ops, its events numbered on from `seq`; a key it writes twice is written once,
+/// as the batch leaves it (etcd takes a key once per transaction).
 std::vector<etcd_op> ops_of(const keyspace& keys, const write_batch& b, uint64_t& seq) {
   std::vector<etcd_op> ops;
+  std::map<std::string, size_t> at; // point key -> its op
   for (auto& r : b.records) {
     etcd_op op;
     op.key = keys.record(r.kind, r.key);
@@ -47,6 +53,12 @@ std::vector<etcd_op> ops_of(const keyspace& keys, const write_batch& b, uint64_t
       op.value = r.value;
     if (r.erase && !r.erase_to.empty())
       op.range_end = keys.record(r.kind, r.erase_to);
+    if (auto it = at.find(op.key); it != at.end() && op.range_end.empty()) {
+      ops[it->second] = std::move(op);
+      continue;
+    }
+    if (op.range_end.empty())
+      at[op.key] = ops.size();
     ops.push_back(std::move(op));
   }
   for (auto& e : b.events) {
@@ -58,14 +70,62 @@ std::vector<etcd_op> ops_of(const keyspace& keys, const write_batch& b, uint64_t
   return ops;
 }
 
-/// The deletion of every event the retention no longer keeps once `last` is written.
-std::optional<etcd_op> retention_op(const keyspace& keys, uint64_t last, uint64_t retention) {
+/// One transaction being filled: etcd refuses one that names a key twice, or one inside a
+/// range it deletes ("duplicate key given in txn request"), so a batch that would is the
+/// next transaction's.
+class txn_builder {
+public:
+  bool conflicts(const std::vector<etcd_op>& ops) const {
+    for (auto& op : ops) {
+      const auto end = op.range_end.empty() ? op.key + '\0' : op.range_end;
+      if (auto it = points_.lower_bound(op.key); it != points_.end() && *it < end)
+        return true;
+      for (auto& [b, e] : ranges_)
+        if (op.key < e && b < end)
+          return true;
+    }
+    return false;
+  }
+
+  void add(std::vector<etcd_op> ops, size_t bytes) {
+    for (auto& op : ops) {
+      if (op.range_end.empty())
+        points_.insert(op.key);
+      else
+        ranges_.emplace_back(op.key, op.range_end);
+      ops_.push_back(std::move(op));
+    }
+    bytes_ += bytes;
+  }
+
+  size_t size() const { return ops_.size(); }
+  size_t bytes() const { return bytes_; }
+  bool empty() const { return ops_.empty(); }
+
+  std::vector<etcd_op> take() {
+    points_.clear();
+    ranges_.clear();
+    bytes_ = 0;
+    return std::move(ops_);
+  }
+
+private:
+  std::vector<etcd_op> ops_;
+  std::set<std::string> points_;
+  std::vector<std::pair<std::string, std::string>> ranges_;
+  size_t bytes_ = 0;
+};
+
+/// The deletion of every event the retention no longer keeps once `last` is written, short of
+/// `first` (the transaction's own events).
+std::optional<etcd_op> retention_op(const keyspace& keys, uint64_t first, uint64_t last,
+                                    uint64_t retention) {
   if (retention == 0 || last <= retention)
     return std::nullopt;
   etcd_op op;
   op.what = etcd_op::kind::erase;
   op.key = keys.event(0);
-  op.range_end = keys.event(last - retention + 1);
+  op.range_end = keys.event(std::min(last - retention + 1, first));
   return op;
 }
 
@@ -75,21 +135,21 @@ commit_plan plan_commit(const keyspace& keys, const std::vector<const write_batc
                         uint64_t first_seq, const txn_limits& limits, uint64_t event_retention) {
   commit_plan plan;
   uint64_t seq = first_seq - 1;
-  std::vector<etcd_op> txn;
-  size_t bytes = 0;
+  uint64_t txn_first = first_seq; // the first event of the transaction being filled
+  txn_builder txn;
   const size_t reserve_bytes = 256; // the leadership compare and the retention op
-  auto close = [&] {
+  auto close = [&](uint64_t last) {
     if (txn.empty())
       return;
-    if (auto op = retention_op(keys, seq, event_retention))
-      txn.push_back(std::move(*op));
-    plan.txns.push_back(std::move(txn));
-    txn.clear();
-    bytes = 0;
+    auto ops = txn.take();
+    if (auto op = retention_op(keys, txn_first, last, event_retention))
+      ops.push_back(std::move(*op));
+    plan.txns.push_back(std::move(ops));
+    txn_first = last + 1;
   };
-  for (size_t i = 0; i < batches.size(); ++i) {
+  for (auto* batch : batches) {
     const uint64_t before = seq;
-    auto ops = ops_of(keys, *batches[i], seq);
+    auto ops = ops_of(keys, *batch, seq);
     size_t b = reserve_bytes;
     for (auto& op : ops)
       b += request_bytes(op);
@@ -101,17 +161,23 @@ commit_plan plan_commit(const keyspace& keys, const std::vector<const write_batc
                                ops.size(), b, limits.max_ops, limits.max_bytes);
       return plan;
     }
-    if (txn.size() + ops.size() + 1 > limits.max_ops || bytes + b > limits.max_bytes) {
-      const uint64_t after = seq;
-      seq = before; // the retention of the transaction being closed ends at its own events
-      close();
-      seq = after;
+    txn_builder alone; // a batch etcd cannot take whole: a put inside a range it deletes
+    for (auto& op : ops) {
+      if (alone.conflicts({op})) {
+        plan.txns.clear();
+        plan.error = fmt::format("a decision writes {} inside a range it deletes: etcd takes "
+                                 "no such transaction",
+                                 op.key);
+        return plan;
+      }
+      alone.add({op}, 0);
     }
-    bytes += b;
-    for (auto& op : ops)
-      txn.push_back(std::move(op));
+    if (txn.size() + ops.size() + 1 > limits.max_ops || txn.bytes() + b > limits.max_bytes
+        || txn.conflicts(ops))
+      close(before); // the retention of the transaction being closed ends at its own events
+    txn.add(std::move(ops), b);
   }
-  close();
+  close(seq);
   return plan;
 }
 

@@ -68,7 +68,7 @@ steady::time_point replica::valid_until() const {
 }
 
 bool replica::leading() const {
-  return leading_ && steady::now() < valid_until();
+  return leading_ && !term_over_ && steady::now() < valid_until();
 }
 
 // -- The lease ---------------------------------------------------------------------------------
@@ -100,25 +100,26 @@ void replica::keep_lease() {
         published = steady::now();
       }
     } else if (left) {
-      lost("its etcd lease expired");
+      lose("its etcd lease expired");
       lease_ = 0;
       pause = 0ms;
     } else {
       metrics_->ha_etcd_errors().Increment();
-      if (steady::now() >= valid_until()) {
-        lost(fmt::format("it could not renew its lease within {} s ({})", config_.lease_ttl_s,
-                         render(left.error())));
-        lease_ = 0;
-      }
+      // Unknown whether etcd expired it (it cannot without a quorum): the term ends, and the
+      // lease is renewed again if etcd comes back in time.
+      if (steady::now() >= valid_until())
+        suspend(fmt::format("it could not renew its lease within {} s ({})",
+                            config_.lease_ttl_s, render(left.error())));
     }
     std::unique_lock lock{lease_mutex_};
     lease_wake_.wait_for(lock, pause, [this] { return stop_.load(); });
   }
 }
 
-void replica::lost(const std::string& why) {
+void replica::lose(const std::string& why) {
   if (!leading_.exchange(false))
     return;
+  term_over_ = true;
   metrics_->ha_leader().Set(0);
   metrics_->ha_leader_changes().Increment();
   spdlog::error("event=ha_deposed replica={} reason=\"{}\"", config_.name, why);
@@ -128,6 +129,15 @@ void replica::lost(const std::string& why) {
   erase.what = etcd_op::kind::erase;
   erase.key = keys_.leader();
   (void)client_.txn({{keys_.leader(), leader_revision_}}, {erase});
+}
+
+void replica::suspend(const std::string& why) {
+  if (!leading_ || term_over_.exchange(true))
+    return;
+  metrics_->ha_leader().Set(0);
+  spdlog::warn("event=ha_suspended replica={} reason=\"{}\" note=\"it stops acting; it leads "
+               "again on the same lease if etcd renews it in time, else another replica does\"",
+               config_.name, why);
 }
 
 void replica::publish() {
@@ -340,7 +350,9 @@ bool replica::campaign() {
     metrics_->ha_etcd_errors().Increment();
     return false;
   }
-  if (!r->succeeded) {
+  // Its own key, under its own lease: a term that was suspended goes on where it was.
+  const bool reclaimed = !r->succeeded && !r->kvs.empty() && r->kvs.front().lease == lease_;
+  if (!r->succeeded && !reclaimed) {
     leader_present_ = true;
     if (!r->kvs.empty())
       if (auto who = decode_replica(r->kvs.front().value); who && who->name != leader_name_) {
@@ -350,11 +362,12 @@ bool replica::campaign() {
       }
     return false;
   }
-  leader_revision_ = r->revision;
-  // Leading from here on (commits are fenced by this revision), once the store has applied
-  // the election: everything committed before it is then in the store.
+  leader_revision_ = reclaimed ? r->kvs.front().create_revision : r->revision;
+  // Leading from here on (commits are fenced by that revision), once the store has applied
+  // everything up to now: everything committed before is then in the store.
   leading_ = true;
-  if (!wait_applied(leader_revision_)) {
+  term_over_ = false;
+  if (!wait_applied(r->revision)) {
     stand_down("its store did not catch up with etcd in time");
     return false;
   }
@@ -367,8 +380,9 @@ bool replica::campaign() {
   leader_name_ = config_.name;
   metrics_->ha_leader().Set(1);
   metrics_->ha_leader_changes().Increment();
-  spdlog::info("event=ha_elected replica={} revision={} applied_revision={} endpoint={}",
-               config_.name, leader_revision_, applied_.load(), config_.advertise);
+  spdlog::info("event=ha_elected replica={} revision={} applied_revision={} endpoint={} "
+               "same_term={}",
+               config_.name, leader_revision_, applied_.load(), config_.advertise, reclaimed);
   publish();
   return true;
 }
@@ -448,6 +462,7 @@ caf::error replica::seed() {
 void replica::stand_down(std::string_view why) {
   if (!leading_.exchange(false))
     return;
+  term_over_ = true;
   metrics_->ha_leader().Set(0);
   metrics_->ha_leader_changes().Increment();
   etcd_op erase;
@@ -466,8 +481,12 @@ caf::expected<int64_t> replica::commit(const std::vector<const write_batch*>& ba
                       fmt::format("replica '{}' does not lead ({}); nothing was stored",
                                   config_.name, why));
   };
+  if (!leading() && lost())
+    return not_leader("it stands by");
   if (!leading())
-    return not_leader("it stands by, or its lease may have ended");
+    return make_error(errc::storage_read_only,
+                      "etcd has not renewed this replica's lease (no quorum?): it stops acting; "
+                      "nothing was stored, send it again later");
   auto plan = plan_commit(keys_, batches, first_seq,
                           {config_.max_txn_ops, config_.max_request_bytes},
                           config_.event_retention);
@@ -480,9 +499,17 @@ caf::expected<int64_t> replica::commit(const std::vector<const write_batch*>& ba
   for (auto& ops : plan.txns) {
     for (;;) {
       if (!leading()) {
-        if (revision || unresolved)
-          lost("its lease ended during a commit etcd may hold part of");
-        return not_leader("its lease ended before etcd confirmed the commit");
+        if (!revision && !unresolved && lost())
+          return not_leader("another replica may lead now");
+        if (!revision && !unresolved)
+          return make_error(errc::storage_read_only,
+                            "etcd has not renewed this replica's lease (no quorum?): it stops "
+                            "acting; nothing was stored, send it again later");
+        // etcd may take it later: this store must be brought up to etcd's before it is used.
+        suspend("etcd did not confirm a commit before the lease ran out");
+        return make_error(errc::storage_read_only,
+                          "etcd did not confirm the write in time (no quorum?): it may or may "
+                          "not be stored; this replica stops acting until etcd answers");
       }
       bool maybe = false;
       auto r = client_.txn(fence, ops, &maybe);
@@ -491,7 +518,7 @@ caf::expected<int64_t> replica::commit(const std::vector<const write_batch*>& ba
         break;
       }
       if (r) {
-        lost("the election key is another replica's: a newer leader was elected");
+        lose("the election key is another replica's: a newer leader was elected");
         return not_leader("another replica was elected");
       }
       metrics_->ha_etcd_errors().Increment();
@@ -503,8 +530,10 @@ caf::expected<int64_t> replica::commit(const std::vector<const write_batch*>& ba
                                       "send it again later",
                                       message_of(r.error())));
       if (!unresolved) { // an earlier transaction of this commit landed, this one did not
-        lost("a group commit was cut short in etcd");
-        return not_leader("its commit was cut short");
+        suspend("a group commit was cut short in etcd");
+        return make_error(errc::storage_read_only,
+                          "etcd took part of a group commit only; this replica stops acting "
+                          "until its store has the rest");
       }
       // Unknown: the same transaction again settles it (its writes are idempotent, and it is
       // fenced), for as long as the lease holds.
@@ -528,7 +557,7 @@ caf::expected<int64_t> replica::commit(const std::vector<const write_batch*>& ba
 }
 
 void replica::diverged(const caf::error& why) {
-  lost(fmt::format("its store could not apply what etcd committed ({})", render(why)));
+  lose(fmt::format("its store could not apply what etcd committed ({})", render(why)));
 }
 
 } // namespace loom

@@ -45,8 +45,16 @@ public:
   /// the lease.
   void stand_down(std::string_view why);
 
-  /// Leads, and its lease cannot have expired yet.
+  /// Leads, and its lease cannot have expired yet: it may act now.
   bool leading() const;
+
+  /// This term is over: the service stops acting and stands by again. `lost()`: another
+  /// replica may lead now (the lease expired, the election key is another's, the store
+  /// diverged); else it was suspended (its lease could not be renewed, or a commit was left
+  /// unresolved: no etcd quorum, say) and may lead again on the same lease, its store first
+  /// brought up to etcd's.
+  bool term_over() const { return term_over_; }
+  bool lost() const { return !leading_; }
 
   caf::expected<int64_t> commit(const std::vector<const write_batch*>& batches,
                                 uint64_t first_seq) override;
@@ -56,7 +64,8 @@ public:
 
 private:
   void keep_lease();                 // the lease thread
-  void lost(const std::string& why); // leadership ended without stand_down()
+  void lose(const std::string& why);    // leadership ended: another replica may lead
+  void suspend(const std::string& why); // the term ends, the lease may still hold
   void publish();                    // this replica's status key
   bool start_mirror();
   bool full_sync();
@@ -78,6 +87,7 @@ private:
   std::atomic<int64_t> lease_{0};
   std::atomic<int64_t> valid_until_ns_{0}; // steady clock
   std::atomic<bool> leading_{false};
+  std::atomic<bool> term_over_{false};
   int64_t leader_revision_ = 0; // the election key's create revision while leading
   int64_t compacted_to_ = 0;
 
