@@ -1,7 +1,9 @@
 // Admissions at the speed of the disk: a real `loom serve` (synced writes, CURVE on) and C
 // concurrent admin clients each submitting K jobs one after another (every submission waits
 // for its durable answer). Reports admissions per second, the WAL syncs the service made
-// (loom_store_syncs_total, when the binary has it) and the service's CPU per admission.
+// (loom_store_syncs_total, when the binary has it) and the service's CPU per admission; then
+// the same load against a `serve` with [ha] on a 3-member etcd cluster on loopback (every
+// decision committed to etcd, fenced, before it is answered), side by side, with the ratio.
 //
 //   bench_admission [CLIENTS [JOBS_PER_CLIENT]]       default: 1 and 16 clients, 200 jobs each
 //   LOOM_BIN=/path/to/other/loom bench_admission 16    the same load against another build
@@ -27,6 +29,7 @@
 #include "bench/support.hpp"
 #include "loom.pb.h"
 #include "loom/client.hpp"
+#include "tests/support/etcd_cluster.hpp"
 #include "tests/support/process.hpp"
 
 namespace lt = loom::test;
@@ -34,8 +37,17 @@ using loom::bench::clock_type;
 
 namespace {
 
-std::string config_text(int port, int metrics_port, const std::string& db, int nodes) {
-  return fmt::format(R"([service]
+/// [ha] on the cluster's etcd endpoints, or nothing without HA.
+std::string ha_text(const std::vector<std::string>& etcd) {
+  if (etcd.empty())
+    return {};
+  return fmt::format("[ha]\nendpoints = [\"{}\"]\nname = \"bench\"\n",
+                     fmt::join(etcd, "\", \""));
+}
+
+std::string config_text(int port, int metrics_port, const std::string& db, int nodes,
+                        const std::vector<std::string>& etcd) {
+  return ha_text(etcd) + fmt::format(R"([service]
 name = "bench-admission"
 log_level = "warn"  # the bench does not read the log while it runs: keep it small
 [endpoints]
@@ -103,25 +115,27 @@ double metric(int port, const std::string& name) {
   return std::stod(m[1]);
 }
 
-int run(int clients, int per_client) {
+/// Admissions per second of `clients` x `per_client` submissions; 0 after a failure.
+double run(int clients, int per_client, const std::vector<std::string>& etcd = {}) {
   lt::temp_dir dir;
   const int port = lt::free_tcp_port();
   const int nodes = clients * per_client; // a new group each, at worst
   const int metrics_port = lt::free_tcp_port();
-  lt::write_file(dir / "loom.toml", config_text(port, metrics_port, dir / "db", nodes));
+  lt::write_file(dir / "loom.toml", config_text(port, metrics_port, dir / "db", nodes, etcd));
   lt::child_process serve{{loom::bench::loom_binary(), "serve", "-c", dir / "loom.toml"}};
   // Ready once /metrics answers and the keys are written (the gateway binds right after;
   // ZeroMQ connects whenever it does).
   bool ready = false;
   for (int i = 0; i < 600 && !ready; ++i) {
     ready = metric(metrics_port, "loom_store_batches_total") >= 0
-            && !loom::read_key(dir / "db/keys/admin.pub").empty();
+            && !loom::read_key(dir / "db/keys/admin.pub").empty()
+            && (etcd.empty() || metric(metrics_port, "loom_ha_leader") == 1);
     if (!ready)
       std::this_thread::sleep_for(std::chrono::milliseconds{100});
   }
   if (!ready) {
     std::fprintf(stderr, "serve did not start:\n%s\n", serve.stderr_text().c_str());
-    return 1;
+    return 0;
   }
   loom::client_options o;
   o.endpoint = fmt::format("tcp://127.0.0.1:{}", port);
@@ -150,12 +164,18 @@ int run(int clients, int per_client) {
   const double secs = std::chrono::duration<double>(clock_type::now() - t0).count();
   const double cpu = cpu_seconds(serve.pid()) - cpu0;
   const double syncs = syncs0 < 0 ? -1 : metric(metrics_port, "loom_store_syncs_total") - syncs0;
+  const double commits = metric(metrics_port, "loom_ha_commit_seconds_count");
+  const double commit_s = metric(metrics_port, "loom_ha_commit_seconds_sum");
   const int n = clients * per_client;
-  std::printf("admissions, %d client(s) x %d jobs, synced: %.0f/s (%.3f s), service CPU %.0f us "
-              "per admission, WAL syncs %s%s\n",
-              clients, per_client, n / secs, secs, cpu / n * 1e6,
+  std::printf("admissions on %s, %d client(s) x %d jobs, synced: %.0f/s (%.3f s), service CPU "
+              "%.0f us per admission, WAL syncs %s%s\n",
+              etcd.empty() ? "RocksDB" : "etcd ([ha], 3 members)", clients, per_client, n / secs,
+              secs, cpu / n * 1e6,
               syncs < 0 ? "n/a (no loom_store_syncs_total)" : fmt::format("{:.0f} ({:.2f} per admission)", syncs, syncs / n).c_str(),
               failures ? fmt::format(", {} FAILED", failures.load()).c_str() : "");
+  if (!etcd.empty() && commits > 0)
+    std::printf("  etcd: %.0f group commits (%.1f admissions each), %.2f ms each\n", commits,
+                n / commits, commit_s / commits * 1e3);
   if (failures) {
     serve.read_until(true, [](const std::string&) { return false; }, std::chrono::seconds{1});
     auto lines = serve.stderr_lines();
@@ -164,7 +184,17 @@ int run(int clients, int per_client) {
   }
   serve.send_signal(SIGTERM);
   serve.wait(std::chrono::seconds{30});
-  return failures ? 1 : 0;
+  return failures ? 0 : n / secs;
+}
+
+/// RocksDB, then etcd, for the same load; the ratio of the two.
+int side_by_side(int clients, int per_client) {
+  const double local = run(clients, per_client);
+  lt::etcd_cluster etcd{3};
+  const double replicated = run(clients, per_client, etcd.urls());
+  if (local > 0 && replicated > 0)
+    std::printf("admissions, %d client(s): etcd/RocksDB %.2f\n", clients, replicated / local);
+  return local > 0 && replicated > 0 ? 0 : 1;
 }
 
 } // namespace
@@ -172,6 +202,6 @@ int run(int clients, int per_client) {
 int main(int argc, char** argv) {
   const int per_client = argc > 2 ? std::atoi(argv[2]) : 200;
   if (argc > 1)
-    return run(std::atoi(argv[1]), per_client);
-  return run(1, per_client) + run(16, per_client);
+    return side_by_side(std::atoi(argv[1]), per_client);
+  return side_by_side(1, per_client) + side_by_side(16, per_client);
 }

@@ -176,7 +176,44 @@ BOOST_AUTO_TEST_CASE(gpu_overrides_and_new_types) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_AUTO_TEST_CASE(ha_defaults_from_the_gateway_and_the_cluster) {
+  std::string text{embedded_config_text()};
+  text += "\n[ha]\nendpoints = [\"http://127.0.0.1:2379\", \"https://etcd-b:2379\"]\n"
+          "name = \"loom-a\"\n";
+  auto r = parse_config(text, "test.toml");
+  BOOST_REQUIRE_MESSAGE(r.value, (r.errors.empty() ? "" : r.errors[0].to_string()));
+  BOOST_REQUIRE(r.value->ha);
+  auto& ha = *r.value->ha;
+  BOOST_CHECK_EQUAL(ha.endpoints.size(), 2u);
+  BOOST_CHECK_EQUAL(ha.advertise, r.value->endpoints.gateway);
+  BOOST_CHECK_EQUAL(ha.prefix, "/loom/local");
+  BOOST_CHECK_EQUAL(ha.lease_ttl_s, 5u);
+  BOOST_CHECK(!parse_config(embedded_config_text(), "test.toml").value->ha);
+}
+
 BOOST_AUTO_TEST_SUITE(invalid)
+
+BOOST_AUTO_TEST_CASE(ha_settings_name_file_line_and_key) {
+  auto with = [](const std::string& body) {
+    return std::string{embedded_config_text()} + "\n[ha]\nname = \"a\"\n" + body;
+  };
+  auto text = with("endpoints = [\"127.0.0.1:2379\"]\n");
+  expect_one_error(text, line_of(text, "endpoints = [\"127"), "ha.endpoints",
+                   "not an etcd client URL");
+  text = with("endpoints = [\"http://e:2379\", \"http://e:2379\"]\n");
+  expect_one_error(text, line_of(text, "endpoints = [\"http://e"), "ha.endpoints", "twice");
+  text = with("endpoints = [\"http://e:2379\"]\nlease_ttl_s = 2\nrequest_timeout_ms = 1500\n");
+  expect_one_error(text, line_of(text, "request_timeout_ms"), "ha.request_timeout_ms",
+                   "over half of lease_ttl_s");
+  text = with("endpoints = [\"http://e:2379\"]\nadvertise = \"tcp://0.0.0.0:5555\"\n");
+  expect_one_error(text, line_of(text, "advertise"), "ha.advertise", "no address a client");
+  text = with("endpoints = [\"http://e:2379\"]\nprefix = \"loom/\"\n");
+  expect_one_error(text, line_of(text, "prefix"), "ha.prefix", "not a key prefix");
+  text = with("endpoints = [\"http://e:2379\"]\nlease_ttl_s = 1\n");
+  expect_one_error(text, line_of(text, "lease_ttl_s"), "ha.lease_ttl_s", "2..600");
+  text = with("endpoints = [\"http://e:2379\"]\nleader = true\n");
+  expect_one_error(text, line_of(text, "leader = true"), "ha.leader", "unknown key");
+}
 
 BOOST_AUTO_TEST_CASE(syntax_error_names_line) {
   auto text = mutate("name = \"local\"", "name = \"local");

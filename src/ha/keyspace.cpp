@@ -1,7 +1,6 @@
 #include "ha/keyspace.hpp"
 
 #include <map>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -39,11 +38,8 @@ size_t request_bytes(const etcd_op& op) {
   return (op.key.size() + op.value.size() + op.range_end.size()) * 4 / 3 + 96;
 }
 
-/// A batch's ops, its events numbered on from `seq`; a key it writes twice is written once,
-/// as the batch leaves it (etcd takes a key once per transaction).
 std::vector<etcd_op> ops_of(const keyspace& keys, const write_batch& b, uint64_t& seq) {
   std::vector<etcd_op> ops;
-  std::map<std::string, size_t> at; // point key -> its op
   for (auto& r : b.records) {
     etcd_op op;
     op.key = keys.record(r.kind, r.key);
@@ -53,12 +49,6 @@ std::vector<etcd_op> ops_of(const keyspace& keys, const write_batch& b, uint64_t
       op.value = r.value;
     if (r.erase && !r.erase_to.empty())
       op.range_end = keys.record(r.kind, r.erase_to);
-    if (auto it = at.find(op.key); it != at.end() && op.range_end.empty()) {
-      ops[it->second] = std::move(op);
-      continue;
-    }
-    if (op.range_end.empty())
-      at[op.key] = ops.size();
     ops.push_back(std::move(op));
   }
   for (auto& e : b.events) {
@@ -70,49 +60,61 @@ std::vector<etcd_op> ops_of(const keyspace& keys, const write_batch& b, uint64_t
   return ops;
 }
 
-/// One transaction being filled: etcd refuses one that names a key twice, or one inside a
-/// range it deletes ("duplicate key given in txn request"), so a batch that would is the
-/// next transaction's.
+/// One transaction being filled. etcd refuses one that names a key twice or writes inside a
+/// range it deletes ("duplicate key given in txn request"), but its writes land together, so
+/// what a later write of the same key leaves is all that need be sent (every decision writes
+/// the scheduler's counter, say): a write of a key replaces the earlier one, a range's
+/// deletion drops the writes inside it. Only a write inside a range deleted before it cannot
+/// be merged: that batch is the next transaction's.
 class txn_builder {
 public:
-  bool conflicts(const std::vector<etcd_op>& ops) const {
+  /// Takes the ops, merged, if it can; unchanged and false if not.
+  bool add(const std::vector<etcd_op>& ops, size_t bytes) {
+    auto points = points_;
+    auto ranges = ranges_;
     for (auto& op : ops) {
-      const auto end = op.range_end.empty() ? op.key + '\0' : op.range_end;
-      if (auto it = points_.lower_bound(op.key); it != points_.end() && *it < end)
-        return true;
-      for (auto& [b, e] : ranges_)
-        if (op.key < e && b < end)
-          return true;
+      if (inside_range(ranges, op.key, op.range_end.empty() ? op.key + '\0' : op.range_end))
+        return false;
+      if (op.range_end.empty()) {
+        points[op.key] = op;
+        continue;
+      }
+      points.erase(points.lower_bound(op.key), points.lower_bound(op.range_end));
+      ranges.push_back(op);
     }
-    return false;
-  }
-
-  void add(std::vector<etcd_op> ops, size_t bytes) {
-    for (auto& op : ops) {
-      if (op.range_end.empty())
-        points_.insert(op.key);
-      else
-        ranges_.emplace_back(op.key, op.range_end);
-      ops_.push_back(std::move(op));
-    }
+    points_ = std::move(points);
+    ranges_ = std::move(ranges);
     bytes_ += bytes;
+    return true;
   }
 
-  size_t size() const { return ops_.size(); }
+  size_t size() const { return points_.size() + ranges_.size(); }
   size_t bytes() const { return bytes_; }
-  bool empty() const { return ops_.empty(); }
+  bool empty() const { return size() == 0; }
 
   std::vector<etcd_op> take() {
+    std::vector<etcd_op> out;
+    for (auto& op : ranges_)
+      out.push_back(std::move(op));
+    for (auto& [key, op] : points_)
+      out.push_back(std::move(op));
     points_.clear();
     ranges_.clear();
     bytes_ = 0;
-    return std::move(ops_);
+    return out;
   }
 
 private:
-  std::vector<etcd_op> ops_;
-  std::set<std::string> points_;
-  std::vector<std::pair<std::string, std::string>> ranges_;
+  static bool inside_range(const std::vector<etcd_op>& ranges, const std::string& begin,
+                           const std::string& end) {
+    for (auto& r : ranges)
+      if (begin < r.range_end && r.key < end)
+        return true;
+    return false;
+  }
+
+  std::map<std::string, etcd_op> points_;
+  std::vector<etcd_op> ranges_;
   size_t bytes_ = 0;
 };
 
@@ -154,28 +156,23 @@ commit_plan plan_commit(const keyspace& keys, const std::vector<const write_batc
     for (auto& op : ops)
       b += request_bytes(op);
     // One op is kept for the retention's deletion.
-    if (ops.size() + 1 > limits.max_ops || b > limits.max_bytes) {
+    const bool too_large = ops.size() + 1 > limits.max_ops || b > limits.max_bytes;
+    txn_builder alone;
+    if (too_large || !alone.add(ops, b)) {
       plan.txns.clear();
-      plan.error = fmt::format("a decision of {} writes ({} bytes) is over one etcd "
-                               "transaction ([ha] max_txn_ops = {}, max_request_bytes = {})",
-                               ops.size(), b, limits.max_ops, limits.max_bytes);
+      plan.error = too_large
+                     ? fmt::format("a decision of {} writes ({} bytes) is over one etcd "
+                                   "transaction ([ha] max_txn_ops = {}, max_request_bytes = {})",
+                                   ops.size(), b, limits.max_ops, limits.max_bytes)
+                     : "a decision writes inside a range it deleted before: etcd takes no such "
+                       "transaction";
       return plan;
     }
-    txn_builder alone; // a batch etcd cannot take whole: a put inside a range it deletes
-    for (auto& op : ops) {
-      if (alone.conflicts({op})) {
-        plan.txns.clear();
-        plan.error = fmt::format("a decision writes {} inside a range it deletes: etcd takes "
-                                 "no such transaction",
-                                 op.key);
-        return plan;
-      }
-      alone.add({op}, 0);
-    }
-    if (txn.size() + ops.size() + 1 > limits.max_ops || txn.bytes() + b > limits.max_bytes
-        || txn.conflicts(ops))
-      close(before); // the retention of the transaction being closed ends at its own events
-    txn.add(std::move(ops), b);
+    if (txn.size() + ops.size() + 1 <= limits.max_ops && txn.bytes() + b <= limits.max_bytes
+        && txn.add(ops, b))
+      continue;
+    close(before); // the retention of the transaction being closed ends at its own events
+    txn.add(ops, b);
   }
   close(seq);
   return plan;

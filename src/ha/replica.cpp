@@ -178,7 +178,7 @@ bool replica::stand_by(const std::function<bool()>& stopping) {
     }
     const bool due = !leader_present_ || steady::now() - campaigned > std::chrono::seconds{
                                                                         config_.lease_ttl_s};
-    if (lease_ && due) {
+    if (lease_ && due && steady::now() >= campaign_after_) {
       campaigned = steady::now();
       if (campaign())
         return true;
@@ -469,6 +469,8 @@ void replica::stand_down(std::string_view why) {
   erase.what = etcd_op::kind::erase;
   erase.key = keys_.leader();
   auto r = client_.txn({{keys_.leader(), leader_revision_}}, {erase});
+  // Another replica's turn: this one campaigns again only if none has taken over meanwhile.
+  campaign_after_ = steady::now() + std::chrono::seconds{config_.lease_ttl_s};
   spdlog::info("event=ha_stood_down replica={} reason=\"{}\" election_key_deleted={}",
                config_.name, why, r && r->succeeded);
   publish();

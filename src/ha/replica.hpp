@@ -90,6 +90,7 @@ private:
   std::atomic<bool> term_over_{false};
   int64_t leader_revision_ = 0; // the election key's create revision while leading
   int64_t compacted_to_ = 0;
+  std::chrono::steady_clock::time_point campaign_after_{}; // after standing down, others first
 
   std::mutex mutex_; // the store while the mirror writes it, and what follows
   std::condition_variable changed_;

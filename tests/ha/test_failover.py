@@ -503,7 +503,14 @@ class Failover(unittest.TestCase):
             r.stop()
 
     def run_quorum(self, r: Replicas) -> None:
-        lead = r.leader()
+        # A planned failover first: SIGUSR1 makes the leader resign, and the standby leads
+        # without waiting out the lease.
+        resigned = r.leader()
+        t_resign = time.monotonic()
+        r.procs[resigned].send_signal(signal.SIGUSR1)
+        lead = r.leader(other_than=resigned)
+        handover = time.monotonic() - t_resign
+        self.assertIn("event=ha_stood_down", r.log(resigned))
         admin = r.client(timeout_s=10)
         submit(admin, spec("probe", 8, 1000000))
         probe = Probe(r)
@@ -547,6 +554,8 @@ class Failover(unittest.TestCase):
         jobs = list_jobs(admin)
         for name in refused:
             self.assertNotIn(name, jobs, f"{name} was refused, then stored")
+        print(f"ha_failover: SIGUSR1 handed leadership over in {handover:.2f} s "
+              f"(lease_ttl_s = {TTL_S})", file=sys.stderr)
         print(f"ha_failover quorum: {len(acked_one)} acknowledged with one etcd member down, 0 "
               f"with two ({len(refused)} refused: "
               f"{sorted(set(pb.ErrorCode.Name(c) for c in refused.values()))}); resumed, "
