@@ -194,8 +194,13 @@ BOOST_AUTO_TEST_CASE(ha_defaults_from_the_gateway_and_the_cluster) {
 BOOST_AUTO_TEST_SUITE(invalid)
 
 BOOST_AUTO_TEST_CASE(ha_settings_name_file_line_and_key) {
-  auto with = [](const std::string& body) {
-    return std::string{embedded_config_text()} + "\n[ha]\nname = \"a\"\n" + body;
+  // conf/loom.toml documents [ha] in comments: each line is looked for in what is appended.
+  const std::string base{embedded_config_text()};
+  auto with = [&](const std::string& body) { return base + "\n[ha]\nname = \"a\"\n" + body; };
+  auto line_of = [&](const std::string& text, const std::string& needle) {
+    auto pos = text.find(needle, base.size());
+    BOOST_REQUIRE(pos != std::string::npos);
+    return 1 + static_cast<int>(std::count(text.begin(), text.begin() + long(pos), '\n'));
   };
   auto text = with("endpoints = [\"127.0.0.1:2379\"]\n");
   expect_one_error(text, line_of(text, "endpoints = [\"127"), "ha.endpoints",

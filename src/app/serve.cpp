@@ -461,22 +461,27 @@ void reload_standby(config& current, const serve_options& options) {
 /// again after each term; returns when a signal stops it.
 template <class Run>
 caf::error lead_when_elected(const config& cfg, const serve_options& options,
-                             const std::shared_ptr<database>& store,
+                             std::shared_ptr<database> store,
                              const std::shared_ptr<service_metrics>& metrics,
                              uint16_t metrics_port, Run& run) {
   const auto& ha_cfg = *cfg.ha;
   config current = cfg; // a standby's SIGHUP reads the config its next term starts with
   auto host = cfg.endpoints.metrics.substr(0, cfg.endpoints.metrics.rfind(':'));
-  auto ha = std::make_shared<replica>(ha_cfg, fmt::format("{}:{}", host, metrics_port), store,
-                                      metrics);
+  auto ha = std::make_shared<replica>(ha_cfg, fmt::format("{}:{}", host, metrics_port), metrics);
   spdlog::info("event=ha_starting replica={} etcd=\"{}\" prefix={} lease_ttl_s={} "
                "advertise={}",
                ha_cfg.name, fmt::join(ha_cfg.endpoints, ","), ha_cfg.prefix, ha_cfg.lease_ttl_s,
                ha_cfg.advertise);
   for (;;) {
     set_health(service_health::standby);
+    if (!store) { // the last term's store closed it
+      auto db = open_storage(cfg.storage.path, options.recovery);
+      if (!db)
+        return db.error();
+      store = std::move(*db);
+    }
     bool stop = false;
-    const bool elected = ha->stand_by([&] {
+    const bool elected = ha->stand_by(store, [&] {
       const int sig = await_service_signal(std::chrono::milliseconds{0});
       if (sig == SIGINT || sig == SIGTERM)
         stop = true;
@@ -490,7 +495,7 @@ caf::error lead_when_elected(const config& cfg, const serve_options& options,
     });
     if (!elected)
       return caf::none;
-    auto end = run(current, ha);
+    auto end = run(current, std::move(store), ha);
     if (!end || *end == service_end::stopped || *end == service_end::resigned)
       ha->stand_down(!end ? "it failed to start"
                      : *end == service_end::resigned ? "SIGUSR1: it resigned"
@@ -543,7 +548,7 @@ int serve(const config& cfg, const serve_options& options) {
                (*endpoint)->port());
   metrics->config_generation().Set(1);
   std::shared_ptr<database> local{std::move(*db)};
-  auto run = [&](const config& cfg, std::shared_ptr<replica> ha) {
+  auto run = [&](const config& cfg, std::shared_ptr<database> db, std::shared_ptr<replica> ha) {
     caf::actor_system_config sys_cfg;
     register_loom_types(sys_cfg);
     // One scheduler thread per core (CAF's default is at least 4, which on a small machine
@@ -554,17 +559,19 @@ int serve(const config& cfg, const serve_options& options) {
     sys_cfg.set("scheduler.max-threads", std::max(1u, std::thread::hardware_concurrency()));
     sys_cfg.set("scheduler.policy", caf::atom("sharing"));
     caf::actor_system sys{sys_cfg};
-    auto end = run_service(sys, cfg, options, local, metrics, std::move(ha));
+    auto end = run_service(sys, cfg, options, std::move(db), metrics, std::move(ha));
     if (!end)
       spdlog::error("event=serve_failed error=\"{}\"", render(end.error()));
     return end;
   }; // every actor has stopped (the store flushed) once the system is gone
   caf::error failed;
+  // The store owns its database alone while it runs: one that failed is closed and opened
+  // again by it (a full disk), and a replica's next term opens the path anew.
   if (!cfg.ha) {
-    if (auto end = run(cfg, nullptr); !end)
+    if (auto end = run(cfg, std::move(local), nullptr); !end)
       failed = end.error();
   } else {
-    failed = lead_when_elected(cfg, options, local, metrics, (*endpoint)->port(), run);
+    failed = lead_when_elected(cfg, options, std::move(local), metrics, (*endpoint)->port(), run);
   }
   const int code = failed ? 1 : 0;
   spdlog::info("event=serve_stopped exit_code={}", code);

@@ -45,12 +45,14 @@ bool holds_state(database& db) {
 
 replica::replica(ha_config config, std::string metrics_address, std::shared_ptr<database> db,
                  std::shared_ptr<service_metrics> metrics)
+  : replica(std::move(config), std::move(metrics_address), std::move(metrics)) {
+  db_ = std::move(db);
+}
+
+replica::replica(ha_config config, std::string metrics_address,
+                 std::shared_ptr<service_metrics> metrics)
   : config_(std::move(config)), metrics_address_(std::move(metrics_address)),
-    keys_(config_.prefix), client_(options_of(config_)), db_(std::move(db)),
-    metrics_(std::move(metrics)) {
-  if (auto rev = db_->get(record_kind::meta, ha_revision_key); rev && *rev)
-    applied_ = decode_ha_revision(**rev);
-  metrics_->ha_applied_revision().Set(double(applied_.load()));
+    keys_(config_.prefix), client_(options_of(config_)), metrics_(std::move(metrics)) {
   metrics_->ha_leader().Set(0);
   lease_thread_ = std::thread([this] { keep_lease(); });
 }
@@ -161,8 +163,22 @@ void replica::publish() {
 
 // -- Standing by: the mirror and the campaign ----------------------------------------------------
 
+bool replica::stand_by(std::shared_ptr<database> db, const std::function<bool()>& stopping) {
+  db_ = std::move(db);
+  const bool elected = stand_by(stopping);
+  db_.reset();
+  return elected;
+}
+
 bool replica::stand_by(const std::function<bool()>& stopping) {
   metrics_->ha_leader().Set(0);
+  // Where this store stands: what it applied before (a standby that mirrored, a leader whose
+  // store wrote each commit's revision), or nothing.
+  if (auto rev = db_->get(record_kind::meta, ha_revision_key); rev && *rev)
+    applied_ = decode_ha_revision(**rev);
+  else
+    applied_ = 0;
+  metrics_->ha_applied_revision().Set(double(applied_.load()));
   auto campaigned = steady::time_point{};
   while (!stopping()) {
     if (!mirror_error_.empty()) { // a store that cannot mirror this keyspace never leads

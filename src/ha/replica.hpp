@@ -32,6 +32,9 @@ public:
   /// election key, the store diverged): whoever runs the service polls leading().
   replica(ha_config config, std::string metrics_address, std::shared_ptr<database> db,
           std::shared_ptr<service_metrics> metrics);
+  /// The same, with no store yet: stand_by() is given one.
+  replica(ha_config config, std::string metrics_address,
+          std::shared_ptr<service_metrics> metrics);
   ~replica() override; // stops its threads; the lease is left to expire (a crash does that too)
   replica(const replica&) = delete;
   replica& operator=(const replica&) = delete;
@@ -39,6 +42,9 @@ public:
   /// Mirrors and campaigns until this replica leads with its store caught up (true), or
   /// `stopping()` (false: polled every few tens of milliseconds).
   bool stand_by(const std::function<bool()>& stopping);
+  /// The same into `db`, which the replica holds only until it returns: the store it leads
+  /// with owns it alone then (a store that fails closes and reopens its database).
+  bool stand_by(std::shared_ptr<database> db, const std::function<bool()>& stopping);
 
   /// Ends this replica's leadership (a shutdown, or an operator's SIGUSR1): the election key
   /// is deleted, fenced by its create revision, so a standby takes over without waiting out
