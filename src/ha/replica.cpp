@@ -127,10 +127,15 @@ void replica::lose(const std::string& why) {
   spdlog::error("event=ha_deposed replica={} reason=\"{}\"", config_.name, why);
   // Where the key is still this leadership's (a diverged store), a standby need not wait for
   // the lease; elsewhere the compare fails and nothing changes.
+  erase_election_key();
+}
+
+bool replica::erase_election_key() {
   etcd_op erase;
   erase.what = etcd_op::kind::erase;
   erase.key = keys_.leader();
-  (void)client_.txn({{keys_.leader(), leader_revision_}}, {erase});
+  auto r = client_.txn({{keys_.leader(), leader_revision_}}, {erase});
+  return r && r->succeeded;
 }
 
 void replica::suspend(const std::string& why) {
@@ -283,15 +288,8 @@ bool replica::full_sync() {
     mirror_error_ = render(err);
     return false;
   }
-  std::vector<const write_batch*> all;
-  for (auto& b : update.batches)
-    all.push_back(&b);
-  write_batch mark;
-  mark.sync = false;
-  mark.records.push_back(ha_revision_write(revision));
-  all.push_back(&mark);
-  if (auto r = db_->write_all(all); !r) {
-    mirror_error_ = render(r.error());
+  if (auto err = write_applied(update.batches, revision, true)) {
+    mirror_error_ = render(err);
     return false;
   }
   applied_ = revision;
@@ -299,6 +297,20 @@ bool replica::full_sync() {
   spdlog::info("event=ha_synced replica={} revision={} batches={} last_event_seq={}",
                config_.name, revision, update.batches.size(), db_->last_event_seq());
   return true;
+}
+
+caf::error replica::write_applied(const std::vector<write_batch>& batches, int64_t revision,
+                                  bool mark_revision) {
+  std::vector<const write_batch*> all;
+  for (auto& b : batches)
+    all.push_back(&b);
+  write_batch mark;
+  mark.sync = false; // etcd holds it: a store that loses its tail reads it again
+  mark.records.push_back(ha_revision_write(revision));
+  if (mark_revision)
+    all.push_back(&mark);
+  auto r = db_->write_all(all);
+  return r ? caf::error{} : r.error();
 }
 
 void replica::apply(std::vector<etcd_event> events, int64_t revision) {
@@ -327,16 +339,8 @@ void replica::apply(std::vector<etcd_event> events, int64_t revision) {
   for (auto& e : events)
     last = std::max(last, e.kv.mod_revision);
   if (last > applied_) {
-    std::vector<const write_batch*> all;
-    for (auto& b : update.batches)
-      all.push_back(&b);
-    write_batch mark;
-    mark.sync = false;
-    mark.records.push_back(ha_revision_write(last));
-    if (!seed_pending_)
-      all.push_back(&mark);
-    if (auto r = db_->write_all(all); !r) {
-      mirror_error_ = render(r.error());
+    if (auto err = write_applied(update.batches, last, !seed_pending_)) {
+      mirror_error_ = render(err);
       spdlog::error("event=ha_mirror_failed replica={} reason=\"{}\"", config_.name,
                     mirror_error_);
       changed_.notify_all();
@@ -481,14 +485,11 @@ void replica::stand_down(std::string_view why) {
   term_over_ = true;
   metrics_->ha_leader().Set(0);
   metrics_->ha_leader_changes().Increment();
-  etcd_op erase;
-  erase.what = etcd_op::kind::erase;
-  erase.key = keys_.leader();
-  auto r = client_.txn({{keys_.leader(), leader_revision_}}, {erase});
+  const bool erased = erase_election_key();
   // Another replica's turn: this one campaigns again only if none has taken over meanwhile.
   campaign_after_ = steady::now() + std::chrono::seconds{config_.lease_ttl_s};
   spdlog::info("event=ha_stood_down replica={} reason=\"{}\" election_key_deleted={}",
-               config_.name, why, r && r->succeeded);
+               config_.name, why, erased);
   publish();
 }
 
@@ -499,12 +500,13 @@ caf::expected<int64_t> replica::commit(const std::vector<const write_batch*>& ba
                       fmt::format("replica '{}' does not lead ({}); nothing was stored",
                                   config_.name, why));
   };
-  if (!leading() && lost())
-    return not_leader("it stands by");
-  if (!leading())
+  auto suspended = [] {
     return make_error(errc::storage_read_only,
                       "etcd has not renewed this replica's lease (no quorum?): it stops acting; "
                       "nothing was stored, send it again later");
+  };
+  if (!leading())
+    return lost() ? not_leader("it stands by") : suspended();
   auto plan = plan_commit(keys_, batches, first_seq,
                           {config_.max_txn_ops, config_.max_request_bytes},
                           config_.event_retention);
@@ -517,12 +519,8 @@ caf::expected<int64_t> replica::commit(const std::vector<const write_batch*>& ba
   for (auto& ops : plan.txns) {
     for (;;) {
       if (!leading()) {
-        if (!revision && !unresolved && lost())
-          return not_leader("another replica may lead now");
         if (!revision && !unresolved)
-          return make_error(errc::storage_read_only,
-                            "etcd has not renewed this replica's lease (no quorum?): it stops "
-                            "acting; nothing was stored, send it again later");
+          return lost() ? not_leader("another replica may lead now") : suspended();
         // etcd may take it later: this store must be brought up to etcd's before it is used.
         suspend("etcd did not confirm a commit before the lease ran out");
         return make_error(errc::storage_read_only,

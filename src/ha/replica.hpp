@@ -73,9 +73,13 @@ private:
   void lose(const std::string& why);    // leadership ended: another replica may lead
   void suspend(const std::string& why); // the term ends, the lease may still hold
   void publish();                    // this replica's status key
+  bool erase_election_key();         // fenced by this term's revision
   bool start_mirror();
   bool full_sync();
   void apply(std::vector<etcd_event> events, int64_t revision);
+  /// The mirrored batches in one write, with the revision they bring the store to.
+  caf::error write_applied(const std::vector<write_batch>& batches, int64_t revision,
+                           bool mark_revision);
   /// Elected: true once the store holds everything before the election.
   bool campaign();
   /// A first leader of an empty keyspace whose store holds state: etcd gets it all.
