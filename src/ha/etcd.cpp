@@ -426,8 +426,10 @@ void etcd_watch::stop() {
 }
 
 void etcd_watch::run() {
-  size_t i = 0;
-  std::vector<std::string> errors;
+  // Watches started one after another begin at successive endpoints: a member that stopped
+  // answering one does not get the next.
+  static std::atomic<size_t> rounds{0};
+  size_t i = rounds++;
   while (!stop_) {
     const auto& endpoint = options_.endpoints[i % options_.endpoints.size()];
     if (!stream(endpoint))
@@ -455,6 +457,9 @@ bool etcd_watch::stream(const std::string& endpoint) {
   CURL* h = curl_easy_init();
   CURLM* m = curl_multi_init();
   curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
+  // gRPC metadata through the gateway: a member without a Raft leader (cut off from its
+  // quorum) ends the stream instead of keeping it open and silent.
+  headers = curl_slist_append(headers, "Grpc-Metadata-hasleader: true");
   prepare(h, options_, endpoint + "/v3/watch", body, headers);
   buffer_.clear();
   auto on_data = +[](char* data, size_t size, size_t n, void* self) -> size_t {

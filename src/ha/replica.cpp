@@ -389,6 +389,7 @@ bool replica::campaign() {
   term_over_ = false;
   if (!wait_applied(r->revision)) {
     stand_down("its store did not catch up with etcd in time");
+    mirror_.reset(); // watched again, from another endpoint
     return false;
   }
   mirror_.reset();
