@@ -369,7 +369,7 @@ BOOST_AUTO_TEST_CASE(months_of_decisions_stay_within_etcd_s_quota) {
   cfg.history_revisions = 200;
   replica a{cfg, "", open_db(dir / "a"), std::make_shared<service_metrics>()};
   BOOST_REQUIRE(elect(a, 10s));
-  const int decisions = test::sanitized ? 40'000 : 120'000;
+  const int decisions = test::sanitized ? 20'000 : 120'000;
   const int per_commit = 40; // what the store's group commit gathers under load
   uint64_t seq = 1;
   int64_t half_size = 0;
