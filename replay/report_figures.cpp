@@ -406,30 +406,43 @@ std::string verdict_of(const json& report) {
   }
   // WEAVE: cost and SLO attainment side by side, cheapest first, each cost against weave's;
   // a binary "meets every SLO" verdict would rank a policy that misses 1 job in 200 below
-  // one costing 1.5x as much (#40 item 5).
+  // one costing 1.5x as much (#40 item 5). Where the report has it, cost is the dollars each
+  // finished iteration took, $/h beside it: $/h divides by each policy's own span, which a
+  // policy that stretches its jobs lengthens (#46).
+  bool per_iteration = true;
+  for (auto& [name, p] : policies.items())
+    if (name != "optimal" && p.contains("cost_per_hour_avg"))
+      per_iteration &= number(p, "cost_per_iteration") > 0;
+  const char* metric = per_iteration ? "cost_per_iteration" : "cost_per_hour_avg";
   std::vector<std::pair<double, std::string>> by_cost;
   // The offline optimum is a bound to compare with, not a policy one could run.
   for (auto& [name, p] : policies.items())
     if (name != "optimal" && p.contains("cost_per_hour_avg"))
-      by_cost.emplace_back(number(p, "cost_per_hour_avg"), name);
+      by_cost.emplace_back(number(p, metric), name);
   std::sort(by_cost.begin(), by_cost.end());
   if (by_cost.empty())
     return {};
   const std::string ref = field(policies, "weave").contains("cost_per_hour_avg")
                             ? "weave"
                             : by_cost.front().second;
-  const double ref_cost = number(field(policies, ref.c_str()), "cost_per_hour_avg");
+  const double ref_cost = number(field(policies, ref.c_str()), metric);
   std::string text = "cost, jobs within SLO:";
   for (auto& [cost, name] : by_cost) {
-    text += fmt::format("{} {} ${:.1f}/h", text.back() == ':' ? "" : ";", name, cost);
+    auto& p = field(policies, name.c_str());
+    text += fmt::format("{} {} ${:.1f}/h", text.back() == ':' ? "" : ";", name,
+                        number(p, "cost_per_hour_avg"));
+    if (per_iteration)
+      text += fmt::format(", ${:.3f} per iteration", cost);
     if (name != ref && ref_cost > 0)
       text += fmt::format(" ({:.3f}x {})", cost / ref_cost, ref);
-    text += fmt::format(", {:.1f}%", number(field(policies, name.c_str()), "slo_attainment") * 100);
+    text += fmt::format(", {:.1f}%", number(p, "slo_attainment") * 100);
   }
-  if (auto& opt = field(policies, "optimal"); opt.contains("cost_per_hour_avg"))
+  if (auto& opt = field(policies, "optimal"); opt.contains("cost_per_hour_avg")) {
+    const double ref_hourly = number(field(policies, ref.c_str()), "cost_per_hour_avg");
     text += fmt::format("; the offline optimum is ${:.1f}/h ({} at {:.3f}x it)",
                         number(opt, "cost_per_hour_avg"), ref,
-                        ref_cost / number(opt, "cost_per_hour_avg", ref_cost));
+                        ref_hourly / number(opt, "cost_per_hour_avg", ref_hourly));
+  }
   return text;
 }
 

@@ -53,6 +53,7 @@ observer_actor::behavior_type recorder(observer_actor::stateful_pointer<recorder
 placement_chooser chooser_for(const std::string& policy, uint64_t seed) {
   if (policy == "solo-d")
     return solo_chooser();
+  // "weave-paper" is Algorithm 1 as the paper has it: its own chooser, consolidation off.
   if (policy == "random" || policy == "random-slo")
     return random_chooser(seed, policy == "random-slo");
   if (policy == "greedy" || policy == "greedy-slo")
@@ -78,8 +79,10 @@ caf::expected<policy_log> run_policy(const weave_scenario& sc, const std::string
     auto store_handle = sys.spawn(store, std::shared_ptr<database>{std::move(*db)}, metrics);
     auto observer = sys.spawn(recorder, log);
     auto frameworks = sys.spawn(sim_frameworks, sc.config, sc.jobs, std::move(draws), ledger, 1.0);
-    cluster_scheduler_config cfg{sc.config.cluster, sc.config.policy.weave, sc.migrate_tails,
-                                 false, chooser_for(policy, sc.seed), {}};
+    auto weave = sc.config.policy.weave;
+    weave.consolidate &= policy != "weave-paper";
+    cluster_scheduler_config cfg{sc.config.cluster, weave, sc.migrate_tails, false,
+                                 chooser_for(policy, sc.seed), {}};
     auto scheduler = sys.spawn(cluster_scheduler, std::move(cfg), store_handle,
                                caf::actor_cast<worker_actor>(frameworks), observer);
     caf::anon_send(frameworks, connect_atom::value, scheduler);
@@ -149,23 +152,26 @@ ordered_json arrivals_ratio(const ordered_json& policies) {
                : ordered_json(nullptr);
 }
 
-ordered_json cost_ratios(const ordered_json& policies) {
+/// The policies' cost against each other on `metric` (a policy field).
+ordered_json cost_ratios(const ordered_json& policies, const char* metric = "cost_per_hour_avg") {
   auto ratio = [&](const char* a, const char* b) -> ordered_json {
-    if (!policies.contains(a) || !policies.contains(b) || !policies[a].contains("cost_per_hour_avg")
-        || !policies[b].contains("cost_per_hour_avg"))
+    if (!policies.contains(a) || !policies.contains(b) || !policies[a].contains(metric)
+        || !policies[b].contains(metric))
       return nullptr;
-    double y = policies[b]["cost_per_hour_avg"].get<double>();
-    return y > 0 ? ordered_json(round4(policies[a]["cost_per_hour_avg"].get<double>() / y))
+    double y = policies[b][metric].get<double>();
+    return y > 0 ? ordered_json(round4(policies[a][metric].get<double>() / y))
                  : ordered_json(nullptr);
   };
-  return {{"solo-d/weave", ratio("solo-d", "weave")},
-          {"colocated/weave", ratio("colocated", "weave")},
-          {"weave/optimal", ratio("weave", "optimal")},
-          {"weave/optimal-arrivals", arrivals_ratio(policies)},
-          {"random/optimal", ratio("random", "optimal")},
-          {"greedy/optimal", ratio("greedy", "optimal")},
-          {"random-slo/weave", ratio("random-slo", "weave")},
-          {"greedy-slo/weave", ratio("greedy-slo", "weave")}};
+  ordered_json out{{"solo-d/weave", ratio("solo-d", "weave")},
+                   {"colocated/weave", ratio("colocated", "weave")},
+                   {"weave-paper/weave", ratio("weave-paper", "weave")},
+                   {"weave/optimal", ratio("weave", "optimal")}};
+  if (std::string_view{metric} == "cost_per_hour_avg")
+    out["weave/optimal-arrivals"] = arrivals_ratio(policies);
+  for (auto [a, b] : {std::pair{"random", "optimal"}, std::pair{"greedy", "optimal"},
+                      std::pair{"random-slo", "weave"}, std::pair{"greedy-slo", "weave"}})
+    out[fmt::format("{}/{}", a, b)] = ratio(a, b);
+  return out;
 }
 
 } // namespace
@@ -215,6 +221,7 @@ caf::expected<seed_report> run_one_seed(const weave_scenario& sc, const std::str
   }
   report["policies"] = policies;
   report["cost_ratios"] = cost_ratios(policies);
+  report["cost_ratios_per_iteration"] = cost_ratios(policies, "cost_per_iteration");
   return seed_report{std::move(report), std::move(timings)};
 }
 
@@ -242,8 +249,11 @@ std::string spread_lines(const ordered_json& across) {
   for (auto& [name, p] : across["policies"].items())
     if (p.contains("slo_attainment"))
       text += line(name, p["slo_attainment"]);
-  text += "cost ratios, mean (min-max):\n";
+  text += "cost ratios on $/h, mean (min-max):\n";
   for (auto& [name, r] : across["cost_ratios"].items())
+    text += line(name, r);
+  text += "cost ratios on $ per finished iteration, mean (min-max):\n";
+  for (auto& [name, r] : across["cost_ratios_per_iteration"].items())
     text += line(name, r);
   return text;
 }
@@ -271,7 +281,8 @@ caf::expected<weave_replay_output> run_seeds(const weave_scenario& sc, const std
     per_seed.push_back({{"seed", seed},
                         {"report", seed_report_dir(seed) + "/report.json"},
                         {"slo_attainment", slo},
-                        {"cost_ratios", run->report["cost_ratios"]}});
+                        {"cost_ratios", run->report["cost_ratios"]},
+                        {"cost_ratios_per_iteration", run->report["cost_ratios_per_iteration"]}});
     reports.push_back(std::move(run->report));
     timings.push_back(std::move(run->timings));
   }
@@ -286,8 +297,12 @@ caf::expected<weave_replay_output> run_seeds(const weave_scenario& sc, const std
   auto spread = spread_across(reports, "/policies", skip);
   report["policies"] = means_of(spread); // what a one-seed report says, averaged
   report["cost_ratios"] = means_of(spread_across(reports, "/cost_ratios"));
-  report["across_seeds"] = {{"policies", spread},
-                            {"cost_ratios", spread_across(reports, "/cost_ratios")}};
+  report["cost_ratios_per_iteration"] =
+    means_of(spread_across(reports, "/cost_ratios_per_iteration"));
+  report["across_seeds"] = {
+    {"policies", spread},
+    {"cost_ratios", spread_across(reports, "/cost_ratios")},
+    {"cost_ratios_per_iteration", spread_across(reports, "/cost_ratios_per_iteration")}};
   report["per_seed"] = per_seed;
   // timings.json: each policy's wall-clock figures, averaged over the seeds.
   auto out = write_output(out_dir, sc.name, report, means_of(spread_across(timings, "")),

@@ -12,9 +12,9 @@
 namespace loom::replay {
 
 const std::vector<std::string>& weave_policy_names() {
-  static const std::vector<std::string> names{"weave",      "solo-d", "colocated",
-                                              "random",     "greedy", "random-slo",
-                                              "greedy-slo", "optimal"};
+  static const std::vector<std::string> names{"weave",      "weave-paper", "solo-d",
+                                              "colocated",  "random",      "greedy",
+                                              "random-slo", "greedy-slo",  "optimal"};
   return names;
 }
 

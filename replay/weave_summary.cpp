@@ -104,6 +104,10 @@ ordered_json summarize(const std::vector<cluster_record>& cluster,
   out["cost_per_hour_avg"] = round4(c.average);
   out["cost_per_hour_peak"] = round4(c.peak);
   out["cost_total"] = round4(c.integral / 3600);
+  // Dollars for the work done, whatever span it took: $/h divides by each policy's own span,
+  // which a policy that stretches its jobs lengthens (#46).
+  out["cost_per_iteration"] =
+    iterations.empty() ? 0.0 : round4(c.integral / 3600 / double(iterations.size()));
   out["slo_attainment"] = attained(slo.missed);
   out["slo_attainment_realized"] = attained(slo.missed_realized);
   out["mean_slowdown"] = slo.steady ? round4(slo.slowdown / double(slo.steady)) : 1.0;
@@ -129,7 +133,7 @@ namespace {
 
 std::string table_row(const std::string& name, const ordered_json& p, const ordered_json& t) {
   if (p.contains("error"))
-    return fmt::format("{:<10} {}\n", name, p["error"].get<std::string>());
+    return fmt::format("{:<11} {}\n", name, p["error"].get<std::string>());
   auto num = [&](const char* k) { return p.contains(k) ? p[k].get<double>() : 0.0; };
   std::string gpus = p.contains("gpus_peak")
                        ? fmt::format("{}/{}", p["gpus_peak"]["rollout"].get<int64_t>(),
@@ -144,19 +148,20 @@ std::string table_row(const std::string& name, const ordered_json& p, const orde
                       ? fmt::format("{:.1f}/{:.1f}", t["decision_latency_us"]["p50"].get<double>(),
                                     t["decision_latency_us"]["p99"].get<double>())
                       : "-";
-  return fmt::format("{:<10} {:>9.1f} {:>9.1f} {:>11.0f} {:>6.3f} {:>7.3f} {:>7.3f} {:>9} "
-                     "{:>13} {:>16}\n",
+  return fmt::format("{:<11} {:>9.1f} {:>9.1f} {:>11.0f} {:>7.2f} {:>6.3f} {:>7.3f} {:>7.3f} "
+                     "{:>9} {:>13} {:>16}\n",
                      name, num("cost_per_hour_avg"), num("cost_per_hour_peak"),
-                     num("cost_total"), num("slo_attainment"), num("util_rollout"),
-                     num("util_train"), gpus, dec, lat);
+                     num("cost_total"), num("cost_per_iteration"), num("slo_attainment"),
+                     num("util_rollout"), num("util_train"), gpus, dec, lat);
 }
 
 } // namespace
 
 std::string summary_table(const ordered_json& policies, const ordered_json& timings) {
-  std::string table = fmt::format("{:<10} {:>9} {:>9} {:>11} {:>6} {:>7} {:>7} {:>9} {:>13} {:>16}\n",
-                                  "policy", "$/h avg", "$/h peak", "$ total", "SLO", "util R",
-                                  "util T", "GPUs R/T", "pack/scale/new", "decide p50/p99 us");
+  std::string table =
+    fmt::format("{:<11} {:>9} {:>9} {:>11} {:>7} {:>6} {:>7} {:>7} {:>9} {:>13} {:>16}\n",
+                "policy", "$/h avg", "$/h peak", "$ total", "$/iter", "SLO", "util R", "util T",
+                "GPUs R/T", "pack/scale/new", "decide p50/p99 us");
   for (auto& [name, p] : policies.items())
     table += table_row(name, p, timings.contains(name) ? timings[name] : ordered_json::object());
   return table;

@@ -96,6 +96,17 @@ BOOST_AUTO_TEST_CASE(the_verdict_puts_cost_and_slo_attainment_side_by_side) {
                     "cost, jobs within SLO: greedy $250.0/h (0.833x weave), 60.0%; weave $300.0/h, "
                     "99.5%; solo-d $450.0/h (1.500x weave), 100.0%; the offline optimum is "
                     "$200.0/h (weave at 1.500x it)");
+  // With the dollars each finished iteration took (the same work, whatever span it took),
+  // that is the cost compared: a policy cheaper per hour because it stretched its jobs is not.
+  auto with_iterations = report;
+  for (auto [name, per] : {std::pair{"weave", 1.2}, std::pair{"solo-d", 1.8},
+                           std::pair{"greedy", 1.5}})
+    with_iterations["policies"][name]["cost_per_iteration"] = per;
+  BOOST_CHECK_EQUAL(replay::verdict_of(with_iterations),
+                    "cost, jobs within SLO: weave $300.0/h, $1.200 per iteration, 99.5%; greedy "
+                    "$250.0/h, $1.500 per iteration (1.250x weave), 60.0%; solo-d $450.0/h, "
+                    "$1.800 per iteration (1.500x weave), 100.0%; the offline optimum is "
+                    "$200.0/h (weave at 1.500x it)");
   json solo{{"policies", {{"solo-d", policy_entry(450, 1.0)}}}};
   BOOST_CHECK_EQUAL(replay::verdict_of(solo), "cost, jobs within SLO: solo-d $450.0/h, 100.0%");
   json gen{{"policies", {{"orchestr", {{"samples_per_s", 3.0}}}, {"static-best", json::object()}}},
