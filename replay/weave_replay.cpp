@@ -53,12 +53,11 @@ observer_actor::behavior_type recorder(observer_actor::stateful_pointer<recorder
 placement_chooser chooser_for(const std::string& policy, uint64_t seed) {
   if (policy == "solo-d")
     return solo_chooser();
-  // "weave-paper" is Algorithm 1 as the paper has it: its own chooser, consolidation off.
   if (policy == "random" || policy == "random-slo")
     return random_chooser(seed, policy == "random-slo");
   if (policy == "greedy" || policy == "greedy-slo")
     return greedy_chooser(policy == "greedy-slo");
-  return {};
+  return {}; // weave, weave-paper: Algorithm 1's own choice (they differ in consolidation only)
 }
 
 /// One policy through the real scheduler and executors on the virtual clock, wired as `serve`
