@@ -148,10 +148,13 @@ std::string table_row(const std::string& name, const ordered_json& p, const orde
                       ? fmt::format("{:.1f}/{:.1f}", t["decision_latency_us"]["p50"].get<double>(),
                                     t["decision_latency_us"]["p99"].get<double>())
                       : "-";
-  return fmt::format("{:<11} {:>9.1f} {:>9.1f} {:>11.0f} {:>7.2f} {:>6.3f} {:>7.3f} {:>7.3f} "
+  // The offline optimum places jobs but runs no iterations.
+  std::string per_iteration =
+    p.contains("cost_per_iteration") ? fmt::format("{:.2f}", num("cost_per_iteration")) : "-";
+  return fmt::format("{:<11} {:>9.1f} {:>9.1f} {:>11.0f} {:>7} {:>6.3f} {:>7.3f} {:>7.3f} "
                      "{:>9} {:>13} {:>16}\n",
                      name, num("cost_per_hour_avg"), num("cost_per_hour_peak"),
-                     num("cost_total"), num("cost_per_iteration"), num("slo_attainment"),
+                     num("cost_total"), per_iteration, num("slo_attainment"),
                      num("util_rollout"), num("util_train"), gpus, dec, lat);
 }
 
