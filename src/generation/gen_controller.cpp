@@ -295,11 +295,9 @@ caf::result<step_placement> on_step(self_ptr self, const step_batch& batch) {
       write_batch extra;
       // Only the running step's batch and finishes are ever read back (a restart's), so the
       // steps before it go: the store stays the size of one step ([ha]: within etcd's quota).
-      if (batch.step > 0) {
-        record_write earlier{record_kind::gen_steps, gen_step_key(name_of(self), 0), {}, true};
-        earlier.erase_to = gen_step_key(name_of(self), batch.step);
-        extra.records.push_back(std::move(earlier));
-      }
+      record_write earlier{record_kind::gen_steps, gen_step_key(name_of(self), 0), {}, true};
+      earlier.erase_to = gen_step_key(name_of(self), batch.step); // step 0: an empty range
+      extra.records.push_back(std::move(earlier));
       extra.records.push_back({record_kind::gen_steps, gen_step_key(name_of(self), batch.step),
                                encode_gen_step(name_of(self), *rt.current_step()), false});
       commit(self, std::move(extra));

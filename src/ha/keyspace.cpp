@@ -41,8 +41,8 @@ size_t request_bytes(const etcd_op& op) {
 std::vector<etcd_op> ops_of(const keyspace& keys, const write_batch& b, uint64_t& seq) {
   std::vector<etcd_op> ops;
   for (auto& r : b.records) {
-    if (r.erase && !r.erase_to.empty() && r.erase_to <= r.key)
-      continue; // an empty range
+    if (r.empty_range())
+      continue;
     etcd_op op;
     op.key = keys.record(r.kind, r.key);
     if (r.erase)

@@ -247,10 +247,8 @@ caf::error database::stage(rocksdb::WriteBatch& wb, const write_batch& batch, ui
     if (r.kind == record_kind::events)
       return make_error(errc::invalid_argument,
                         "events are appended through write_batch::events, not as records");
-    // An empty range deletes nothing, and RocksDB's recovery would not count its sequence
-    // number: the store would then end short of its acknowledged mark.
-    if (r.erase && !r.erase_to.empty() && r.erase_to <= r.key)
-      continue;
+    if (r.empty_range())
+      continue; // else the store would end short of its acknowledged mark at recovery
     auto st = !r.erase              ? wb.Put(handle(r.kind), r.key, r.value)
               : r.erase_to.empty() ? wb.Delete(handle(r.kind), r.key)
                                    : wb.DeleteRange(handle(r.kind), r.key, r.erase_to);

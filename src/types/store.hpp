@@ -127,6 +127,10 @@ struct record_write {
   std::string value; // serialized loom.v1 message
   bool erase = false;
   std::string erase_to = {}; // with erase: every key in [key, erase_to), not `key` alone
+
+  /// A range deletion that names no key: no write at all (RocksDB's recovery would not count
+  /// its sequence number, and etcd has nothing to delete).
+  bool empty_range() const { return erase && !erase_to.empty() && erase_to <= key; }
 };
 
 /// Writes applied atomically: all or none. Events are appended to the log in order and get the
