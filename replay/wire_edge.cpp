@@ -312,7 +312,7 @@ wire_scheduler(wire_scheduler_actor::stateful_pointer<wire_scheduler_state> self
     },
     [](drift_atom, const std::string&, double, double, int64_t) {},
     [](profiled_atom, const job_profile&) {},
-    [](progress_atom, const job_progress&) {},
+    [](progress_atom, const job_progress&) { return ok_atom::value; },
     [](jobs_atom, const std::string&, uint32_t) { return std::vector<job_status>{}; },
     [](job_atom, const std::string&) -> caf::result<job_status> {
       return unavailable("inspect jobs");

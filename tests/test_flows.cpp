@@ -119,6 +119,7 @@ CAF_TEST(submit_place_join_grant_release) {
                                            phase_grant{"A", phase_kind::rollout, 8, 0.5, false, 1, "g1"}));
   expect((uint64_t), from(store_handle).to(executor).with(_));
   expect((progress_atom, job_progress), from(executor).to(scheduler).with(progress_atom::value, _));
+  expect((ok_atom), from(scheduler).to(executor).with(_));
   // The worker's releases (the test sends them and hears the answers) go straight back to
   // the executor: training, then sync, is permitted.
   inject((done_atom, std::string, phase_kind, double),
@@ -148,6 +149,7 @@ CAF_TEST(submit_place_join_grant_release) {
   expect((leave_atom, std::string, job_state),
          from(executor).to(worker).with(leave_atom::value, "A", job_state::finished));
   expect((finish_atom, std::string), from(executor).to(scheduler).with(finish_atom::value, "A"));
+  expect((ok_atom), from(scheduler).to(executor).with(_));
   expect((leave_atom, std::string, job_state),
          from(scheduler).to(executor).with(leave_atom::value, "A", job_state::finished));
   expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
@@ -157,6 +159,52 @@ CAF_TEST(submit_place_join_grant_release) {
   CAF_CHECK(st.executors.empty());
   CAF_CHECK(st.jobs.at("A").state == job_state::finished);
   CAF_CHECK_EQUAL(st.jobs.at("A").iterations_done, 1); // kept (and written) with the finish
+  caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
+/// An operator cancels a job while its sync release's progress is on its way to the disk: the
+/// departure writes the count the scheduler holds, so the release it lacks is answered
+/// JOB_ENDED, not acknowledged (the job then counts what Loom's record says).
+CAF_TEST(a_cancel_that_overtakes_a_release_leaves_that_release_unacknowledged) {
+  auto worker = sys.spawn(silent_worker);
+  cluster_scheduler_config cfg{one_node_cluster(), weave_policy{}, true, true, {}, {}};
+  auto scheduler = sys.spawn(cluster_scheduler, cfg, store_handle, worker, observer_actor{});
+  run();
+  for (auto name : {"A", "B"}) { // one group: the executor outlives A's departure
+    rl_job job{name, 8, 8, 100, 100, 1.5, 100, 50, 0};
+    job.iterations = 5;
+    self->send(scheduler, submit_atom::value, job);
+    sched.run(); // messages only: no phase deadline fires
+    self->receive([](const placement_reply&) {});
+  }
+  using scheduler_impl =
+    std::remove_pointer_t<cluster_scheduler_actor::stateful_pointer<cluster_scheduler_state>>;
+  auto& st = deref<scheduler_impl>(scheduler).state;
+  CAF_REQUIRE_EQUAL(st.executors.size(), 1u);
+  auto executor = st.executors.begin()->second;
+  for (auto name : {"A", "B"})
+    self->send(executor, staged_atom::value, std::string{name});
+  sched.run();
+  for (auto phase : {phase_kind::rollout, phase_kind::training}) {
+    self->send(executor, done_atom::value, std::string{"A"}, phase, 10.0);
+    sched.run();
+    self->receive([](ok_atom) {});
+  }
+  self->send(executor, done_atom::value, std::string{"A"}, phase_kind::sync, 1.0);
+  expect((done_atom, std::string, phase_kind, double),
+         from(self).to(executor).with(done_atom::value, "A", phase_kind::sync, 1.0));
+  self->send(scheduler, cancel_atom::value, std::string{"A"});
+  expect((cancel_atom, std::string), from(self).to(scheduler).with(cancel_atom::value, "A"));
+  sched.run();
+  bool release_refused = false;
+  for (int i = 0; i < 2; ++i)
+    self->receive([](ok_atom) {}, [&](const caf::error& err) {
+      release_refused = code_of(err) == errc::job_ended;
+    });
+  CAF_CHECK(release_refused);
+  CAF_CHECK(st.jobs.at("A").state == job_state::cancelled);
+  CAF_CHECK_EQUAL(st.jobs.at("A").iterations_done, 0);
   caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
 }

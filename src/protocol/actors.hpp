@@ -174,8 +174,10 @@ using cluster_scheduler_actor = caf::typed_actor<
   caf::reacts_to<drift_atom, std::string, double, double, int64_t>,
   // The job's profiling pass ended (WEAVE §5 (1)(2)): place it with what it measured.
   caf::reacts_to<profiled_atom, job_profile>,
-  // An executor's durable record of a job's turn and iterations (kept for status answers).
-  caf::reacts_to<progress_atom, job_progress>,
+  // An executor's durable record of a job's turn and iterations (kept for status answers and
+  // the job's departure). Answered JOB_ENDED where the job left that group first: the count
+  // its departure wrote lacks it, so the release it stands for must not be acknowledged.
+  caf::replies_to<progress_atom, job_progress>::with<ok_atom>,
   // Jobs in id order, a page: after an id (empty: from the first), at most a count.
   caf::replies_to<jobs_atom, std::string, uint32_t>::with<std::vector<job_status>>,
   // One job, with where it runs and, while placed, its executor's view of it.

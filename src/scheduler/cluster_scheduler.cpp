@@ -437,11 +437,16 @@ cluster_scheduler(cluster_scheduler_actor::stateful_pointer<cluster_scheduler_st
       replace_drifted(self, id, rollout_s, training_s, done_iterations);
     },
     [self](profiled_atom, const job_profile& p) { place_profiled(self, p); },
-    [self](progress_atom, const job_progress& p) {
+    [self](progress_atom, const job_progress& p) -> caf::result<ok_atom> {
       auto it = self->state.jobs.find(p.job);
-      if (it != self->state.jobs.end() && it->second.state == job_state::placed
-          && group_name(it->second.group) == p.group)
-        self->state.progress[p.job] = p;
+      if (it == self->state.jobs.end() || it->second.state != job_state::placed
+          || group_name(it->second.group) != p.group)
+        return make_error(errc::job_ended,
+                          fmt::format("job '{}' left group {} before its iteration count {} "
+                                      "was kept",
+                                      p.job, p.group, p.iterations_done));
+      self->state.progress[p.job] = p;
+      return ok_atom::value;
     },
     [self](jobs_atom, const std::string& after, uint32_t limit) {
       return job_statuses(self->state, after, limit);

@@ -72,9 +72,10 @@ void hand_out(executor_ptr self, const executor_actions& actions) {
       self->send(st.worker, resize_atom::value, r);
 }
 
-/// The job's place in the turn order and its iteration count, durable, then `then`; the
-/// scheduler hears of it for its status answers. A failed write runs `fail`: what it would
-/// acknowledge is not durable.
+/// The job's place in the turn order and its iteration count, durable and kept by the
+/// scheduler, then `then`. A failed write runs `fail` (what it would acknowledge is not
+/// durable), and so does a job that left meanwhile: its departure wrote the count the scheduler
+/// held then, without this one.
 template <class Then, class Fail>
 void save_progress(executor_ptr self, const std::string& job, Then then, Fail fail) {
   auto& st = self->state;
@@ -90,9 +91,14 @@ void save_progress(executor_ptr self, const std::string& job, Then then, Fail fa
   batch.records.push_back({record_kind::progress, job, encode_progress(p), false});
   persist(
     self, st.store, std::move(batch), std::vector<loom_event>{},
-    [self, p, then]() mutable {
-      self->send(self->state.scheduler, progress_atom::value, p);
-      then();
+    [self, p, then, fail]() mutable {
+      if (!self->state.scheduler) {
+        then();
+        return;
+      }
+      self->request(self->state.scheduler, caf::infinite, progress_atom::value, p)
+        .then([then](ok_atom) mutable { then(); },
+              [fail](caf::error& err) mutable { fail(std::move(err)); });
     },
     [self, job, fail](caf::error err) mutable {
       spdlog::error("event=progress_unstored group={} job={} error=\"{}\"",
@@ -122,8 +128,9 @@ void complete(executor_ptr self, const std::string& job, int64_t done,
   // The last iteration's count reaches the scheduler before the finish (one sender: in order),
   // and the job's record keeps it with its departure.
   if (auto place = st.schedule->place_of(job); place && st.scheduler)
-    self->send(st.scheduler, progress_atom::value,
-               job_progress{job, st.config.group, place->position, place->round, done});
+    self->request(st.scheduler, caf::infinite, progress_atom::value,
+                  job_progress{job, st.config.group, place->position, place->round, done})
+      .then([](ok_atom) {}, [](const caf::error&) {});
   auto freed = st.schedule->remove(job);
   st.watched.erase(job);
   actions.grants.insert(actions.grants.end(), freed.grants.begin(), freed.grants.end());
