@@ -501,10 +501,13 @@ caf::expected<int64_t> replica::commit(const std::vector<const write_batch*>& ba
                       fmt::format("replica '{}' does not lead ({}); nothing was stored",
                                   config_.name, why));
   };
+  // A term that is over, suspended or lost, ends this replica's run and its state with it:
+  // not_leader (STOPPING) sends the clients to the next leader, whose store alone says what
+  // was kept. READ_ONLY would tell a worker to go on here, past a release no leader counts.
   auto suspended = [] {
-    return make_error(errc::storage_read_only,
+    return make_error(errc::not_leader,
                       "etcd has not renewed this replica's lease (no quorum?): it stops acting; "
-                      "nothing was stored, send it again later");
+                      "nothing was stored, send it to the next leader");
   };
   if (!leading())
     return lost() ? not_leader("it stands by") : suspended();
@@ -524,7 +527,7 @@ caf::expected<int64_t> replica::commit(const std::vector<const write_batch*>& ba
           return lost() ? not_leader("another replica may lead now") : suspended();
         // etcd may take it later: this store must be brought up to etcd's before it is used.
         suspend("etcd did not confirm a commit before the lease ran out");
-        return make_error(errc::storage_read_only,
+        return make_error(errc::not_leader,
                           "etcd did not confirm the write in time (no quorum?): it may or may "
                           "not be stored; this replica stops acting until etcd answers");
       }
@@ -548,7 +551,7 @@ caf::expected<int64_t> replica::commit(const std::vector<const write_batch*>& ba
                                       message_of(r.error())));
       if (!unresolved) { // an earlier transaction of this commit landed, this one did not
         suspend("a group commit was cut short in etcd");
-        return make_error(errc::storage_read_only,
+        return make_error(errc::not_leader,
                           "etcd took part of a group commit only; this replica stops acting "
                           "until its store has the rest");
       }
