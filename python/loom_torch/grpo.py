@@ -80,6 +80,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--minibatches", type=int, default=2, help="optimizer steps per iteration")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--base-steps", type=int, default=60,
+                   help="next-token steps that teach the base model the answers' form before "
+                        "RL (0: RL from random weights)")
     p.add_argument("--checkpoint", help="folder of the checkpoint written after every sync")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--role", choices=("driver", "train", "rollout"), default="driver")

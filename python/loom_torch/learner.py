@@ -20,7 +20,8 @@ import torch
 from loom_client import Restarted
 
 from .config import ModelConfig
-from .model import Weights, init_weights
+from .base_model import base_weights
+from .model import Weights
 from .rollout import Group, RolloutPolicy, iteration_batch
 from .trainer import Trainer
 
@@ -61,8 +62,11 @@ class Learner:
 
     def __init__(self, a: argparse.Namespace):
         self.a = a
-        self.trainer = Trainer(model_config(a), init_weights(model_config(a), a.seed), a.lr,
-                               minibatches=a.minibatches)
+        cfg = model_config(a)
+        # A checkpoint's weights replace the start (resume()): no base model to train then.
+        resuming = bool(a.checkpoint) and os.path.exists(os.path.join(a.checkpoint, CHECKPOINT))
+        start = base_weights(cfg, a.task, a.digits, a.seed, 0 if resuming else a.base_steps)
+        self.trainer = Trainer(cfg, start, a.lr, minibatches=a.minibatches)
         self.iteration = 0
         self.last = self.snapshot()
 

@@ -2,10 +2,15 @@
 computed exactly by a checker, never by a learned model (the RLVR setting of DeepSeekMath's
 GRPO and of veRL's and slime's math recipes, shrunk to what a CPU learns in minutes).
 
-The reward is the fraction of the target (the answer's bytes, then EOS) that the response
-matches position by position: 1.0 only for the exact answer that stops where it should, and
-partial credit on the way there, which a 258-token policy from random weights needs to find
-any signal in a few hundred samples.
+The reward is the share of the target (the answer's bytes, then EOS) that the response gets
+right from its start: 1.0 only for the exact answer that stops where it should, partial credit
+for a right beginning, none for a right stop after a wrong answer. Credit for matches anywhere
+(the stop included) paid a policy for stopping after any byte, and GRPO collapsed onto one
+wrong answer that stops (reward 0.5, nothing left to learn from).
+
+The policy starts from a base model that knows the answers' form (`answer_form`), as RLVR
+starts from a pretrained one: a random 258-token policy samples a right digit once in 258
+tries, a base model once in ten.
 """
 
 import random
@@ -29,11 +34,19 @@ class Problem:
 
 
 def reward(problem: Problem, response: List[int]) -> float:
-    """Position-wise match of `response` against the problem's target, over the longer of
-    the two: exact (and stopped) is 1.0, a wrong or unstopped answer less."""
+    """The length of the target's prefix that `response` starts with, over the longer of the
+    two: exact (and stopped) is 1.0, a wrong or unstopped answer less."""
     target = problem.target()
-    hits = sum(1 for a, b in zip(target, response) if a == b)
-    return hits / max(len(target), len(response))
+    right = 0
+    while right < min(len(target), len(response)) and target[right] == response[right]:
+        right += 1
+    return right / max(len(target), len(response))
+
+
+def answer_form(problem: Problem, rng: random.Random) -> List[int]:
+    """A response of the right form with random content: as many digits as the answer has,
+    then EOS. What a base model has seen of answers, never which one is right."""
+    return encode("".join(rng.choice("0123456789") for _ in problem.answer), bos=False) + [EOS]
 
 
 def _add(rng: random.Random, digits: int) -> Problem:

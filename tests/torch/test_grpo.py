@@ -114,16 +114,17 @@ class GrpoTest(unittest.TestCase):
 
     @unittest.skipIf(SANITIZED, "no C++ code runs: nothing for the sanitizers to watch")
     def test_the_policy_learns_the_task(self):
-        """From random weights the mean reward and the exact-answer share rise: GRPO's group
-        advantages and clipped updates work on the reference model."""
+        """From the base model (right about one digit in ten) the mean reward and the
+        exact-answer share rise past 0.6: GRPO's group advantages and clipped updates teach
+        the reference model the task."""
         g = run("--task", "reverse", "--iterations", "40", "--seed", "1")
         its = g.iterations()
         self.assertEqual(sorted(its), list(range(1, 41)))
         first = mean([its[i]["reward"] for i in range(1, 6)])
         last = mean([its[i]["reward"] for i in range(31, 41)])
-        self.assertLess(first, 0.15)
-        self.assertGreater(last, first + 0.3, its)
-        self.assertGreater(mean([its[i]["solved"] for i in range(31, 41)]), 0.0)
+        self.assertLess(first, 0.2)
+        self.assertGreater(last, 0.6, its)
+        self.assertGreater(mean([its[i]["solved"] for i in range(31, 41)]), 0.6, its)
         self.assertTrue(all(r["weights_version"] == i for i, r in its.items()))
 
     @unittest.skipIf(SANITIZED, "no C++ code runs: nothing for the sanitizers to watch")

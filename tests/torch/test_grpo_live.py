@@ -141,7 +141,7 @@ class GrpoLiveTest(unittest.TestCase):
             last = mean([its[i]["reward"] for i in sorted(its)[-10:]])
             print(f"{name}: mean reward {first:.3f} (iterations 1-5) -> {last:.3f} (last 10)")
             self.assertLess(first, 0.2, name)
-            self.assertGreater(last, first + 0.3, name)
+            self.assertGreater(last, 0.6, name)
             profiled = [r for r in job.records if r.get("event") == "profiled"]
             self.assertEqual(len(profiled), 1, job.records[:3])
             self.assertGreater(profiled[0]["training_memory_gb"],

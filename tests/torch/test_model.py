@@ -4,6 +4,7 @@ request exactly, and a TP2 instance of two processes (gloo) decodes as TP1 does.
 
 import json
 import os
+import random
 import sys
 import unittest
 
@@ -19,7 +20,8 @@ from loom_torch.parallel import free_address, rank_shares  # noqa: E402
 from loom_torch.generate import greedy, pack, sample, unpack  # noqa: E402
 from loom_torch.grpo_split import Inbox, call  # noqa: E402
 from loom_torch.kv_channel import DataServer, Parking, pull  # noqa: E402
-from loom_torch.tasks import Problem, reward  # noqa: E402
+from loom_torch.base_model import base_weights  # noqa: E402
+from loom_torch.tasks import Problem, problems, reward  # noqa: E402
 from loom_torch.tokenizer import EOS, decode, encode  # noqa: E402
 from loom_torch.trainer import Trainer, group_advantages  # noqa: E402
 
@@ -240,8 +242,23 @@ class GrpoPiecesTest(unittest.TestCase):
         self.assertEqual(reward(p, p.target()), 1.0)
         self.assertLess(reward(p, encode("21", bos=False)), 1.0)  # never stopped
         self.assertLess(reward(p, p.target() + [EOS]), 1.0)  # ran on
-        self.assertEqual(reward(p, encode("2", bos=False) + [0, EOS]), 2 / 3)
+        self.assertEqual(reward(p, encode("2", bos=False) + [0, EOS]), 1 / 3)
+        self.assertEqual(reward(p, encode("2", bos=False)), 1 / 3)
+        # A wrong answer earns nothing for where it stops: a policy paid for stopping after
+        # any byte collapses onto one wrong answer.
+        self.assertEqual(reward(p, encode("31", bos=False) + [EOS]), 0.0)
         self.assertEqual(reward(p, []), 0.0)
+
+    def test_the_base_model_knows_the_answers_form_not_the_task(self):
+        cfg = ModelConfig(layers=2, hidden=64, heads=4, kv_heads=2, ffn=128)
+        decoder = Decoder(cfg, base_weights(cfg, "reverse", 1, seed=3, steps=60))
+        batch = problems("reverse", random.Random(5), 64, 1)
+        out = sample(decoder, [p.prompt_tokens() for p in batch], 2,
+                     torch.Generator().manual_seed(5))
+        formed = [r for r in out if len(r) == 2 and decode(r[:1]).isdigit() and r[1] == EOS]
+        right = [p for p, r in zip(batch, out) if reward(p, r) == 1.0]
+        self.assertGreater(len(formed), 0.7 * len(out))  # a digit, then a stop
+        self.assertLess(len(right), 0.3 * len(out))  # about one in ten is the right digit
 
     def test_advantages_are_normalised_within_the_group(self):
         adv = group_advantages([1.0, 0.0, 0.5, 0.5])
