@@ -9,8 +9,13 @@
                 weights in this process: the process-group cost a reshard pays;
   weight sync   a version of a model's weights pulled from a worker's weight channel
                 (loom_client.weights: publish, fetch, unpack into tensors, as a GRPO rollout
-                worker does, WEAVE §5.2) vs the same bytes over a bare TCP socket on loopback.
+                worker does, WEAVE §5.2) vs the same bytes over a bare TCP socket on loopback;
+  profile bound a GRPO job's profiling rollout (WEAVE §5 (1): every response at the task's
+                maximum length) vs the identical rollout timed again: how far one measurement
+                is from the worst case of the same work on this machine.
    bench_torch.py [PYTHON_DIR] [--rounds N]"""
+
+import argparse
 
 import os
 import socket
@@ -33,6 +38,8 @@ from loom_torch.kv_channel import DataServer, Parking, pull  # noqa: E402
 from loom_torch.model import pack_weights, unpack_weights  # noqa: E402
 from loom_torch.tokenizer import encode  # noqa: E402
 from loom_client.weights import WeightChannel, fetch  # noqa: E402
+from loom_torch.learner import Learner, model_config, rollout_share  # noqa: E402
+from loom_torch.rollout import RolloutPolicy  # noqa: E402
 
 CFG = ModelConfig(layers=4, hidden=256, heads=8, kv_heads=4, ffn=512)
 SYNCED = ModelConfig(layers=8, hidden=512, heads=8, kv_heads=4, ffn=1536)  # ~100 MB
@@ -173,6 +180,21 @@ def weight_sync(rounds):
     return result
 
 
+def profile_bound(repeats):
+    """The profiling pass's rollout, then the same batch, weights and seeds `repeats` times."""
+    a = argparse.Namespace(task="reverse", digits=1, seed=11, prompts=16, group=16, lr=1e-3,
+                           minibatches=2, layers=2, hidden=64, checkpoint=None, base_steps=60)
+    learner = Learner(a)
+    policy = RolloutPolicy(model_config(a), learner.trainer.state(), 0)
+
+    def rollout():
+        start = time.perf_counter()
+        rollout_share(a, policy, 1, 0, 1, to_max=True)
+        return time.perf_counter() - start
+    profiled = rollout()
+    return profiled, [rollout() for _ in range(repeats)]
+
+
 def main():
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
     torch.set_num_threads(1)
@@ -194,6 +216,11 @@ def main():
     print(f"sync over two rollout nodes (trainer -> A -> B): {route * 1e3:.0f} ms, "
           f"model_sync_s at the socket's speed {2 * floor * 1e3:.0f} ms, "
           f"measured/modelled {route / (2 * floor):.2f}")
+    profiled, again = profile_bound(max(20, rounds))
+    print(f"profiling rollout {profiled * 1e3:.0f} ms; the identical rollout {len(again)} times: "
+          f"median {statistics.median(again) * 1e3:.0f} ms, max {max(again) * 1e3:.0f} ms, "
+          f"max/median {max(again) / statistics.median(again):.2f}, over the profile "
+          f"{sum(t > profiled for t in again)}/{len(again)}")
 
 
 if __name__ == "__main__":

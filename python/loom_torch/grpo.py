@@ -60,7 +60,7 @@ def run_driver(a: argparse.Namespace, job: Job) -> None:
             policy.load(learner.trainer.state(), learner.iteration)
             continue
         if sync.profiling:
-            say(profiled(times, rollout, training))
+            say(profiled(times, groups, rollout, training))
             continue
         learner.finished()
         say(record(k, groups, stats, policy.version, nbytes(learner.trainer.state()), times,

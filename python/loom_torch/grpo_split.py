@@ -19,7 +19,8 @@ from loom_client import loom_pb2 as pb
 from loom_client.data_channel import GONE, DataServer, ask
 from loom_client.weights import WeightChannel, fetch, report_synced
 
-from .learner import Learner, model_config, nbytes, record, rollout_share, say
+from .learner import (Learner, model_config, nbytes, record, response_tokens, rollout_share,
+                      say)
 from .model import Weights, init_weights, pack_weights, unpack_weights
 from .rollout import Group, RolloutPolicy
 from .tasks import Problem
@@ -133,6 +134,7 @@ class TrainWorker:
             if sync.profiling:  # WEAVE §5 (1): the workers run iteration k again, for real
                 inbox.drop(k)
                 say({"event": "profiled", "training_s": round(times[2] - times[1], 3),
+                     "rollout_tokens": response_tokens(groups),
                      "sync_s": round(times[3] - times[2], 3)})
                 continue
             learner.finished()

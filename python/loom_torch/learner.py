@@ -23,6 +23,7 @@ from .config import ModelConfig
 from .base_model import base_weights
 from .model import Weights
 from .rollout import Group, RolloutPolicy, iteration_batch
+from .tasks import longest_response
 from .trainer import Trainer
 
 CHECKPOINT = "grpo.pt"
@@ -123,10 +124,12 @@ class Learner:
 def rollout_share(a: argparse.Namespace, policy: RolloutPolicy, iteration: int, rank: int,
                   workers: int, to_max: bool = False) -> List[Group]:
     """This worker's part of the iteration's groups: prompts rank, rank + workers, ...
-    `to_max`: every response at the task's maximum length (a profiling pass)."""
+    `to_max`: every response at the task's maximum length, not this batch's (a profiling
+    pass: WEAVE §5 (1)'s worst case holds for every batch the job will draw)."""
     batch = iteration_batch(a.task, a.digits, a.prompts, seed_for(a.seed, iteration))
     mine = [(i, p) for i, p in enumerate(batch) if i % workers == rank]
-    return policy.generate(mine, a.group, lambda i: seed_for(a.seed, iteration, i + 1), to_max)
+    longest = longest_response(a.task, a.digits) if to_max else None
+    return policy.generate(mine, a.group, lambda i: seed_for(a.seed, iteration, i + 1), longest)
 
 
 def record(iteration: int, groups: List[Group], stats: Dict[str, float], version: int,
@@ -136,13 +139,21 @@ def record(iteration: int, groups: List[Group], stats: Dict[str, float], version
             "solved": round(sum(g.solved for g in groups) / len(groups), 4),
             "loss": round(stats["loss"], 5), "clipped": round(stats["clipped"], 4),
             "weights_version": version, "sync_bytes": moved, "rollout_gpus": gpus,
+            "rollout_tokens": response_tokens(groups),
             "rollout_s": round(times[1] - times[0], 3), "training_s": round(times[2] - times[1], 3),
             "sync_s": round(times[3] - times[2], 3)}
 
 
-def profiled(times: List[float], rollout: Any, training: Any) -> Dict[str, Any]:
+def response_tokens(groups: List[Group]) -> int:
+    """The tokens a rollout generated: the work its time is a worst case of when profiled."""
+    return sum(len(r) for g in groups for r in g.responses)
+
+
+def profiled(times: List[float], groups: List[Group], rollout: Any,
+             training: Any) -> Dict[str, Any]:
     """The line a profiling pass prints: what it measured (Loom measured the same)."""
     return {"event": "profiled", "rollout_s": round(times[1] - times[0], 3),
+            "rollout_tokens": response_tokens(groups),
             "training_s": round(times[2] - times[1], 3), "sync_s": round(times[3] - times[2], 3),
             "rollout_memory_gb": rollout.host_memory_gb,
             "training_memory_gb": training.host_memory_gb}

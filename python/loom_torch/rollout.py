@@ -8,7 +8,7 @@ from the training actors.
 
 import random
 from dataclasses import dataclass
-from typing import Callable, List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 
@@ -50,16 +50,19 @@ class RolloutPolicy:
         self.version = version
 
     def generate(self, batch: List[Tuple[int, Problem]], group: int,
-                 seed_of: Callable[[int], int], to_max: bool = False) -> List[Group]:
+                 seed_of: Callable[[int], int],
+                 profile_length: Optional[int] = None) -> List[Group]:
         """Each (index, problem)'s group, sampled with a generator seeded by `seed_of(index)`
         alone: a prompt's responses do not depend on which worker drew it or what else it
-        drew, so a rollout split over workers gives what one worker gives. `to_max`: every
-        response as long as the task allows (a profiling pass)."""
+        drew, so a rollout split over workers gives what one worker gives. A response may be
+        as long as its problem's exact one; `profile_length` (a profiling pass): every
+        response that long, past EOS too."""
         groups = []
         for index, p in batch:
             gen = torch.Generator().manual_seed(seed_of(index))
-            responses = sample(self.decoder, [p.prompt_tokens()] * group, len(p.target()), gen,
-                               to_max=to_max)
+            responses = sample(self.decoder, [p.prompt_tokens()] * group,
+                               profile_length or len(p.target()), gen,
+                               to_max=profile_length is not None)
             groups.append(Group(index, p, responses, [reward(p, r) for r in responses]))
         return groups
 

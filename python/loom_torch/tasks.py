@@ -60,11 +60,34 @@ def _reverse(rng: random.Random, digits: int) -> Problem:
     return Problem(f"{s}>", s[::-1])
 
 
-TASKS: Dict[str, Callable[[random.Random, int], Problem]] = {"add": _add, "reverse": _reverse}
+@dataclass(frozen=True)
+class Task:
+    """How a task's problems are drawn, and how long its longest answer is (in digits, at
+    `digits`-digit operands): the maximum response length WEAVE's profiling pass generates
+    (§5 (1)), whatever the batch it happens to draw."""
+
+    draw: Callable[[random.Random, int], Problem]
+    longest_answer: Callable[[int], int]
+
+
+TASKS: Dict[str, Task] = {
+    "add": Task(_add, lambda digits: len(str(2 * (10 ** digits - 1)))),
+    "reverse": Task(_reverse, lambda digits: digits),
+}
+
+
+def _task(name: str) -> Task:
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}: one of {', '.join(sorted(TASKS))}")
+    return TASKS[name]
 
 
 def problems(task: str, rng: random.Random, n: int, digits: int) -> List[Problem]:
     """`n` problems of `task` with `digits`-digit operands, drawn from `rng` only."""
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}: one of {', '.join(sorted(TASKS))}")
-    return [TASKS[task](rng, digits) for _ in range(n)]
+    draw = _task(task).draw
+    return [draw(rng, digits) for _ in range(n)]
+
+
+def longest_response(task: str, digits: int) -> int:
+    """Tokens in the longest exact response to any `task` problem: its answer, then EOS."""
+    return _task(task).longest_answer(digits) + 1

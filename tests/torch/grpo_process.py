@@ -13,7 +13,8 @@ from loom_service import SCALE
 LIMIT_S = 240 * SCALE  # for one process to report an iteration, or to end
 
 # What an iteration learnt, without its timings (which no two runs share).
-LEARNT = ("iteration", "reward", "solved", "loss", "clipped", "weights_version", "sync_bytes")
+LEARNT = ("iteration", "reward", "solved", "loss", "clipped", "weights_version", "sync_bytes",
+          "rollout_tokens")
 
 
 class Grpo:

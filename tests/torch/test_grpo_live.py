@@ -34,10 +34,11 @@ JOBS = {"grpo-a": (24, 11), "grpo-b": (40, 12), "grpo-c": (40, 13)}
 # GPU cluster), which is what makes a move pay for jobs this short. The machine's load, not
 # the jobs, varies their phase times: drift and stuck limits are set so load alone trips
 # neither.
-POLICY = """[policy.weave]
+DRIFT_MARGIN = 1.0
+POLICY = f"""[policy.weave]
 max_group_size = 2
 cold_start_init_s = 0.5
-drift_margin = 1.0
+drift_margin = {DRIFT_MARGIN}
 stuck_factor = 100
 """
 
@@ -146,6 +147,10 @@ class GrpoLiveTest(unittest.TestCase):
             self.assertEqual(len(profiled), 1, job.records[:3])
             self.assertGreater(profiled[0]["training_memory_gb"],
                                profiled[0]["rollout_memory_gb"])
+            # The profile is a worst case of the work (WEAVE §5 (1)): no later rollout
+            # generated more tokens than the profiling pass did.
+            self.assertLessEqual(max(r["rollout_tokens"] for r in its.values()),
+                                 profiled[0]["rollout_tokens"], name)
 
     def check_placements(self, log: List[dict]) -> None:
         """Profiled solo, then packed by Algorithm 1: b joins a's group (on a's rollout node or
@@ -182,16 +187,19 @@ class GrpoLiveTest(unittest.TestCase):
             self.assertEqual(sum(1 for x, y in zip(run, run[1:]) if x == y), 0, runs)
 
     def report_profiles(self, jobs: Dict[str, Grpo], log: List[dict]) -> None:
-        """Measured against modelled: how often a later phase outran the profile (printed:
-        the machine's load decides it, not Loom)."""
+        """Measured against modelled: how often a later phase outran the profile, and the
+        figure Loom planned with (the profile grown by the drift margin). Printed: the work is
+        bounded, asserted above; its wall time on 2 shared cores is not (bench_torch.py's
+        profile bound: the identical rollout repeated on an idle machine spans 1.4-1.5x)."""
         for name, job in jobs.items():
             p = next(r for r in job.records if r.get("event") == "profiled")
             its = [r for r in job.records if "reward" in r]
             for phase in ("rollout_s", "training_s"):
                 over = sum(1 for r in its if r[phase] > p[phase])
+                planned = sum(1 for r in its if r[phase] > p[phase] * (1 + DRIFT_MARGIN))
                 print(f"{name}: {phase} profiled {p[phase]:.3f}, exceeded by {over} of "
-                      f"{len(its)} iterations (max {max(r[phase] for r in its):.3f})")
-
+                      f"{len(its)} iterations, the planned {p[phase] * (1 + DRIFT_MARGIN):.3f} "
+                      f"by {planned} (max {max(r[phase] for r in its):.3f})")
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

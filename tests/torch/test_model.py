@@ -21,7 +21,9 @@ from loom_torch.generate import greedy, pack, sample, unpack  # noqa: E402
 from loom_torch.grpo_split import Inbox, call  # noqa: E402
 from loom_torch.kv_channel import DataServer, Parking, pull  # noqa: E402
 from loom_torch.base_model import base_weights  # noqa: E402
-from loom_torch.tasks import Problem, problems, reward  # noqa: E402
+from loom_torch.learner import response_tokens  # noqa: E402
+from loom_torch.rollout import RolloutPolicy  # noqa: E402
+from loom_torch.tasks import Problem, longest_response, problems, reward  # noqa: E402
 from loom_torch.tokenizer import EOS, decode, encode  # noqa: E402
 from loom_torch.trainer import Trainer, group_advantages  # noqa: E402
 
@@ -259,6 +261,21 @@ class GrpoPiecesTest(unittest.TestCase):
         right = [p for p, r in zip(batch, out) if reward(p, r) == 1.0]
         self.assertGreater(len(formed), 0.7 * len(out))  # a digit, then a stop
         self.assertLess(len(right), 0.3 * len(out))  # about one in ten is the right digit
+
+    def test_a_profiling_rollout_is_as_long_as_the_task_allows_whatever_its_batch(self):
+        # WEAVE §5 (1): the profile must bound every later rollout, so it is generated at the
+        # task's longest answer ("99+99=" -> "198", then EOS), not at the drawn batch's.
+        self.assertEqual(longest_response("add", 2), 4)
+        self.assertEqual(longest_response("reverse", 3), 4)
+        policy = RolloutPolicy(CFG, init_weights(CFG, seed=2))
+        seed_of = lambda i: i  # noqa: E731
+        short = [(0, Problem("1+2=", "3")), (1, Problem("4+0=", "4"))]
+        profiled = policy.generate(short, 3, seed_of, longest_response("add", 2))
+        self.assertEqual(response_tokens(profiled), 2 * 3 * 4)
+        for draw in range(5):
+            batch = list(enumerate(problems("add", random.Random(draw), 2, 2)))
+            self.assertLessEqual(response_tokens(policy.generate(batch, 3, seed_of)),
+                                 response_tokens(profiled))
 
     def test_advantages_are_normalised_within_the_group(self):
         adv = group_advantages([1.0, 0.0, 0.5, 0.5])
