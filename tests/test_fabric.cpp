@@ -262,6 +262,28 @@ BOOST_AUTO_TEST_CASE(same_choices_as_the_literal_algorithm) {
   }
 }
 
+// Dense demand among 100 endpoints with tens of ports each: the fast path's matrix, and pairs
+// ranked a band at a time over several bands (every pair demanded, so most are never served).
+BOOST_AUTO_TEST_CASE(same_choices_as_the_literal_algorithm_over_dense_demand) {
+  std::mt19937_64 rng{29};
+  for (int trial = 0; trial < 4; ++trial) {
+    const uint32_t n = 100;
+    std::vector<uint32_t> ports(n);
+    for (auto& p : ports)
+      p = 20 + static_cast<uint32_t>(rng() % 41);
+    std::vector<demand> demands;
+    std::uniform_real_distribution<double> bytes{1e6, 1e9};
+    for (uint32_t u = 0; u < n; ++u)
+      for (uint32_t v = 0; v < n; ++v)
+        if (u != v) // odd trials: a few volumes only, so most pairs tie
+          demands.push_back({u, v, trial % 2 ? double(1 + rng() % 3) * 100 : bytes(rng)});
+    auto fast = allocate_circuits(ports, demands, 1.0);
+    BOOST_TEST_CONTEXT("trial " << trial) {
+      BOOST_CHECK(fast.circuits == literal_algorithm_3(ports, demands));
+    }
+  }
+}
+
 #include <map>
 #include <set>
 

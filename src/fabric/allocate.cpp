@@ -1,10 +1,17 @@
 #include "fabric/allocate.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <limits>
+#include <memory>
+#include <new>
+#include <optional>
 #include <unordered_map>
 #include <queue>
 #include <tuple>
+
+#include <sys/mman.h>
 
 namespace loom {
 
@@ -51,7 +58,9 @@ struct pair_state {
 
 /// A demanded pair as phase 1 ranks it: its larger directional demand, then the pair.
 struct candidate {
-  double demand;
+  double demand; // max(ab, ba)
+  double ab;
+  double ba;
   uint32_t a;
   uint32_t b;
 };
@@ -62,99 +71,238 @@ bool ranks_before(const candidate& x, const candidate& y) {
   return tie_rank(x.a, x.b) < tie_rank(y.a, y.b);
 }
 
+/// The endpoints with a free port, in order.
+std::vector<uint32_t> open_endpoints(const std::vector<uint32_t>& free) {
+  std::vector<uint32_t> open;
+  for (uint32_t v = 0; v < free.size(); ++v)
+    if (free[v] > 0)
+      open.push_back(v);
+  return open;
+}
+
+/// A zero-filled array of doubles; a large one straight from the kernel, in huge pages where
+/// it allows: a dense matrix of 2,048 endpoints is 32 MB, and faulting it in 4 KiB pages cost
+/// more than filling it.
+class zeroed_doubles {
+public:
+  explicit zeroed_doubles(size_t count) : bytes_(count * sizeof(double)) {
+    if (bytes_ < huge) {
+      small_.assign(count, 0.0);
+      data_ = small_.data();
+      return;
+    }
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      throw std::bad_alloc{};
+    madvise(p, bytes_, MADV_HUGEPAGE); // advice only: 4 KiB pages if refused
+    data_ = static_cast<double*>(p);
+  }
+  zeroed_doubles(const zeroed_doubles&) = delete;
+  zeroed_doubles& operator=(const zeroed_doubles&) = delete;
+  ~zeroed_doubles() {
+    if (bytes_ >= huge)
+      munmap(data_, bytes_);
+  }
+  double& operator[](size_t i) { return data_[i]; }
+  const double* data() const { return data_; }
+
+private:
+  static constexpr size_t huge = size_t{2} << 20;
+  size_t bytes_;
+  std::vector<double> small_;
+  double* data_;
+};
+
 /// The directed demands summed per undirected eligible pair: in an n x n matrix when demand is
-/// dense (rows filled in the demands' order, the transpose read tile by tile so that both
-/// directions of a pair come from cache), in a hash map when it is sparse.
+/// dense (rows filled in the demands' order), as a list of pairs when it is sparse. Phase 1
+/// reads the pairs that can still be served (both ends with a free port), so as endpoints
+/// fill, the dense passes read only the rows and columns of the open ones.
 class pair_demands {
 public:
   pair_demands(size_t n, const std::vector<demand>& demands,
                const std::function<bool(uint32_t, uint32_t)>& eligible)
       : n_(n), dense_(n <= 4096 && demands.size() >= n * n / 16), eligible_(eligible) {
-    if (dense_)
-      matrix_.assign(n * n, 0.0);
-    else
-      sparse_.reserve(demands.size());
+    if (dense_) {
+      matrix_ = std::make_unique<zeroed_doubles>(n * n);
+      auto& matrix = *matrix_;
+      for (auto& d : demands)
+        if (valid(d))
+          matrix[size_t(d.from) * n + d.to] += d.bytes;
+      return;
+    }
+    std::unordered_map<uint64_t, std::pair<double, double>> both;
+    both.reserve(demands.size());
     for (auto& d : demands) {
-      if (d.from == d.to || d.bytes <= 0 || d.from >= n || d.to >= n)
+      if (!valid(d))
         continue;
-      if (dense_) {
-        matrix_[size_t(d.from) * n + d.to] += d.bytes;
-        continue;
-      }
       auto key = std::minmax(d.from, d.to);
-      auto& both = sparse_[uint64_t{key.first} << 32 | key.second];
-      (d.from == key.first ? both.first : both.second) += d.bytes;
+      auto& ab = both[uint64_t{key.first} << 32 | key.second];
+      (d.from == key.first ? ab.first : ab.second) += d.bytes;
     }
+    sparse_.reserve(both.size());
+    for (auto& [key, ab] : both)
+      add(uint32_t(key >> 32), uint32_t(key), ab.first, ab.second,
+          [&](const candidate& c) { sparse_.push_back(c); });
   }
 
-  /// Every demanded eligible pair, in no particular order.
-  std::vector<candidate> candidates() const {
-    std::vector<candidate> out;
-    auto add = [&](uint32_t a, uint32_t b, double ab, double ba) {
-      if (ab + ba > 0 && (!eligible_ || eligible_(a, b)))
-        out.push_back({std::max(ab, ba), a, b});
+  /// Calls `f` with every demanded eligible pair whose ends both have a free port and whose
+  /// larger directional demand is within [lo, hi]. `step` visits every step-th open
+  /// endpoint's pairs with every step-th other (a sample); returns how many pairs it looked at.
+  template <class F>
+  size_t each_open(const std::vector<uint32_t>& free, F&& f, size_t step = 1, double lo = 0,
+                   double hi = std::numeric_limits<double>::infinity()) const {
+    auto within = [&](double ab, double ba) {
+      const double key = std::max(ab, ba);
+      return key >= lo && key <= hi;
     };
+    size_t seen = 0;
     if (!dense_) {
-      out.reserve(sparse_.size());
-      for (auto& [key, both] : sparse_)
-        add(uint32_t(key >> 32), uint32_t(key), both.first, both.second);
-      return out;
+      for (size_t i = 0; i < sparse_.size(); i += step, ++seen) {
+        const auto& c = sparse_[i];
+        if (free[c.a] > 0 && free[c.b] > 0 && within(c.ab, c.ba))
+          f(c);
+      }
+      return seen;
     }
-    out.reserve(n_ * (n_ - 1) / 2);
-    constexpr size_t tile = 64;
-    for (size_t ta = 0; ta < n_; ta += tile)
-      for (size_t tb = ta; tb < n_; tb += tile)
-        for (size_t a = ta; a < std::min(n_, ta + tile); ++a)
-          for (size_t b = std::max(a + 1, tb); b < std::min(n_, tb + tile); ++b)
-            add(uint32_t(a), uint32_t(b), matrix_[a * n_ + b], matrix_[b * n_ + a]);
-    return out;
+    const auto open = open_endpoints(free);
+    return open.size() == n_ ? each_pair(open.size(), [](size_t i) { return uint32_t(i); }, f,
+                                         step, within)
+                             : each_pair(open.size(), [&](size_t i) { return open[i]; }, f,
+                                         step, within);
   }
 
-  /// Demand a -> b and b -> a.
-  std::pair<double, double> between(uint32_t a, uint32_t b) const {
-    if (dense_)
-      return {matrix_[size_t(a) * n_ + b], matrix_[size_t(b) * n_ + a]};
-    return sparse_.at(uint64_t{a} << 32 | b);
+  /// each_open's dense half over the endpoints endpoint(0 .. m - 1).
+  template <class E, class F, class W>
+  size_t each_pair(size_t m, E&& endpoint, F&& f, size_t step, W&& within) const {
+    size_t seen = 0;
+    const double* matrix = matrix_->data();
+    // Tiles of the upper triangle, so both directions of a pair come from cache.
+    const size_t tile = 64 * step;
+    for (size_t ti = 0; ti < m; ti += tile)
+      for (size_t tj = ti; tj < m; tj += tile)
+        for (size_t i = ti; i < std::min(m, ti + tile); i += step) {
+          const uint32_t a = endpoint(i);
+          const double* row = matrix + size_t(a) * n_;
+          for (size_t j = std::max(i + step, tj); j < std::min(m, tj + tile); j += step, ++seen) {
+            const uint32_t b = endpoint(j);
+            const double ab = row[b], ba = matrix[size_t(b) * n_ + a];
+            if (within(ab, ba))
+              add(a, b, ab, ba, f);
+          }
+        }
+    return seen;
+  }
+
+  /// How many pairs each_open(free, f, 1) looks at.
+  size_t open_pairs(const std::vector<uint32_t>& free) const {
+    if (!dense_)
+      return sparse_.size();
+    const size_t m = open_endpoints(free).size();
+    return m * (m - (m > 0)) / 2;
   }
 
 private:
+  bool valid(const demand& d) const {
+    return d.from != d.to && d.bytes > 0 && d.from < n_ && d.to < n_;
+  }
+
+  template <class F>
+  void add(uint32_t a, uint32_t b, double ab, double ba, F&& f) const {
+    if (ab + ba > 0 && (!eligible_ || eligible_(a, b)))
+      f(candidate{std::max(ab, ba), ab, ba, a, b});
+  }
+
   size_t n_;
   bool dense_;
   const std::function<bool(uint32_t, uint32_t)>& eligible_;
-  std::vector<double> matrix_;
-  std::unordered_map<uint64_t, std::pair<double, double>> sparse_;
+  std::unique_ptr<zeroed_doubles> matrix_;
+  std::vector<candidate> sparse_;
 };
 
-/// Moves about the `count` first-ranked candidates to the front (every one there ranks before
-/// every one after) and returns where they end: one partition around a pivot drawn from an
-/// evenly spaced sample, which costs a pass where nth_element costs several.
-std::vector<candidate>::iterator first_ranked(std::vector<candidate>& order, size_t count) {
-  if (count >= order.size())
-    return order.end();
-  const size_t stride = std::max<size_t>(1, order.size() / 4096);
-  std::vector<candidate> sample;
-  for (size_t i = 0; i < order.size(); i += stride)
-    sample.push_back(order[i]);
-  const size_t at = std::min(sample.size() - 1, count / stride);
-  std::nth_element(sample.begin(), sample.begin() + long(at), sample.end(), ranks_before);
-  const auto pivot = sample[at];
-  auto end = std::partition(order.begin(), order.end(),
-                            [&](const candidate& c) { return ranks_before(c, pivot); });
-  if (end == order.begin()) { // the pivot ranks first: take exactly `count`
-    end = order.begin() + long(count);
-    std::nth_element(order.begin(), end, order.end(), ranks_before);
+/// Sorts by the first member: a few keys by comparison, many by radix (least significant 16
+/// bits first, a pass per 16 bits that differ among the keys).
+void radix_sort(std::vector<std::pair<uint64_t, uint32_t>>& keys) {
+  if (keys.size() < 8192) {
+    std::sort(keys.begin(), keys.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
+    return;
   }
-  return end;
+  uint64_t differ = 0;
+  for (auto& k : keys)
+    differ |= k.first ^ keys.front().first;
+  std::vector<std::pair<uint64_t, uint32_t>> spare(keys.size());
+  for (int shift = 0; shift < 64; shift += 16) {
+    if ((differ >> shift & 0xffff) == 0)
+      continue;
+    std::vector<uint32_t> count(65537, 0);
+    for (auto& k : keys)
+      ++count[(k.first >> shift & 0xffff) + 1];
+    for (size_t d = 0; d < 65536; ++d)
+      count[d + 1] += count[d];
+    for (auto& k : keys)
+      spare[count[k.first >> shift & 0xffff]++] = k;
+    keys.swap(spare);
+  }
+}
+
+/// The pairs still to serve that rank at or after `after` and before `before` (unbounded
+/// where absent), in rank order.
+std::vector<candidate> band(const pair_demands& table, const std::vector<uint32_t>& free,
+                            const std::optional<candidate>& after,
+                            const std::optional<candidate>& before) {
+  std::vector<candidate> in;
+  table.each_open(free, [&](const candidate& c) {
+    if ((!after || !ranks_before(c, *after)) && (!before || ranks_before(c, *before)))
+      in.push_back(c);
+  }, 1, before ? before->demand : 0,
+     after ? after->demand : std::numeric_limits<double>::infinity());
+  // Sorted as keys, not as candidates: a positive double's bits order as it does, so the
+  // larger demand first is the smaller complement; then runs of equal demand by tie_rank.
+  std::vector<std::pair<uint64_t, uint32_t>> keys(in.size());
+  for (uint32_t i = 0; i < in.size(); ++i)
+    keys[i] = {~std::bit_cast<uint64_t>(in[i].demand), i};
+  radix_sort(keys);
+  auto tie = [&](const auto& k) { return tie_rank(in[k.second].a, in[k.second].b); };
+  for (size_t begin = 0, end = 0; begin < keys.size(); begin = end) {
+    while (end < keys.size() && keys[end].first == keys[begin].first)
+      ++end;
+    if (end - begin > 1)
+      std::sort(keys.begin() + long(begin), keys.begin() + long(end),
+                [&](const auto& x, const auto& y) { return tie(x) < tie(y); });
+  }
+  std::vector<candidate> out;
+  out.reserve(in.size());
+  for (auto& k : keys)
+    out.push_back(in[k.second]);
+  return out;
+}
+
+/// A pair about `count` of the pairs still to serve at or after `after` rank before, from an
+/// evenly spread sample of them; none if there are hardly more than `count`.
+std::optional<candidate> band_end(const pair_demands& table, const std::vector<uint32_t>& free,
+                                  const std::optional<candidate>& after, size_t count) {
+  const size_t pairs = table.open_pairs(free);
+  const auto m = double(pairs);
+  const size_t step = std::max<size_t>(1, size_t(std::sqrt(m / 4096)));
+  std::vector<candidate> sample;
+  const size_t seen = table.each_open(free, [&](const candidate& c) {
+    if (!after || !ranks_before(c, *after))
+      sample.push_back(c);
+  }, step, 0, after ? after->demand : std::numeric_limits<double>::infinity());
+  const auto at = size_t(double(count) * double(seen) / std::max(1.0, m));
+  if (at >= sample.size())
+    return std::nullopt;
+  std::nth_element(sample.begin(), sample.begin() + long(at), sample.end(), ranks_before);
+  return sample[at];
 }
 
 /// Phase 1: while any demanded pair has no circuit, Alg. 3 picks among those (T = inf), largest
 /// directional demand first; their order never changes, so one ordered pass gives exactly the
 /// same choices as the argmax loop. Far fewer pairs are served than demanded (an endpoint has a
-/// few ports), so the order is made a chunk at a time (first_ranked, then a sort of the chunk),
-/// pairs with a full endpoint are dropped between chunks, and the pass ends once fewer than two
-/// endpoints have a free port. Returns the pairs served, with one circuit each.
-std::vector<pair_state> serve_uncovered(std::vector<candidate> order, const pair_demands& table,
-                                        allocation& out) {
+/// few ports), so the order is made a band at a time (band_end, then band), pairs with a full
+/// endpoint are never read again, and the pass ends once fewer than two endpoints have a free
+/// port. Returns the pairs served, with one circuit each.
+std::vector<pair_state> serve_uncovered(const pair_demands& table, allocation& out) {
   std::vector<pair_state> served;
   auto& free = out.free_ports;
   size_t open = 0;
@@ -163,22 +311,25 @@ std::vector<pair_state> serve_uncovered(std::vector<candidate> order, const pair
     open += p > 0;
     ports += p;
   }
-  auto full = [&](const candidate& c) { return free[c.a] == 0 || free[c.b] == 0; };
-  for (size_t chunk = std::max<size_t>(1024, ports / 2); !order.empty() && open >= 2;
-       chunk *= 2) {
-    const auto end = first_ranked(order, chunk);
-    std::sort(order.begin(), end, ranks_before);
-    for (auto it = order.begin(); it != end && open >= 2; ++it) {
-      if (full(*it))
+  std::optional<candidate> after;
+  // A band as large as the pairs the free ports could still take, doubled each time one runs
+  // out first (pairs skipped for an endpoint that filled meanwhile).
+  for (size_t wider = 1; open >= 2; wider *= 2) {
+    const size_t chunk = std::max<uint64_t>(1024, ports / 2) * wider;
+    const auto before = band_end(table, free, after, chunk);
+    for (auto& c : band(table, free, after, before)) {
+      if (open < 2)
+        break;
+      if (free[c.a] == 0 || free[c.b] == 0)
         continue;
-      auto [ab, ba] = table.between(it->a, it->b);
-      served.push_back({it->a, it->b, ab, ba, 1});
-      open -= (--free[it->a] == 0) + (--free[it->b] == 0);
+      served.push_back({c.a, c.b, c.ab, c.ba, 1});
+      open -= (--free[c.a] == 0) + (--free[c.b] == 0);
+      ports -= 2;
       ++out.steps;
     }
-    // What is left of the order, without pairs that can no longer be served, in one pass.
-    auto kept = std::copy_if(end, order.end(), order.begin(), [&](auto& c) { return !full(c); });
-    order.erase(kept, order.end());
+    if (!before)
+      break; // every pair was in that band
+    after = before;
   }
   return served;
 }
@@ -194,15 +345,16 @@ void serve_slowest(std::vector<pair_state>& pairs, allocation& out, double link_
       return std::get<1>(x) < std::get<1>(y);
     return tie_rank(std::get<2>(x), std::get<3>(x)) > tie_rank(std::get<2>(y), std::get<3>(y));
   };
+  auto& free = out.free_ports;
   std::vector<entry> entries;
-  entries.reserve(pairs.size());
   for (size_t i = 0; i < pairs.size(); ++i) {
     auto& p = pairs[i];
+    if (free[p.a] == 0 || free[p.b] == 0)
+      continue; // ports never come back
     entries.emplace_back(pair_time(p.ab, p.ba, p.circuits, link_bytes_per_s),
                          std::max(p.ab, p.ba), p.a, p.b, i);
   }
   std::priority_queue<entry, std::vector<entry>, decltype(less)> heap{less, std::move(entries)};
-  auto& free = out.free_ports;
   while (!heap.empty()) {
     auto [t, dir, a, b, i] = heap.top();
     heap.pop();
@@ -225,12 +377,20 @@ allocation allocate_circuits(const std::vector<uint32_t>& ports,
   pair_demands table{ports.size(), demands, eligible};
   allocation out;
   out.free_ports = ports;
-  auto pairs = serve_uncovered(table.candidates(), table, out);
+  auto pairs = serve_uncovered(table, out);
   serve_slowest(pairs, out, link_bytes_per_s);
+  // By (a, b): counted into rows of a, each row then sorted by b (it has a few ports' worth).
+  std::vector<uint32_t> row(ports.size() + 1, 0);
   for (auto& p : pairs)
-    out.circuits.push_back({p.a, p.b, p.circuits});
-  std::sort(out.circuits.begin(), out.circuits.end(),
-            [](auto& x, auto& y) { return std::tie(x.a, x.b) < std::tie(y.a, y.b); });
+    ++row[p.a + 1];
+  for (size_t v = 0; v < ports.size(); ++v)
+    row[v + 1] += row[v];
+  out.circuits.resize(pairs.size());
+  for (auto& p : pairs)
+    out.circuits[row[p.a]++] = {p.a, p.b, p.circuits};
+  for (size_t v = 0, begin = 0; v < ports.size(); begin = row[v++])
+    std::sort(out.circuits.begin() + long(begin), out.circuits.begin() + long(row[v]),
+              [](auto& x, auto& y) { return x.b < y.b; });
   return out;
 }
 

@@ -9,7 +9,8 @@
 // clustered, poorly connected circuit graph.
 //
 // Demanded pairs without circuits all rank infinite, in a fixed order, so they are served in
-// one sorted pass; a max-heap over pairs that have circuits does the rest, each step changing
+// that order, a band of the next-ranked at a time (an endpoint has a few ports: most pairs are
+// never reached); a max-heap over pairs that have circuits does the rest, each step changing
 // only the chosen pair's key.
 
 #include <cstdint>
