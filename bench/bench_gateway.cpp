@@ -8,8 +8,12 @@
 //   per worker). Goal: p50 < 100 us, p99 < 300 us. Also with all of them back to back.
 // - PhaseRelease -> Ok, the same loop: the executor's bookkeeping (and, at an iteration's end,
 //   the durable record of its progress) included.
+// - One worker back to back against its floor, a bare cppzmq CURVE echo (DEALER to ROUTER on
+//   loopback, the server thread answering at once): the ratio is what Loom's hops cost.
+//   Goal: at most 2x.
 // - Progress reports, one-way, from 4 senders: messages the gateway handles per second.
 //   Goal: at least 100,000/s.
+// The actors run on the scheduler `serve` runs them on (use_live_scheduler).
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +27,7 @@
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
+#include <zmq.hpp>
 
 #include "gateway/gateway.hpp"
 #include "gateway/keys.hpp"
@@ -30,6 +35,7 @@
 #include "loom/client.hpp"
 #include "metrics/metrics.hpp"
 #include "protocol/inspect.hpp"
+#include "protocol/live_scheduler.hpp"
 #include "protocol/type_registry.hpp"
 #include "scheduler/cluster_scheduler.hpp"
 #include "store/store_actor.hpp"
@@ -79,6 +85,51 @@ void report(const char* what, int workers, const char* label, std::vector<double
               failures ? " FAILURES" : "");
 }
 
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  return xs.empty() ? 0.0 : xs[xs.size() / 2];
+}
+
+/// The floor of a grant round trip: a DEALER's frame echoed by a ROUTER's own thread over
+/// CURVE on loopback, `count` times back to back; the median in microseconds.
+double curve_echo_us(int count) {
+  zmq::context_t ctx;
+  auto server_keys = *generate_keypair();
+  auto client_keys = *generate_keypair();
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  router.set(zmq::sockopt::curve_server, 1);
+  router.set(zmq::sockopt::curve_secretkey, server_keys.secret_key);
+  router.bind("tcp://127.0.0.1:*");
+  const auto endpoint = router.get(zmq::sockopt::last_endpoint);
+  std::thread echo{[&] {
+    for (int i = 0; i < count + 1; ++i) {
+      zmq::message_t id, body;
+      if (!router.recv(id) || !router.recv(body))
+        return;
+      router.send(id, zmq::send_flags::sndmore);
+      router.send(body, zmq::send_flags::none);
+    }
+  }};
+  zmq::socket_t dealer{ctx, zmq::socket_type::dealer};
+  dealer.set(zmq::sockopt::curve_serverkey, server_keys.public_key);
+  dealer.set(zmq::sockopt::curve_publickey, client_keys.public_key);
+  dealer.set(zmq::sockopt::curve_secretkey, client_keys.secret_key);
+  dealer.connect(endpoint);
+  std::vector<double> us;
+  const std::string frame(64, 'x'); // about a PhaseAcquire's size
+  for (int i = 0; i < count + 1; ++i) {
+    auto t0 = clock_type::now();
+    dealer.send(zmq::buffer(frame), zmq::send_flags::none);
+    zmq::message_t back;
+    if (!dealer.recv(back))
+      break;
+    if (i > 0) // the first pays the handshake
+      us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+  }
+  echo.join();
+  return median(us);
+}
+
 /// One worker's loop: each iteration acquires and releases rollout, training and sync.
 int drive(client& c, const std::string& job, bool paced, uint64_t seed, samples& out) {
   std::mt19937_64 rng{seed};
@@ -113,7 +164,7 @@ int main(int argc, char** argv) {
   auto dir = std::filesystem::temp_directory_path() / ("loom-bench-gateway-" + std::to_string(getpid()));
   caf::actor_system_config cfg;
   register_loom_types(cfg);
-  cfg.set("scheduler.max-threads", 2);
+  use_live_scheduler(cfg);
   caf::actor_system sys{cfg};
   auto metrics = std::make_shared<service_metrics>();
   auto db = database::open(dir.string());
@@ -126,7 +177,8 @@ int main(int argc, char** argv) {
   zc.endpoint = "tcp://127.0.0.1:0";
   zc.server = *generate_keypair();
   std::vector<curve_keypair> keys;
-  for (int i = 0; i < std::max(2 * workers, progress_senders); ++i) {
+  const int jobs = 2 * workers + 1; // the paced run's, the back-to-back run's, the lone worker's
+  for (int i = 0; i < std::max(jobs, progress_senders); ++i) {
     keys.push_back(*generate_keypair());
     zc.clients[keys.back().public_key] = worker_role::driver;
   }
@@ -144,14 +196,14 @@ int main(int argc, char** argv) {
   auto gw = sys.spawn(gateway, gc, server, metrics);
   weave_policy alone; // every job in a group of its own: no job waits for another's turn
   alone.max_group_size = 1;
-  cluster_scheduler_config sc{bench_cluster(2 * workers), alone, true, true, {}, {}};
+  cluster_scheduler_config sc{bench_cluster(jobs), alone, true, true, {}, {}};
   auto scheduler = sys.spawn(cluster_scheduler, sc, store_handle,
                              caf::actor_cast<worker_actor>(gw), observer_actor{});
   caf::anon_send(gw, connect_atom::value, scheduler, fabric_controller_actor{});
   server->run([gw](wire_frame f) { caf::anon_send(gw, frame_atom::value, std::move(f)); });
   {
     caf::scoped_actor self{sys};
-    for (int i = 0; i < 2 * workers; ++i)
+    for (int i = 0; i < jobs; ++i)
       self->request(scheduler, caf::infinite, submit_atom::value,
                     bench_job("job-" + std::to_string(i)))
         .receive([](const placement_reply&) {}, [](caf::error&) {});
@@ -167,7 +219,7 @@ int main(int argc, char** argv) {
   };
 
   // -- phase round trips --------------------------------------------------------------------
-  auto round_trips = [&](bool paced, const char* label, int first) {
+  auto round_trips = [&](int workers, bool paced, const char* label, int first) {
     std::vector<samples> per(static_cast<size_t>(workers));
     std::vector<std::thread> threads;
     std::atomic<int> failures{0};
@@ -191,10 +243,16 @@ int main(int argc, char** argv) {
     }
     report("grant round trip (permitted phase)", workers, label, all.acquire_us, true, failures);
     report("release round trip", workers, label, all.release_us, false, failures);
-    return failures.load();
+    return std::pair{failures.load(), median(all.acquire_us)};
   };
-  int failures = round_trips(true, "each at exponential intervals (mean 20 ms)", 0);
-  failures += round_trips(false, "all back to back", workers);
+  int failures = round_trips(workers, true, "each at exponential intervals (mean 20 ms)", 0).first;
+  failures += round_trips(workers, false, "all back to back", workers).first;
+  const auto [lone_failed, lone_us] = round_trips(1, false, "back to back", 2 * workers);
+  failures += lone_failed;
+  const double echo_us = curve_echo_us(3 * rounds);
+  std::printf("grant round trip, one worker back to back: p50 %.1f us; bare cppzmq CURVE echo "
+              "p50 %.1f us; ratio %.2f (goal: <= 2)\n",
+              lone_us, echo_us, lone_us / echo_us);
 
   // -- progress throughput ------------------------------------------------------------------------
   std::vector<std::thread> threads;

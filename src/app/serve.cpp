@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <thread>
 #include <cstring>
 #include <unistd.h>
 #include <spdlog/spdlog.h>
@@ -31,6 +30,7 @@
 #include "protocol/ask_now.hpp"
 #include "protocol/error.hpp"
 #include "protocol/inspect.hpp"
+#include "protocol/live_scheduler.hpp"
 #include "protocol/type_registry.hpp"
 #include "records/codecs.hpp"
 #include "scheduler/cluster_scheduler.hpp"
@@ -551,13 +551,7 @@ int serve(const config& cfg, const serve_options& options) {
   auto run = [&](const config& cfg, std::shared_ptr<database> db, std::shared_ptr<replica> ha) {
     caf::actor_system_config sys_cfg;
     register_loom_types(sys_cfg);
-    // One scheduler thread per core (CAF's default is at least 4, which on a small machine
-    // only adds context switches to every hop). Work sharing, not stealing: idle workers block
-    // instead of polling (an idle service used 2.4% of a core, now 0.1%), and on 2 cores it
-    // admitted 20% more per second with a quarter less topo_write latency (bench_admission,
-    // bench_topo_write).
-    sys_cfg.set("scheduler.max-threads", std::max(1u, std::thread::hardware_concurrency()));
-    sys_cfg.set("scheduler.policy", caf::atom("sharing"));
+    use_live_scheduler(sys_cfg);
     caf::actor_system sys{sys_cfg};
     auto end = run_service(sys, cfg, options, std::move(db), metrics, std::move(ha));
     if (!end)
