@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -73,6 +74,7 @@ rl_job bench_job(const std::string& id) {
 struct samples {
   std::vector<double> acquire_us;
   std::vector<double> release_us;
+  std::vector<double> floor_us;
 };
 
 void report(const char* what, int workers, const char* label, std::vector<double> all,
@@ -91,53 +93,60 @@ double median(std::vector<double> xs) {
 }
 
 /// The floor of a grant round trip: a DEALER's frame echoed by a ROUTER's own thread over
-/// CURVE on loopback, `count` times back to back; the median in microseconds.
-double curve_echo_us(int count) {
-  zmq::context_t ctx;
-  auto server_keys = *generate_keypair();
-  auto client_keys = *generate_keypair();
-  zmq::socket_t router{ctx, zmq::socket_type::router};
-  router.set(zmq::sockopt::curve_server, 1);
-  router.set(zmq::sockopt::curve_secretkey, server_keys.secret_key);
-  router.bind("tcp://127.0.0.1:*");
-  const auto endpoint = router.get(zmq::sockopt::last_endpoint);
-  std::thread echo{[&] {
-    for (int i = 0; i < count + 1; ++i) {
+/// CURVE on loopback.
+class curve_echo {
+public:
+  curve_echo() {
+    auto server_keys = *generate_keypair();
+    auto client_keys = *generate_keypair();
+    router_.set(zmq::sockopt::curve_server, 1);
+    router_.set(zmq::sockopt::curve_secretkey, server_keys.secret_key);
+    router_.bind("tcp://127.0.0.1:*");
+    dealer_.set(zmq::sockopt::curve_serverkey, server_keys.public_key);
+    dealer_.set(zmq::sockopt::curve_publickey, client_keys.public_key);
+    dealer_.set(zmq::sockopt::curve_secretkey, client_keys.secret_key);
+    dealer_.connect(router_.get(zmq::sockopt::last_endpoint));
+    echo_ = std::thread{[this] {
       zmq::message_t id, body;
-      if (!router.recv(id) || !router.recv(body))
-        return;
-      router.send(id, zmq::send_flags::sndmore);
-      router.send(body, zmq::send_flags::none);
-    }
-  }};
-  zmq::socket_t dealer{ctx, zmq::socket_type::dealer};
-  dealer.set(zmq::sockopt::curve_serverkey, server_keys.public_key);
-  dealer.set(zmq::sockopt::curve_publickey, client_keys.public_key);
-  dealer.set(zmq::sockopt::curve_secretkey, client_keys.secret_key);
-  dealer.connect(endpoint);
-  std::vector<double> us;
-  const std::string frame(64, 'x'); // about a PhaseAcquire's size
-  for (int i = 0; i < count + 1; ++i) {
-    auto t0 = clock_type::now();
-    dealer.send(zmq::buffer(frame), zmq::send_flags::none);
-    zmq::message_t back;
-    if (!dealer.recv(back))
-      break;
-    if (i > 0) // the first pays the handshake
-      us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+      while (router_.recv(id) && router_.recv(body) && body.size() > 0) {
+        router_.send(id, zmq::send_flags::sndmore);
+        router_.send(body, zmq::send_flags::none);
+      }
+    }};
+    round_trip_us(); // the handshake
   }
-  echo.join();
-  return median(us);
-}
+  ~curve_echo() {
+    dealer_.send(zmq::message_t{}, zmq::send_flags::none); // an empty frame ends the echo
+    echo_.join();
+  }
+
+  double round_trip_us() {
+    const std::string frame(64, 'x'); // about a PhaseAcquire's size
+    auto t0 = clock_type::now();
+    dealer_.send(zmq::buffer(frame), zmq::send_flags::none);
+    zmq::message_t back;
+    (void)dealer_.recv(back);
+    return std::chrono::duration<double, std::micro>(clock_type::now() - t0).count();
+  }
+
+private:
+  zmq::context_t ctx_;
+  zmq::socket_t router_{ctx_, zmq::socket_type::router};
+  zmq::socket_t dealer_{ctx_, zmq::socket_type::dealer};
+  std::thread echo_;
+};
 
 /// One worker's loop: each iteration acquires and releases rollout, training and sync.
-int drive(client& c, const std::string& job, bool paced, uint64_t seed, samples& out) {
+int drive(client& c, const std::string& job, bool paced, uint64_t seed, samples& out,
+          curve_echo* floor = nullptr) {
   std::mt19937_64 rng{seed};
   std::exponential_distribution<double> gap{1.0 / 0.020};
   for (int r = 0; r < rounds; ++r)
     for (auto phase : {"rollout", "training", "sync"}) {
       if (paced)
         std::this_thread::sleep_for(std::chrono::duration<double>(gap(rng)));
+      if (floor) // side by side: the floor's round trip, then the grant's
+        out.floor_us.push_back(floor->round_trip_us());
       auto t0 = clock_type::now();
       if (!c.acquire(job, phase, std::chrono::seconds{10}))
         return 1;
@@ -219,7 +228,8 @@ int main(int argc, char** argv) {
   };
 
   // -- phase round trips --------------------------------------------------------------------
-  auto round_trips = [&](int workers, bool paced, const char* label, int first) {
+  auto round_trips = [&](int workers, bool paced, const char* label, int first,
+                         curve_echo* floor = nullptr) {
     std::vector<samples> per(static_cast<size_t>(workers));
     std::vector<std::thread> threads;
     std::atomic<int> failures{0};
@@ -231,7 +241,7 @@ int main(int argc, char** argv) {
           ++failures;
           return;
         }
-        failures += drive(*c, job, paced, uint64_t(i) + 1, per[size_t(i)]);
+        failures += drive(*c, job, paced, uint64_t(i) + 1, per[size_t(i)], floor);
         c->goodbye("done", false);
       });
     for (auto& t : threads)
@@ -240,18 +250,21 @@ int main(int argc, char** argv) {
     for (auto& s : per) {
       all.acquire_us.insert(all.acquire_us.end(), s.acquire_us.begin(), s.acquire_us.end());
       all.release_us.insert(all.release_us.end(), s.release_us.begin(), s.release_us.end());
+      all.floor_us.insert(all.floor_us.end(), s.floor_us.begin(), s.floor_us.end());
     }
     report("grant round trip (permitted phase)", workers, label, all.acquire_us, true, failures);
     report("release round trip", workers, label, all.release_us, false, failures);
-    return std::pair{failures.load(), median(all.acquire_us)};
+    return std::tuple{failures.load(), median(all.acquire_us), median(all.floor_us)};
   };
-  int failures = round_trips(workers, true, "each at exponential intervals (mean 20 ms)", 0).first;
-  failures += round_trips(workers, false, "all back to back", workers).first;
-  const auto [lone_failed, lone_us] = round_trips(1, false, "back to back", 2 * workers);
-  failures += lone_failed;
-  const double echo_us = curve_echo_us(3 * rounds);
+  // The lone worker first, while nothing else runs, each grant beside a floor round trip.
+  auto [failures, lone_us, echo_us] = [&] {
+    curve_echo floor;
+    return round_trips(1, false, "back to back", 2 * workers, &floor);
+  }();
+  failures += std::get<0>(round_trips(workers, true, "each at exponential intervals (mean 20 ms)", 0));
+  failures += std::get<0>(round_trips(workers, false, "all back to back", workers));
   std::printf("grant round trip, one worker back to back: p50 %.1f us; bare cppzmq CURVE echo "
-              "p50 %.1f us; ratio %.2f (goal: <= 2)\n",
+              "beside it p50 %.1f us; ratio %.2f (goal: <= 2)\n",
               lone_us, echo_us, lone_us / echo_us);
 
   // -- progress throughput ------------------------------------------------------------------------
