@@ -245,11 +245,16 @@ void radix_sort(std::vector<std::pair<uint64_t, uint32_t>>& keys) {
   }
 }
 
+/// Pairs, and the order they rank in: order[k].second is the k-th's index in `pairs`.
+struct ranked {
+  std::vector<candidate> pairs;
+  std::vector<std::pair<uint64_t, uint32_t>> order;
+};
+
 /// The pairs still to serve that rank at or after `after` and before `before` (unbounded
-/// where absent), in rank order.
-std::vector<candidate> band(const pair_demands& table, const std::vector<uint32_t>& free,
-                            const std::optional<candidate>& after,
-                            const std::optional<candidate>& before) {
+/// where absent), ranked.
+ranked band(const pair_demands& table, const std::vector<uint32_t>& free,
+            const std::optional<candidate>& after, const std::optional<candidate>& before) {
   std::vector<candidate> in;
   table.each_open(free, [&](const candidate& c) {
     if ((!after || !ranks_before(c, *after)) && (!before || ranks_before(c, *before)))
@@ -270,11 +275,7 @@ std::vector<candidate> band(const pair_demands& table, const std::vector<uint32_
       std::sort(keys.begin() + long(begin), keys.begin() + long(end),
                 [&](const auto& x, const auto& y) { return tie(x) < tie(y); });
   }
-  std::vector<candidate> out;
-  out.reserve(in.size());
-  for (auto& k : keys)
-    out.push_back(in[k.second]);
-  return out;
+  return {std::move(in), std::move(keys)};
 }
 
 /// A pair about `count` of the pairs still to serve at or after `after` rank before, from an
@@ -311,13 +312,16 @@ std::vector<pair_state> serve_uncovered(const pair_demands& table, allocation& o
     open += p > 0;
     ports += p;
   }
+  served.reserve(ports / 2);
   std::optional<candidate> after;
   // A band as large as the pairs the free ports could still take, doubled each time one runs
   // out first (pairs skipped for an endpoint that filled meanwhile).
   for (size_t wider = 1; open >= 2; wider *= 2) {
     const size_t chunk = std::max<uint64_t>(1024, ports / 2) * wider;
     const auto before = band_end(table, free, after, chunk);
-    for (auto& c : band(table, free, after, before)) {
+    const auto next = band(table, free, after, before);
+    for (auto& k : next.order) {
+      const auto& c = next.pairs[k.second];
       if (open < 2)
         break;
       if (free[c.a] == 0 || free[c.b] == 0)
@@ -379,18 +383,20 @@ allocation allocate_circuits(const std::vector<uint32_t>& ports,
   out.free_ports = ports;
   auto pairs = serve_uncovered(table, out);
   serve_slowest(pairs, out, link_bytes_per_s);
-  // By (a, b): counted into rows of a, each row then sorted by b (it has a few ports' worth).
-  std::vector<uint32_t> row(ports.size() + 1, 0);
-  for (auto& p : pairs)
-    ++row[p.a + 1];
-  for (size_t v = 0; v < ports.size(); ++v)
-    row[v + 1] += row[v];
+  // By (a, b): counted by b, then stably by a.
+  std::vector<circuit_count> by_b(pairs.size());
   out.circuits.resize(pairs.size());
-  for (auto& p : pairs)
-    out.circuits[row[p.a]++] = {p.a, p.b, p.circuits};
-  for (size_t v = 0, begin = 0; v < ports.size(); begin = row[v++])
-    std::sort(out.circuits.begin() + long(begin), out.circuits.begin() + long(row[v]),
-              [](auto& x, auto& y) { return x.b < y.b; });
+  auto count_by = [&](auto&& from, auto&& to, auto key) {
+    std::vector<uint32_t> at(ports.size() + 1, 0);
+    for (auto& c : from)
+      ++at[key(c) + 1];
+    for (size_t v = 0; v < ports.size(); ++v)
+      at[v + 1] += at[v];
+    for (auto& c : from)
+      to[at[key(c)]++] = {c.a, c.b, c.circuits};
+  };
+  count_by(pairs, by_b, [](auto& c) { return c.b; });
+  count_by(by_b, out.circuits, [](auto& c) { return c.a; });
   return out;
 }
 
