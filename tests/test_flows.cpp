@@ -209,6 +209,30 @@ CAF_TEST(a_cancel_that_overtakes_a_release_leaves_that_release_unacknowledged) {
   caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
+/// A cancel that arrives while the job's placement is on its way to the disk (a submission
+/// here; a consolidation move or a profiled job's placement take the same path) waits for it
+/// and cancels the job, instead of answering that there is no such job or that it is moved.
+CAF_TEST(a_cancel_during_a_placement_cancels_the_placed_job) {
+  auto worker = sys.spawn(silent_worker);
+  cluster_scheduler_config cfg{one_node_cluster(), weave_policy{}, true, true, {}, {}};
+  auto scheduler = sys.spawn(cluster_scheduler, cfg, store_handle, worker, observer_actor{});
+  run();
+  rl_job job{"A", 8, 8, 100, 100, 1.5, 100, 50, 0};
+  self->send(scheduler, submit_atom::value, job);
+  self->send(scheduler, cancel_atom::value, std::string{"A"});
+  expect((submit_atom, rl_job), from(self).to(scheduler).with(submit_atom::value, _));
+  expect((cancel_atom, std::string), from(self).to(scheduler).with(cancel_atom::value, "A"));
+  sched.run();
+  self->receive([](const placement_reply& r) { CAF_CHECK(r.kind == placement_kind::new_group); });
+  self->receive([](ok_atom) {},
+                [](const caf::error& err) { CAF_FAIL("cancel refused: " << to_string(err)); });
+  using scheduler_impl =
+    std::remove_pointer_t<cluster_scheduler_actor::stateful_pointer<cluster_scheduler_state>>;
+  CAF_CHECK(deref<scheduler_impl>(scheduler).state.jobs.at("A").state == job_state::cancelled);
+  caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
 CAF_TEST(a_submission_repeated_while_the_first_is_persisted_gets_the_same_answer) {
   auto worker = sys.spawn(silent_worker);
   cluster_scheduler_config cfg{one_node_cluster(), weave_policy{}, true, true, {}, {}};

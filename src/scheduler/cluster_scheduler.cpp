@@ -344,6 +344,14 @@ void scheduler_steps::depart(scheduler_ptr self, const std::string& id, job_stat
   auto& st = self->state;
   auto it = st.jobs.find(id);
   if (it == st.jobs.end() || it->second.state != job_state::placed) {
+    if (auto pending = st.admitting.find(id); pending != st.admitting.end()) {
+      // Being placed (submitted, or placed again: moved, profiled, drifted): the departure
+      // waits for that decision to be durable, then takes the job wherever it landed.
+      pending->second.push_back([self, id, state, reason, done](const auto&) {
+        depart(self, id, state, reason, done);
+      });
+      return;
+    }
     done(it == st.jobs.end()
            ? make_error(errc::not_found, fmt::format("no job '{}'", id))
            : make_error(errc::job_ended, fmt::format("job '{}' is {}, not placed", id,
