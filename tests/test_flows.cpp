@@ -65,18 +65,26 @@ struct fixture : test_coordinator_fixture<loom_config> {
   ~fixture() override {
     caf::anon_send_exit(store_handle, caf::exit_reason::user_shutdown);
   }
-};
 
-/// One node of 8 GPUs per pool: any job of 8 and 8 GPUs gets a new group.
-cluster one_node_cluster() {
-  cluster c;
-  c.name = "flows";
-  c.cross_link_gbps = 20;
-  c.gpus = builtin_gpus();
-  c.rollout = {{"r0", pool_kind::rollout, "H20", 8, 2048}};
-  c.training = {{"t0", pool_kind::training, "H800", 8, 2048}};
-  return c;
-}
+  /// A scheduler of one_node_cluster() on the fixture's store, started.
+  cluster_scheduler_actor one_node_scheduler(worker_actor worker) {
+    cluster_scheduler_config cfg{one_node_cluster(), weave_policy{}, true, true, {}, {}};
+    auto scheduler = sys.spawn(cluster_scheduler, cfg, store_handle, worker, observer_actor{});
+    run();
+    return scheduler;
+  }
+
+  /// One node of 8 GPUs per pool: any job of 8 and 8 GPUs gets a new group.
+  static cluster one_node_cluster() {
+    cluster c;
+    c.name = "flows";
+    c.cross_link_gbps = 20;
+    c.gpus = builtin_gpus();
+    c.rollout = {{"r0", pool_kind::rollout, "H20", 8, 2048}};
+    c.training = {{"t0", pool_kind::training, "H800", 8, 2048}};
+    return c;
+  }
+};
 
 } // namespace
 
@@ -168,9 +176,7 @@ CAF_TEST(submit_place_join_grant_release) {
 /// JOB_ENDED, not acknowledged (the job then counts what Loom's record says).
 CAF_TEST(a_cancel_that_overtakes_a_release_leaves_that_release_unacknowledged) {
   auto worker = sys.spawn(silent_worker);
-  cluster_scheduler_config cfg{one_node_cluster(), weave_policy{}, true, true, {}, {}};
-  auto scheduler = sys.spawn(cluster_scheduler, cfg, store_handle, worker, observer_actor{});
-  run();
+  auto scheduler = one_node_scheduler(worker);
   for (auto name : {"A", "B"}) { // one group: the executor outlives A's departure
     rl_job job{name, 8, 8, 100, 100, 1.5, 100, 50, 0};
     job.iterations = 5;
@@ -214,9 +220,7 @@ CAF_TEST(a_cancel_that_overtakes_a_release_leaves_that_release_unacknowledged) {
 /// and cancels the job, instead of answering that there is no such job or that it is moved.
 CAF_TEST(a_cancel_during_a_placement_cancels_the_placed_job) {
   auto worker = sys.spawn(silent_worker);
-  cluster_scheduler_config cfg{one_node_cluster(), weave_policy{}, true, true, {}, {}};
-  auto scheduler = sys.spawn(cluster_scheduler, cfg, store_handle, worker, observer_actor{});
-  run();
+  auto scheduler = one_node_scheduler(worker);
   rl_job job{"A", 8, 8, 100, 100, 1.5, 100, 50, 0};
   self->send(scheduler, submit_atom::value, job);
   self->send(scheduler, cancel_atom::value, std::string{"A"});
@@ -235,9 +239,7 @@ CAF_TEST(a_cancel_during_a_placement_cancels_the_placed_job) {
 
 CAF_TEST(a_submission_repeated_while_the_first_is_persisted_gets_the_same_answer) {
   auto worker = sys.spawn(silent_worker);
-  cluster_scheduler_config cfg{one_node_cluster(), weave_policy{}, true, true, {}, {}};
-  auto scheduler = sys.spawn(cluster_scheduler, cfg, store_handle, worker, observer_actor{});
-  run();
+  auto scheduler = one_node_scheduler(worker);
   rl_job job{"A", 8, 8, 100, 100, 1.5, 100, 50, 0};
   self->send(scheduler, submit_atom::value, job);
   self->send(scheduler, submit_atom::value, job);
