@@ -33,6 +33,56 @@ offline_optimum::offline_optimum(pool_node rollout_node, pool_node training_node
     policy_(policy),
     tail_migration_cost_s_(migrate_tails ? policy.tail_migration_cost_s : 0.0) {}
 
+planned_phases offline_optimum::member_plan(const rl_job& job, std::vector<int> nodes,
+                                            int group_training_gpus, bool shared) const {
+  // Alone, a job switches nothing; shared, as Algorithm 1 plans it.
+  std::optional<phase_switches> switches;
+  if (shared)
+    switches = member_switches(job, rollout_node_.gpus, training_node_.gpus, group_training_gpus,
+                               policy_);
+  return plan_member(job, std::move(nodes), group_training_gpus, switches,
+                     tail_migration_cost_s_);
+}
+
+int offline_optimum::training_gpus_for(const rl_job& job) const {
+  const int tgpus = std::max(1, training_node_.gpus);
+  return (job.training_gpus + tgpus - 1) / tgpus * tgpus;
+}
+
+bool offline_optimum::trainings_fit_slos(const std::vector<const rl_job*>& jobs,
+                                         int group_training_gpus) const {
+  // The training pool serves every member's training once a round in turn order, so each
+  // member's meta-iteration time (meta_iteration_times) is at least their sum, whatever the
+  // rollout partition (WEAVE §4.2's T_load on the training pool).
+  double training = 0;
+  for (auto* j : jobs)
+    training += member_plan(*j, {}, group_training_gpus, jobs.size() > 1).training_s;
+  return std::all_of(jobs.begin(), jobs.end(),
+                     [&](const rl_job* j) { return training <= slo_limit_s(*j); });
+}
+
+bool offline_optimum::rollouts_fit_slos(const std::vector<const rl_job*>& jobs,
+                                        const std::vector<int>& bin,
+                                        const std::vector<planned_phases>& members) const {
+  // A bin's first node serves each of its members' rollouts once a round. Over the n rounds
+  // meta_iteration_times averages, member j's rollouts start no earlier than its previous
+  // iteration ends, and (n - 1) rounds of that node's work stand between the first start and
+  // the last end: j's time is at least ((n - 1) * load + j's own phases) / n. A cheap test
+  // that skips round-robin simulations bound to fail.
+  const size_t n = jobs.size();
+  if (n < 2)
+    return true;
+  std::vector<double> load(n, 0.0);
+  for (size_t i = 0; i < n; ++i)
+    load[size_t(bin[i])] += members[i].rollout_s;
+  for (size_t i = 0; i < n; ++i) {
+    const double least = ((double(n) - 1) * load[size_t(bin[i])] + members[i].solo_s()) / double(n);
+    if (least > slo_limit_s(*jobs[i]))
+      return false;
+  }
+  return true;
+}
+
 bool offline_optimum::partition_meets_slos(const std::vector<const rl_job*>& jobs,
                                            const std::vector<int>& bin,
                                            const std::vector<int>& first,
@@ -45,14 +95,10 @@ bool offline_optimum::partition_meets_slos(const std::vector<const rl_job*>& job
     const int need = (jobs[i]->rollout_gpus + rgpus - 1) / rgpus;
     for (int k = 0; k < need; ++k)
       nodes.push_back(first[size_t(bin[i])] + k);
-    // Alone, a job switches nothing; shared, as Algorithm 1 plans it.
-    std::optional<phase_switches> shared;
-    if (n > 1)
-      shared = member_switches(*jobs[i], rollout_node_.gpus, training_node_.gpus,
-                               group_training_gpus, policy_);
-    members.push_back(plan_member(*jobs[i], std::move(nodes), group_training_gpus, shared,
-                                  tail_migration_cost_s_));
+    members.push_back(member_plan(*jobs[i], std::move(nodes), group_training_gpus, n > 1));
   }
+  if (!rollouts_fit_slos(jobs, bin, members))
+    return false;
   // Regrouped from scratch, nobody joins a running group: the steady state, and under
   // any_realization every single iteration.
   auto times = meta_iteration_times(members);
@@ -106,19 +152,52 @@ std::optional<double> offline_optimum::group_cost(const std::vector<const rl_job
     training_memory += j->training_memory_gb;
   }
   std::optional<double> best;
-  if (training_memory < training_node_.memory_gb) {
-    // Every partition of the members into rollout-node sets, as restricted growth strings.
+  if (training_memory < training_node_.memory_gb
+      && trainings_fit_slos(jobs, training_nodes * tgpus)) {
+    // Every partition of the members into rollout-node sets, as restricted growth strings,
+    // costed (cheap) and then SLO-checked (a round-robin simulation each) cheapest first: the
+    // first that meets every SLO is the group's cost.
+    struct candidate {
+      double cost;
+      std::vector<int> bin, first;
+    };
+    std::vector<candidate> candidates;
     std::vector<int> bin(jobs.size(), 0);
     std::vector<int> first;
     do {
-      auto cost = partition_cost(jobs, bin, training_nodes, first);
-      if (cost && (!best || *cost < *best)
-          && partition_meets_slos(jobs, bin, first, training_nodes * tgpus))
-        best = cost;
+      if (auto cost = partition_cost(jobs, bin, training_nodes, first))
+        candidates.push_back({*cost, bin, first});
     } while (next_partition(bin));
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](auto& x, auto& y) { return x.cost < y.cost; });
+    for (auto& c : candidates)
+      if (partition_meets_slos(jobs, c.bin, c.first, training_nodes * tgpus)) {
+        best = c.cost;
+        break;
+      }
   }
   memo_[key] = best;
   return best;
+}
+
+group_extent offline_optimum::extent_of(const rl_job& job) const {
+  const int rgpus = std::max(1, rollout_node_.gpus);
+  const int tgpus = std::max(1, training_node_.gpus);
+  return {(job.rollout_gpus + rgpus - 1) / rgpus, (job.training_gpus + tgpus - 1) / tgpus,
+          job.rollout_memory_gb, job.training_memory_gb};
+}
+
+double offline_optimum::group_cost_floor(const group_extent& e) const {
+  // Every member's training state is cached on each training node: more fits no group.
+  if (e.training_memory_gb >= training_node_.memory_gb)
+    return std::numeric_limits<double>::infinity();
+  int rollout_nodes = e.rollout_nodes;
+  // Each rollout-node set holds under one node's memory, and has a node at least.
+  if (rollout_node_.memory_gb > 0 && e.rollout_memory_gb > 0)
+    rollout_nodes =
+      std::max(rollout_nodes, int(std::floor(e.rollout_memory_gb / rollout_node_.memory_gb)) + 1);
+  return rollout_nodes * rollout_node_.cost_per_hour
+         + e.training_nodes * training_node_.cost_per_hour;
 }
 
 std::optional<double> offline_optimum::group_cost_of(const std::vector<rl_job>& jobs) {

@@ -6,14 +6,29 @@
 // shared rollout-node sets; a subset DP then picks the cheapest cover. Exponential, so only for
 // small instances (the paper stops at 13 jobs).
 
-#include <map>
+#include <algorithm>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "scheduler/placement.hpp"
 
 namespace loom::replay {
+
+/// What bounds a group's cheapest hosting from below: its widest members' nodes per pool and
+/// its members' host-memory footprints.
+struct group_extent {
+  int rollout_nodes = 0;
+  int training_nodes = 0;
+  double rollout_memory_gb = 0;
+  double training_memory_gb = 0;
+
+  group_extent merged(const group_extent& o) const {
+    return {std::max(rollout_nodes, o.rollout_nodes), std::max(training_nodes, o.training_nodes),
+            rollout_memory_gb + o.rollout_memory_gb, training_memory_gb + o.training_memory_gb};
+  }
+};
 
 class offline_optimum {
 public:
@@ -35,6 +50,35 @@ public:
   /// feasible.
   std::optional<double> group_cost_of(const std::vector<rl_job>& jobs);
 
+  /// The same for members sorted by id (the memo's key), without copying them.
+  std::optional<double> group_cost(const std::vector<const rl_job*>& members);
+
+  /// A job's extent; a group's is its members' merged.
+  group_extent extent_of(const rl_job& job) const;
+
+  /// A floor under group_cost of a group of this extent and of any group holding its members:
+  /// the widest member's nodes in each pool, and at least as many rollout nodes as their
+  /// working sets fill (each node's share stays under its memory); infinite where their
+  /// training states overfill a node. Cheap, for pruning a search over groups.
+  double group_cost_floor(const group_extent& e) const;
+
+  int max_group_size() const { return policy_.max_group_size; }
+
+  /// A member's phases as Algorithm 1 plans them on `nodes` (shared: in a group of several).
+  planned_phases member_plan(const rl_job& job, std::vector<int> nodes, int group_training_gpus,
+                             bool shared) const;
+
+  /// The longest iteration a lower bound may show `job` and leave it feasible: its SLO with
+  /// a margin wider than the simulation's rounding, so a necessary test never refuses what
+  /// the simulation would accept.
+  static double slo_limit_s(const rl_job& job) { return job.slo * job.solo_s() * (1 + 1e-9); }
+
+  /// The training pool a group holding `job` needs at least: its whole nodes' GPUs.
+  int training_gpus_for(const rl_job& job) const;
+
+  /// Groups costed so far (each partition of its members tried).
+  size_t groups_costed() const { return memo_.size(); }
+
 private:
   struct cover {
     double cost = 0;
@@ -42,13 +86,16 @@ private:
   };
   /// The subset DP over every feasible group of `jobs`.
   std::optional<cover> best_cover(const std::vector<rl_job>& jobs);
-  /// The cheapest single group hosting exactly these jobs; nothing if none is feasible.
-  std::optional<double> group_cost(const std::vector<const rl_job*>& jobs);
   /// $/hour of the group with its members' rollouts in the bins of `bin`, nothing if a bin's
   /// node cannot hold its working sets; `first` gets each bin's first rollout node.
   std::optional<double> partition_cost(const std::vector<const rl_job*>& jobs,
                                        const std::vector<int>& bin, int training_nodes,
                                        std::vector<int>& first) const;
+  /// A necessary condition for any partition to meet the members' SLOs.
+  bool trainings_fit_slos(const std::vector<const rl_job*>& jobs, int group_training_gpus) const;
+  /// A necessary condition for the partition to meet the members' SLOs (planned `members`).
+  bool rollouts_fit_slos(const std::vector<const rl_job*>& jobs, const std::vector<int>& bin,
+                         const std::vector<planned_phases>& members) const;
   /// Every member meets its SLO in the partition's round-robin schedule.
   bool partition_meets_slos(const std::vector<const rl_job*>& jobs, const std::vector<int>& bin,
                             const std::vector<int>& first, int group_training_gpus) const;
@@ -57,7 +104,7 @@ private:
   pool_node training_node_;
   weave_policy policy_;
   double tail_migration_cost_s_;
-  std::map<std::string, std::optional<double>> memo_; // by the members' ids
+  std::unordered_map<std::string, std::optional<double>> memo_; // by the members' ids
 };
 
 } // namespace loom::replay

@@ -19,4 +19,9 @@ ordered_json run_colocated(const weave_scenario& sc, length_draws& draws, double
 ordered_json run_optimal(const weave_scenario& sc, const std::vector<cluster_record>& weave_run,
                          double start, double end);
 
+/// A lower bound on that optimum at any scale (cover_bound): the LP relaxation over the same
+/// active job sets.
+ordered_json run_bound(const weave_scenario& sc, const std::vector<cluster_record>& weave_run,
+                       double start, double end);
+
 } // namespace loom::replay

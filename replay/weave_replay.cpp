@@ -164,7 +164,9 @@ ordered_json cost_ratios(const ordered_json& policies, const char* metric = "cos
   ordered_json out{{"solo-d/weave", ratio("solo-d", "weave")},
                    {"colocated/weave", ratio("colocated", "weave")},
                    {"weave-paper/weave", ratio("weave-paper", "weave")},
-                   {"weave/optimal", ratio("weave", "optimal")}};
+                   {"weave/optimal", ratio("weave", "optimal")},
+                   {"weave/bound", ratio("weave", "bound")},
+                   {"optimal/bound", ratio("optimal", "bound")}};
   if (std::string_view{metric} == "cost_per_hour_avg")
     out["weave/optimal-arrivals"] = arrivals_ratio(policies);
   for (auto [a, b] : {std::pair{"random", "optimal"}, std::pair{"greedy", "optimal"},
@@ -198,8 +200,9 @@ caf::expected<seed_report> run_one_seed(const weave_scenario& sc, const std::str
     auto t0 = std::chrono::steady_clock::now();
     if (policy == "colocated") {
       policies[policy] = run_colocated(sc, *draws, start);
-    } else if (policy == "optimal") {
-      policies[policy] = weave_log ? run_optimal(sc, weave_log->cluster, start, weave_end)
+    } else if (policy == "optimal" || policy == "bound") {
+      auto run = policy == "optimal" ? run_optimal : run_bound;
+      policies[policy] = weave_log ? run(sc, weave_log->cluster, start, weave_end)
                                    : ordered_json{{"error", "needs the weave policy in the same "
                                                             "scenario"}};
     } else {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "config/toml_reader.hpp"
 
@@ -14,7 +15,8 @@ namespace loom::replay {
 const std::vector<std::string>& weave_policy_names() {
   static const std::vector<std::string> names{"weave",      "weave-paper", "solo-d",
                                               "colocated",  "random",      "greedy",
-                                              "random-slo", "greedy-slo",  "optimal"};
+                                              "random-slo", "greedy-slo",  "optimal",
+                                              "bound"};
   return names;
 }
 
@@ -118,12 +120,12 @@ void read_weave_scenario(table_reader& root, weave_scenario& sc, const std::stri
       for (auto& p : *v) {
         auto& names = weave_policy_names();
         if (std::find(names.begin(), names.end(), p) == names.end())
-          head->error("policies", fmt::format("'{}' is not one of: weave, solo-d, colocated, "
-                                              "random, greedy, optimal", p));
+          head->error("policies", fmt::format("'{}' is not one of: {}", p,
+                                              fmt::join(names, ", ")));
       }
       if (v->empty())
-        head->error("policies", "lists no policy: name at least one of weave, solo-d, "
-                                "colocated, random, greedy, optimal");
+        head->error("policies", fmt::format("lists no policy: name at least one of {}",
+                                            fmt::join(weave_policy_names(), ", ")));
       // Report order is fixed, whatever order the file lists them in.
       for (auto& n : weave_policy_names())
         if (std::find(v->begin(), v->end(), n) != v->end())

@@ -2,8 +2,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include <caf/all.hpp>
+#include <glpk.h>
+#include <bit>
 #include <filesystem>
 #include <limits>
+#include <random>
 #include <set>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,6 +14,7 @@
 #include "config/config.hpp"
 #include "loom.pb.h"
 #include "metrics/metrics.hpp"
+#include "replay/cover_bound.hpp"
 #include "replay/drive.hpp"
 #include "replay/driver.hpp"
 #include "replay/offline_optimal.hpp"
@@ -68,7 +72,7 @@ name = "tiny"
 kind = "weave"
 seed = {}
 cluster = "{}"
-policies = ["greedy", "weave", "solo-d", "random", "optimal", "random-slo", "greedy-slo"]
+policies = ["greedy", "weave", "solo-d", "random", "optimal", "random-slo", "greedy-slo", "bound"]
 
 [policy]
 max_group_size = 4
@@ -399,6 +403,10 @@ BOOST_AUTO_TEST_CASE(weave_keeps_slos_cheaper_than_solo_and_the_baselines_do_not
   BOOST_CHECK_GE(p["optimal"]["arrivals_only"]["cost_per_hour_avg"].get<double>(),
                  p["optimal"]["cost_per_hour_avg"].get<double>() - 1e-9);
   BOOST_CHECK(report["cost_ratios"]["weave/optimal-arrivals"].is_number());
+  // The LP relaxation over the same active sets never costs more than the optimum.
+  BOOST_CHECK_LE(p["bound"]["cost_per_hour_avg"].get<double>(),
+                 p["optimal"]["cost_per_hour_avg"].get<double>() + 1e-6);
+  BOOST_CHECK_GT(p["bound"]["cost_per_hour_avg"].get<double>(), 0);
   auto& d = p["weave"]["decisions"];
   BOOST_CHECK_EQUAL(d["direct_packing"].get<int>() + d["rollout_scaling"].get<int>()
                       + d["new_group"].get<int>() + d["rejected"].get<int>(),
@@ -484,6 +492,108 @@ BOOST_AUTO_TEST_CASE(the_offline_optimum_returns_its_grouping) {
   BOOST_CHECK_CLOSE(*opt.cost_per_hour({a, b, c}), 2 * (14.8 + 42.24), 1e-9);
   BOOST_CHECK_CLOSE(*opt.group_cost_of({b}), 14.8 + 42.24, 1e-9);
   BOOST_CHECK(!opt.group_cost_of({a, c})); // 1,050 GB of training state on one node
+}
+
+BOOST_AUTO_TEST_CASE(the_lp_bound_takes_fractional_groups_the_optimum_cannot) {
+  // Any two of X, Y, Z share a node of each pool (800 GB of training state), all three do not
+  // (1,200 GB): the optimum is a pair and a single, two nodes of each; the LP covers each job
+  // with half of each pair, 1.5 nodes of each. Pricing must find the pairs: the first LP has
+  // only the singles.
+  weave_policy policy;
+  policy.warm_start_gbps_per_gpu = std::numeric_limits<double>::infinity();
+  replay::offline_optimum opt{{"r", 8, 1000, 14.8}, {"t", 8, 1000, 42.24}, policy, false};
+  std::vector<rl_job> jobs{{"X", 8, 8, 100, 400, 2.2, 4, 3, 0},
+                           {"Y", 8, 8, 100, 400, 2.2, 4, 3, 0},
+                           {"Z", 8, 8, 100, 400, 2.2, 4, 3, 0}};
+  replay::cover_bound bound{opt};
+  BOOST_CHECK_CLOSE(*opt.cost_per_hour(jobs), 2 * (14.8 + 42.24), 1e-9);
+  BOOST_CHECK_CLOSE(*bound.cost_per_hour(jobs), 1.5 * (14.8 + 42.24), 1e-6);
+  BOOST_CHECK_CLOSE(*bound.cost_per_hour({jobs[0]}), 14.8 + 42.24, 1e-9);
+  // A job no node can host leaves nothing to bound.
+  BOOST_CHECK(!bound.cost_per_hour({{"W", 8, 8, 100, 1200, 2.2, 4, 3, 0}}));
+}
+
+/// The set-cover LP over every group of up to `most` of `jobs` (each costed by the optimum's
+/// own group_cost), solved in one piece: what column generation must reach.
+double full_cover_lp(replay::offline_optimum& opt, const std::vector<rl_job>& jobs, int most) {
+  glp_prob* lp = glp_create_prob();
+  glp_set_obj_dir(lp, GLP_MIN);
+  glp_add_rows(lp, int(jobs.size()));
+  for (int i = 1; i <= int(jobs.size()); ++i)
+    glp_set_row_bnds(lp, i, GLP_LO, 1.0, 0.0);
+  for (uint32_t mask = 1; mask < (1u << jobs.size()); ++mask) {
+    if (std::popcount(mask) > most)
+      continue;
+    std::vector<rl_job> members;
+    std::vector<int> index{0};
+    for (size_t i = 0; i < jobs.size(); ++i)
+      if (mask & (1u << i)) {
+        members.push_back(jobs[i]);
+        index.push_back(int(i) + 1);
+      }
+    auto cost = opt.group_cost_of(members);
+    if (!cost)
+      continue;
+    const int col = glp_add_cols(lp, 1);
+    glp_set_col_bnds(lp, col, GLP_LO, 0.0, 0.0);
+    glp_set_obj_coef(lp, col, *cost);
+    std::vector<double> ones(index.size(), 1.0);
+    glp_set_mat_col(lp, col, int(members.size()), index.data(), ones.data());
+  }
+  glp_smcp parm;
+  glp_init_smcp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  BOOST_REQUIRE_EQUAL(glp_simplex(lp, &parm), 0);
+  const double value = glp_get_obj_val(lp);
+  glp_delete_prob(lp);
+  return value;
+}
+
+BOOST_AUTO_TEST_CASE(the_lp_bound_stays_under_the_optimum_over_random_job_sets) {
+  // Random Table-6-like sets of up to 9 jobs (rollout- and train-heavy, one or two nodes wide,
+  // tight and loose SLOs): the bound never exceeds the brute-force optimum, equals it where
+  // the LP is integral (two jobs or fewer), equals the LP over every group written out whole
+  // (the pricing search prunes nothing it should not), and does not depend on the columns
+  // earlier sets left behind.
+  weave_policy policy;
+  std::mt19937_64 rng{46};
+  std::uniform_real_distribution<double> unit{0, 1};
+  replay::offline_optimum opt{{"r", 8, 1200, 14.8}, {"t", 8, 1200, 42.24}, policy, true};
+  std::vector<rl_job> pool; // an id is one job in every set it appears in (memos key by id)
+  for (int i = 0; i < 30; ++i) {
+    rl_job j;
+    j.id = fmt::format("j{}", i);
+    j.rollout_gpus = unit(rng) < 0.3 ? 16 : 8;
+    j.training_gpus = unit(rng) < 0.3 ? 16 : 8;
+    j.rollout_memory_gb = 50 + 400 * unit(rng);
+    j.training_memory_gb = 50 + 400 * unit(rng);
+    j.slo = 1 + unit(rng);
+    j.rollout_s = 100 + 900 * unit(rng);
+    j.training_s = 100 + 600 * unit(rng);
+    j.sync_s = 10 * unit(rng);
+    pool.push_back(j);
+  }
+  replay::cover_bound carried{opt};
+  int fractional = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<rl_job> jobs = pool;
+    std::shuffle(jobs.begin(), jobs.end(), rng);
+    jobs.resize(1 + size_t(unit(rng) * 9));
+    auto best = opt.cost_per_hour(jobs);
+    replay::cover_bound fresh{opt};
+    auto lp = fresh.cost_per_hour(jobs);
+    BOOST_REQUIRE_EQUAL(best.has_value(), lp.has_value());
+    if (!best)
+      continue;
+    BOOST_CHECK_LE(*lp, *best + 1e-6);
+    BOOST_CHECK_GT(*lp, 0);
+    if (jobs.size() <= 2)
+      BOOST_CHECK_CLOSE(*lp, *best, 1e-6);
+    BOOST_CHECK_CLOSE(*lp, full_cover_lp(opt, jobs, policy.max_group_size), 1e-6);
+    fractional += *lp < *best - 1e-6;
+    BOOST_CHECK_CLOSE(*carried.cost_per_hour(jobs), *lp, 1e-6);
+  }
+  BOOST_TEST_MESSAGE(fractional << " of 60 sets with an LP below the optimum");
 }
 
 BOOST_AUTO_TEST_CASE(every_bundled_weave_scenario_loads) {
