@@ -131,6 +131,42 @@ BOOST_AUTO_TEST_CASE(congestion_routes_over_shortest_paths_split_by_circuits) {
   BOOST_CHECK(congestion(4, ring, {{0, 3, 1}, {0, 1, 1000}}, 1.0) < split);
 }
 
+BOOST_AUTO_TEST_CASE(congestion_past_64_endpoints_and_however_circuits_are_listed) {
+  // A ring of 130 (neighbour sets over three words): 0 -> 65 has two 65-hop paths and splits
+  // at 0, every direction on them carrying half; 0 -> 64 has one path and carries it all.
+  const uint32_t n = 130;
+  std::vector<circuit_count> ring;
+  for (uint32_t v = 0; v < n; ++v)
+    ring.push_back({std::min(v, (v + 1) % n), std::max(v, (v + 1) % n), 1});
+  auto split = congestion(n, ring, {{0, 65, 130}}, 1.0);
+  BOOST_CHECK_EQUAL(split.unreachable, 0u);
+  BOOST_CHECK_EQUAL(split.worst_s, 65.0);
+  BOOST_CHECK_EQUAL(split.spread, 130 * 65.0 * 65.0);
+  auto one = congestion(n, ring, {{0, 64, 10}}, 1.0);
+  BOOST_CHECK_EQUAL(one.worst_s, 10.0);
+  BOOST_CHECK_EQUAL(one.spread, 64 * 100.0);
+  // Listed in another order, ends swapped, a doubled pair over two entries: the same graph,
+  // the same figures to the last bit.
+  std::vector<circuit_count> chords = ring;
+  for (uint32_t v = 0; v < n; v += 7)
+    chords.push_back({v, (v * 31 + 17) % n == v ? (v + 2) % n : (v * 31 + 17) % n, 2});
+  for (auto& c : chords)
+    if (c.a > c.b)
+      std::swap(c.a, c.b);
+  auto demands = all_to_all(n, 3);
+  auto listed = congestion(n, chords, demands, 1.0);
+  std::vector<circuit_count> shuffled(chords.rbegin(), chords.rend());
+  for (auto& c : shuffled)
+    std::swap(c.a, c.b);
+  shuffled.front().circuits = 1; // a chord of 2 circuits, now over two entries
+  shuffled.push_back(shuffled.front());
+  auto relisted = congestion(n, shuffled, demands, 1.0);
+  BOOST_CHECK_EQUAL(relisted.unreachable, listed.unreachable);
+  BOOST_CHECK_EQUAL(relisted.worst_s, listed.worst_s);
+  BOOST_CHECK_EQUAL(relisted.spread, listed.spread);
+  BOOST_CHECK(congestion(n, ring, demands, 1.0) > listed); // chords shorten every path
+}
+
 BOOST_AUTO_TEST_CASE(refinement_keeps_ports_and_joins_what_talks) {
   // Two 4-cycles, each endpoint with 2 ports, under an all-to-all over all 8: half the demand
   // cannot move. Swaps keep every endpoint's port count and join the cycles.

@@ -1,6 +1,7 @@
 #include "fabric/hop_refine.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <map>
 #include <utility>
@@ -10,12 +11,15 @@ namespace loom {
 namespace {
 
 /// congestion() for one demand over many circuit graphs: the demand grouped by destination
-/// once, the buffers kept between calls.
+/// once, the buffers kept between calls. The graph is held as neighbour bitsets, so a BFS
+/// costs n words per level sweep instead of a scan of every arc, and an endpoint's next hops
+/// are one AND with the level closer to the destination.
 class congestion_meter {
 public:
   congestion_meter(uint32_t n, const std::vector<demand>& demands, double link_bytes_per_s)
-    : n_(n), link_(link_bytes_per_s), offset_(n + 1), hops_end_(n), closer_(n), dist_(n),
-      carried_(n) {
+    : n_(n), words_((n + 63) / 64), link_(link_bytes_per_s), offset_(n + 1), dist_(n),
+      carried_(n), adj_(size_t(n) * words_), rank_(size_t(n) * words_),
+      levels_(size_t(n + 1) * words_), visited_(words_) {
     std::map<uint32_t, std::vector<std::pair<uint32_t, double>>> by_dest;
     for (auto& d : demands)
       if (d.from != d.to && d.bytes > 0 && d.from < n && d.to < n)
@@ -23,9 +27,11 @@ public:
     dests_.assign(by_dest.begin(), by_dest.end());
   }
 
-  /// Arcs scanned so far: what bounds the refinement's time.
+  /// Arcs scanned so far by a plain adjacency-list BFS and ECMP pass (the measure the
+  /// refinement's budget was set in, kept so its stopping point does not move).
   uint64_t work() const { return work_; }
 
+  /// `circuits` as counted() gives them: sorted by (a, b), a < b, each pair once, no loops.
   hop_congestion operator()(const std::vector<circuit_count>& circuits) {
     build(circuits);
     load_.assign(2 * circuits.size(), 0.0);
@@ -48,17 +54,27 @@ private:
   };
   static constexpr uint32_t far = std::numeric_limits<uint32_t>::max();
 
-  /// The circuits as a symmetric adjacency in one flat array (offset_[v] .. offset_[v + 1]).
+  /// The circuits as a symmetric adjacency: arcs in one flat array (offset_[v] ..
+  /// offset_[v + 1]) sorted by neighbour, as canonical circuits give them, and the same
+  /// neighbours as bitsets, with rank_ counting v's neighbours in the words before each.
   void build(const std::vector<circuit_count>& circuits) {
     std::fill(offset_.begin(), offset_.end(), 0);
+    std::fill(adj_.begin(), adj_.end(), 0);
     for (auto& c : circuits) {
       ++offset_[c.a + 1];
       ++offset_[c.b + 1];
+      adj_[size_t(c.a) * words_ + c.b / 64] |= bit(c.b);
+      adj_[size_t(c.b) * words_ + c.a / 64] |= bit(c.a);
     }
-    for (uint32_t v = 0; v < n_; ++v)
+    for (uint32_t v = 0; v < n_; ++v) {
       offset_[v + 1] += offset_[v];
+      uint32_t before = 0;
+      for (uint32_t w = 0; w < words_; ++w) {
+        rank_[size_t(v) * words_ + w] = before;
+        before += uint32_t(std::popcount(adj_[size_t(v) * words_ + w]));
+      }
+    }
     arcs_.resize(offset_[n_]);
-    hops_.resize(offset_[n_]);
     auto next = offset_;
     for (uint32_t k = 0; k < circuits.size(); ++k) {
       auto& c = circuits[k];
@@ -67,31 +83,50 @@ private:
     }
   }
 
-  /// Routes every source's bytes to `t`; returns how many sources cannot reach it. The BFS
-  /// from `t` also lists each endpoint's next hops (its arcs one step closer), so routing
-  /// reads those alone instead of scanning every arc twice more.
-  uint32_t route_to(uint32_t t, const std::vector<std::pair<uint32_t, double>>& sources) {
+  static uint64_t bit(uint32_t v) { return uint64_t{1} << (v % 64); }
+
+  /// v's arc to its neighbour u.
+  const arc& arc_to(uint32_t v, uint32_t u) const {
+    const auto w = size_t(v) * words_ + u / 64;
+    return arcs_[offset_[v] + rank_[w] + uint32_t(std::popcount(adj_[w] & (bit(u) - 1)))];
+  }
+
+  /// Breadth first from t, neighbours in increasing order (the order of a scan of the
+  /// sorted arcs); levels_ holds each distance's endpoints.
+  void bfs(uint32_t t) {
     std::fill(dist_.begin(), dist_.end(), far);
+    std::fill(visited_.begin(), visited_.end(), 0);
     order_.clear();
     dist_[t] = 0;
     order_.push_back(t);
-    work_ += arcs_.size();
+    visited_[t / 64] |= bit(t);
+    std::fill_n(levels_.begin(), words_, 0);
+    levels_[t / 64] |= bit(t);
+    uint32_t deepest = 0;
     for (size_t i = 0; i < order_.size(); ++i) {
       const auto u = order_[i];
-      for (auto a = offset_[u]; a < offset_[u + 1]; ++a) {
-        const auto w = arcs_[a].to;
-        if (dist_[w] == far) {
-          dist_[w] = dist_[u] + 1;
-          order_.push_back(w);
-          hops_end_[w] = offset_[w];
-          closer_[w] = 0;
-        }
-        if (dist_[w] == dist_[u] + 1) { // u is one of w's next hops: the arc reversed
-          hops_[hops_end_[w]++] = {u, arcs_[a].link ^ 1, arcs_[a].circuits};
-          closer_[w] += arcs_[a].circuits;
+      const auto d = dist_[u] + 1;
+      if (d > deepest) { // level d starts
+        std::fill_n(levels_.begin() + size_t(d) * words_, words_, 0);
+        deepest = d;
+      }
+      for (uint32_t w = 0; w < words_; ++w) {
+        uint64_t fresh = adj_[size_t(u) * words_ + w] & ~visited_[w];
+        visited_[w] |= fresh;
+        levels_[size_t(d) * words_ + w] |= fresh;
+        for (; fresh; fresh &= fresh - 1) {
+          const auto v = w * 64 + uint32_t(std::countr_zero(fresh));
+          dist_[v] = d;
+          order_.push_back(v);
         }
       }
     }
+  }
+
+  /// Routes every source's bytes to `t`; returns how many sources cannot reach it.
+  uint32_t route_to(uint32_t t, const std::vector<std::pair<uint32_t, double>>& sources) {
+    bfs(t);
+    work_ += arcs_.size();
     std::fill(carried_.begin(), carried_.end(), 0.0);
     uint32_t unreachable = 0;
     for (auto [s, bytes] : sources) {
@@ -107,37 +142,39 @@ private:
       const auto v = *it;
       if (carried_[v] == 0)
         continue;
-      work_ += 2 * (offset_[v + 1] - offset_[v]); // what scanning v's arcs twice cost
-      for (auto h = offset_[v]; h < hops_end_[v]; ++h) {
-        const double share = carried_[v] * hops_[h].circuits / closer_[v];
-        load_[hops_[h].link] += share;
-        carried_[hops_[h].to] += share;
+      work_ += 2 * (offset_[v + 1] - offset_[v]); // what scanning v's arcs twice would cost
+      const auto* closer_level = &levels_[size_t(dist_[v] - 1) * words_];
+      const auto* mine = &adj_[size_t(v) * words_];
+      uint32_t closer = 0;
+      hops_.clear();
+      for (uint32_t w = 0; w < words_; ++w)
+        for (uint64_t m = mine[w] & closer_level[w]; m; m &= m - 1) {
+          hops_.push_back(&arc_to(v, w * 64 + uint32_t(std::countr_zero(m))));
+          closer += hops_.back()->circuits;
+        }
+      for (auto* h : hops_) {
+        const double share = carried_[v] * h->circuits / closer;
+        load_[h->link] += share;
+        carried_[h->to] += share;
       }
     }
     return unreachable;
   }
 
-  uint32_t n_;
+  uint32_t n_, words_;
   double link_;
   std::vector<std::pair<uint32_t, std::vector<std::pair<uint32_t, double>>>> dests_;
   std::vector<uint32_t> offset_;
   std::vector<arc> arcs_;
-  std::vector<arc> hops_;          // v's next hops to the current destination, from offset_[v]
-  std::vector<uint32_t> hops_end_; // where they end
-  std::vector<uint32_t> closer_;   // their circuits
   std::vector<uint32_t> dist_, order_;
   std::vector<double> carried_, load_;
+  std::vector<uint64_t> adj_;     // v's neighbours, words_ words from v * words_
+  std::vector<uint32_t> rank_;    // v's neighbours in its words before each
+  std::vector<uint64_t> levels_;  // the endpoints at distance d, words_ words from d * words_
+  std::vector<uint64_t> visited_;
+  std::vector<const arc*> hops_;  // the current endpoint's next hops
   uint64_t work_ = 0;
 };
-
-} // namespace
-
-hop_congestion congestion(uint32_t n, const std::vector<circuit_count>& circuits,
-                          const std::vector<demand>& demands, double link_bytes_per_s) {
-  return congestion_meter{n, demands, link_bytes_per_s}(circuits);
-}
-
-namespace {
 
 /// SplitMix64: a fixed stream, so the swaps tried depend only on the input.
 struct splitmix {
@@ -152,12 +189,11 @@ struct splitmix {
 
 using edge = std::pair<uint32_t, uint32_t>;
 
-/// One entry per circuit, in the circuits' order.
+/// One entry per circuit, in the circuits' order, its lower end first.
 std::vector<edge> unit_edges(const std::vector<circuit_count>& circuits) {
   std::vector<edge> edges;
   for (auto& c : circuits)
-    for (uint32_t k = 0; k < c.circuits; ++k)
-      edges.emplace_back(c.a, c.b);
+    edges.insert(edges.end(), c.circuits, std::minmax(c.a, c.b));
   return edges;
 }
 
@@ -175,16 +211,29 @@ std::vector<edge> swapped(std::vector<edge> edges, size_t i, size_t j, bool cros
   return edges;
 }
 
+/// The circuits as congestion_meter takes them (each pair once, a < b, sorted, no loops):
+/// the circuits of one pair are one ECMP group however they were listed.
 std::vector<circuit_count> counted(std::vector<edge> edges) {
   std::sort(edges.begin(), edges.end());
   std::vector<circuit_count> out;
   for (auto [a, b] : edges)
-    if (!out.empty() && out.back().a == a && out.back().b == b)
+    if (a == b)
+      continue;
+    else if (!out.empty() && out.back().a == a && out.back().b == b)
       ++out.back().circuits;
     else
       out.push_back({a, b, 1});
   return out;
 }
+
+} // namespace
+
+hop_congestion congestion(uint32_t n, const std::vector<circuit_count>& circuits,
+                          const std::vector<demand>& demands, double link_bytes_per_s) {
+  return congestion_meter{n, demands, link_bytes_per_s}(counted(unit_edges(circuits)));
+}
+
+namespace {
 
 /// The refinement's work budget (congestion_meter::work()): about 22 ms on a 64-ToR PoD.
 constexpr uint64_t max_work = 8'000'000;
@@ -195,7 +244,7 @@ std::vector<circuit_count> refine_for_hops(uint32_t n, std::vector<circuit_count
                                            const std::vector<demand>& demands,
                                            double link_bytes_per_s,
                                            const std::function<bool(uint32_t, uint32_t)>& eligible) {
-  auto edges = unit_edges(circuits);
+  auto edges = unit_edges(circuits); // in the input's order: the swaps tried follow it
   if (edges.size() < 2)
     return circuits;
   circuits = counted(edges);

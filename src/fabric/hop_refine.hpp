@@ -20,7 +20,8 @@ namespace loom {
 /// How well a circuit graph carries a demand routed over shortest paths, hop by hop, each
 /// hop's traffic split over the equal-cost next hops in proportion to their circuits (ECMP
 /// over ports; flow_model splits per path instead, so the two can differ by a few percent).
-/// Lower is better.
+/// Lower is better. The circuits of one pair are one ECMP group however they are listed (in
+/// any order, over several entries).
 struct hop_congestion {
   uint32_t unreachable = 0; // demanded pairs no circuit path joins
   double worst_s = 0;       // the busiest circuit direction: its bytes over its capacity
