@@ -4,11 +4,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <map>
 #include <numeric>
 
+#include "generation/config_search.hpp"
 #include "metrics/metrics.hpp"
 #include "protocol/error.hpp"
 #include "replay/gen_run.hpp"
@@ -106,58 +109,85 @@ json gen_policy_json(const gen_scenario& sc, const gen_deployment& initial,
 
 namespace {
 
-/// veRL-TO's sweep: every fixed DP x TP with TP in {1, 2, 4, 8} that fits (only TP8 when no
-/// policy needs the best one), with each run's wall time.
+/// The static baselines' sweep: every fixed deployment of one config the planner may choose
+/// for a full batch (throughput_configs: TP within a node as veRL-TO sweeps it, and EP and AFD
+/// where the model and the cost model have them), or TP8 alone when no policy needs the best;
+/// each run's wall time beside it.
 struct static_sweep {
-  std::map<int, gen_run_log> logs;
-  std::map<int, double> wall_s;
-  int best_tp = 0; // by samples per second
+  struct run {
+    parallel_config parallel;
+    gen_run_log log;
+    double wall_s = 0;
+  };
+  std::vector<run> runs; // in throughput_configs' order
+  size_t best = 0;       // by samples per second, the first of equals
+
+  const run* find(const parallel_config& c) const {
+    auto it = std::find_if(runs.begin(), runs.end(), [&](auto& r) { return r.parallel == c; });
+    return it == runs.end() ? nullptr : &*it;
+  }
+  gen_deployment best_deployment(int gpus) const {
+    return {runs[best].parallel, gpus / runs[best].parallel.gpus()};
+  }
 };
+
+/// A config's name as the sweep's keys and store folders spell it: tp4, afd6:2.
+std::string lower(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char x) { return char(std::tolower(x)); });
+  return name;
+}
+
+/// What the static sweep tries: the planner's full-batch configs on the planner's own
+/// parameters, with the AFD splits profiled as gen_planner profiles them.
+std::vector<parallel_config> static_configs(const gen_scenario& sc, const engine_model& engine) {
+  auto params = deployment_for(sc, parallel_config{1}, true, true).planner;
+  if (params.afd_configs.empty())
+    params.afd_configs = profile_afd_configs(engine, params.gpus_per_node);
+  return throughput_configs(engine, sc.gpus, params);
+}
 
 caf::expected<static_sweep> sweep_statics(const gen_scenario& sc, const engine_model& engine,
                                           bool adaptive, const std::string& out_dir) {
   static_sweep out;
-  for (int tp : {1, 2, 4, 8}) {
-    if (sc.gpus % tp != 0 || tp > sc.planner.gpus_per_node || engine.kv_capacity_tokens(tp) <= 0)
-      continue;
-    if (!adaptive && tp != 8)
+  for (auto& c : static_configs(sc, engine)) {
+    if (!adaptive && c != parallel_config{8})
       continue;
     auto t0 = std::chrono::steady_clock::now();
-    auto log = run_once(sc, {{tp, sc.gpus / tp}, false, false},
-                        (std::filesystem::path{out_dir} / "store" / fmt::format("static-tp{}", tp))
-                          .string());
+    auto folder = "static-" + lower(c.name()); // ep8/tp1: one folder, static-ep8-tp1
+    std::replace(folder.begin(), folder.end(), '/', '-');
+    auto log = run_once(sc, {{c, sc.gpus / c.gpus()}, false, false},
+                        (std::filesystem::path{out_dir} / "store" / folder).string());
     if (!log)
       return log.error();
-    out.wall_s[tp] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    out.logs.emplace(tp, std::move(*log));
+    const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - t0;
+    out.runs.push_back({c, std::move(*log), wall.count()});
   }
-  if (out.logs.empty())
+  if (out.runs.empty())
     return make_error(errc::invalid_argument,
-                      fmt::format("{} fits no TP in {{1, 2, 4, 8}} on {} {} GPUs", sc.model.name,
-                                  sc.gpus, sc.gpu.name));
-  out.best_tp = out.logs.begin()->first;
-  for (auto& [tp, log] : out.logs)
-    if (samples_per_s(sc, log) > samples_per_s(sc, out.logs.at(out.best_tp)))
-      out.best_tp = tp;
+                      fmt::format("{} fits no config the planner may choose on {} {} GPUs",
+                                  sc.model.name, sc.gpus, sc.gpu.name));
+  for (size_t i = 1; i < out.runs.size(); ++i)
+    if (samples_per_s(sc, out.runs[i].log) > samples_per_s(sc, out.runs[out.best].log))
+      out.best = i;
   return out;
 }
 
 /// static-best or static-tp8, from the sweep.
 json static_policy(const gen_scenario& sc, const std::string& name, const static_sweep& sweep,
                    json& timings) {
-  const int tp = name == "static-best" ? sweep.best_tp : 8;
-  auto it = sweep.logs.find(tp);
-  if (it == sweep.logs.end())
+  auto* run = name == "static-best" ? &sweep.runs[sweep.best] : sweep.find(parallel_config{8});
+  if (!run)
     return {{"error", fmt::format("TP=8 does not fit {} GPUs of {} per node", sc.gpus,
                                   sc.planner.gpus_per_node)}};
-  auto p = gen_policy_json(sc, {tp, sc.gpus / tp}, it->second);
+  auto p = gen_policy_json(sc, {run->parallel, sc.gpus / run->parallel.gpus()}, run->log);
   if (name == "static-best") {
     json all;
-    for (auto& [t, log] : sweep.logs)
-      all[fmt::format("tp{}", t)] = round4(samples_per_s(sc, log));
+    for (auto& r : sweep.runs)
+      all[lower(r.parallel.name())] = round4(samples_per_s(sc, r.log));
     p["sweep_samples_per_s"] = all;
   }
-  timings[name]["wall_s"] = round4(sweep.wall_s.at(tp));
+  timings[name]["wall_s"] = round4(run->wall_s);
   return p;
 }
 
@@ -256,7 +286,7 @@ caf::expected<gen_deployment> best_static_deployment(const gen_scenario& sc,
   auto sweep = sweep_statics(sc, engine_of(sc), true, out_dir);
   if (!sweep)
     return sweep.error();
-  return gen_deployment{sweep->best_tp, sc.gpus / sweep->best_tp};
+  return sweep->best_deployment(sc.gpus);
 }
 
 namespace {
@@ -272,7 +302,7 @@ caf::expected<gen_replay_output> run_one_seed(const gen_scenario& sc, const std:
                              out_dir);
   if (!sweep)
     return sweep.error();
-  const gen_deployment best{sweep->best_tp, sc.gpus / sweep->best_tp};
+  const gen_deployment best = sweep->best_deployment(sc.gpus);
   json policies = json::object();
   json timings = json::object();
   for (auto& name : sc.policies) {

@@ -2,8 +2,10 @@
 // `loom replay` for generation (OrchestrRL §6.2): every policy a scenario lists runs the same
 // request batches in its own actor system on the virtual clock (the real gen_planner and
 // balancer, a RocksDB store under DIR/store/POLICY, simulated engines). static-best is the
-// best fixed DP x TP of a sweep over TP in {1, 2, 4, 8} (veRL-TO); static-tp8 is veRL-LO; the
-// adaptive policies start from static-best's deployment. report.json depends only on the
+// best fixed deployment of one config over every config the planner may choose for a full
+// batch (veRL-TO's TP sweep, and EP and AFD where the model and the cost model have them:
+// the baseline is fair to the planner); static-tp8 is veRL-LO; the adaptive policies start
+// from static-best's deployment. report.json depends only on the
 // scenario and seed; wall-clock figures (solve times, replay time) go to timings.json.
 
 #include <string>
@@ -24,8 +26,8 @@ struct gen_replay_output {
 caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& scenario,
                                                 const std::string& out_dir);
 
-/// The best fixed DP x TP of veRL-TO's sweep (static-best's deployment, where the adaptive
-/// policies start); the sweep's stores go under DIR/store.
+/// The best fixed deployment of the static sweep (static-best's, where the adaptive policies
+/// start); the sweep's stores go under DIR/store.
 caf::expected<gen_deployment> best_static_deployment(const gen_scenario& scenario,
                                                      const std::string& out_dir);
 

@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE engine_model
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <optional>
@@ -745,6 +746,40 @@ BOOST_AUTO_TEST_CASE(planner_takes_ep_or_afd_for_big_moe_batches_and_tp_for_the_
     BOOST_CHECK((!s.config.parallel.is_afd() && !s.config.parallel.is_ep()) || s.config == current);
   BOOST_CHECK(late.reconfigure);
   BOOST_CHECK(!late.config.parallel.is_ep() && !late.config.parallel.is_afd());
+}
+
+BOOST_AUTO_TEST_CASE(configs_are_compared_on_one_cost_model) {
+  // On the roofline a full batch may go to any TP within a node, EP for an MoE model, or the
+  // profiled AFD splits: what static-best sweeps.
+  auto moe = qwen57b_moe();
+  planner_params p;
+  p.afd_configs = profile_afd_configs(moe, 8);
+  auto has = [](const std::vector<parallel_config>& cs, auto pred) {
+    return std::any_of(cs.begin(), cs.end(), pred);
+  };
+  auto roofline = throughput_configs(moe, 16, p);
+  BOOST_CHECK(has(roofline, [](auto& c) { return c.is_ep(); }));
+  BOOST_CHECK(has(roofline, [](auto& c) { return c.is_afd(); }));
+  BOOST_CHECK(has(roofline, [](auto& c) { return !c.is_ep() && !c.is_afd(); }));
+  // With a profile, only what it lists: no roofline AFD beside profiled TP, in the sweep or in
+  // any plan (the bundled profile has TP1-TP8; the tail's cross-node TP16 is not in it).
+  auto e = qwen14b_profiled();
+  p.afd_configs = profile_afd_configs(e, 8);
+  BOOST_CHECK(p.afd_configs.empty());
+  p.afd_configs = profile_afd_configs(engine_model{*find_model("Qwen2.5-14B"),
+                                                   *find_builtin_gpu("H800")}, 8);
+  BOOST_REQUIRE(!p.afd_configs.empty());
+  auto profiled = throughput_configs(e, 32, p);
+  BOOST_CHECK_EQUAL(profiled.size(), 4u);
+  for (auto& c : profiled)
+    BOOST_CHECK(e.comparable(c) && !c.is_afd());
+  std::vector<gen_request_state> tail;
+  for (uint64_t i = 0; i < 8; ++i)
+    tail.push_back({i, 9000, 6000, int(i % 8)});
+  for (auto& s : plan_generation(e, 32, {4, 8}, tail, p).evaluated) {
+    BOOST_CHECK_MESSAGE(e.comparable(s.config.parallel), s.config.name());
+    BOOST_CHECK(!s.config.mixed() || e.comparable(s.config.latency));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(the_lower_bound_never_exceeds_a_simulated_makespan) {

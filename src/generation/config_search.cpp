@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -28,7 +29,7 @@ void add_mixed(const engine_model& engine, int budget, bool tail, const planner_
                std::vector<gen_deployment>& out) {
   std::vector<parallel_config> tps;
   for (int tp = 1; tp <= std::min(budget / 2, 2 * p.gpus_per_node); tp *= 2)
-    if (engine.kv_capacity_tokens(tp) > 0)
+    if (engine.kv_capacity_tokens(tp) > 0 && engine.comparable(tp))
       tps.emplace_back(tp);
   for (auto& base : tps) {
     if (base.tp > p.gpus_per_node || (tail && base.tp == 1))
@@ -52,7 +53,8 @@ std::vector<gen_deployment> candidates(const engine_model& engine, int budget,
   std::vector<gen_deployment> out;
   auto add = [&](const parallel_config& c) {
     const int g = c.gpus();
-    if (g <= budget && budget % g == 0 && engine.kv_capacity_tokens(c) > 0)
+    if (g <= budget && budget % g == 0 && engine.kv_capacity_tokens(c) > 0
+        && engine.comparable(c))
       out.push_back({c, budget / g});
   };
   for (int tp = 1; tp <= p.gpus_per_node; tp *= 2)
@@ -76,6 +78,15 @@ std::vector<gen_deployment> candidates(const engine_model& engine, int budget,
 }
 
 } // namespace
+
+std::vector<parallel_config> throughput_configs(const engine_model& engine, int budget,
+                                                const planner_params& p) {
+  const auto full = size_t(std::ceil(p.large_batch_per_gpu * budget));
+  std::vector<parallel_config> out;
+  for (auto& d : candidates(engine, budget, {}, full, p))
+    out.push_back(d.parallel);
+  return out;
+}
 
 double makespan_lower_bound(const engine_model& engine, const gen_deployment& d,
                             const std::vector<gen_request_state>& reqs) {
@@ -623,7 +634,7 @@ std::vector<parallel_config> profile_afd_configs(const engine_model& engine, int
   for (int total = gpus_per_node; total <= 2 * gpus_per_node; total *= 2)
     for (int attention = 1; attention < total; ++attention) {
       auto c = parallel_config::disaggregated(attention, total - attention);
-      if (engine.kv_capacity_tokens(c) <= 0)
+      if (engine.kv_capacity_tokens(c) <= 0 || !engine.comparable(c))
         continue;
       auto run = simulate_instance(engine, c, reference);
       if (run.feasible && run.makespan_s > 0)

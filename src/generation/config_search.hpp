@@ -67,6 +67,13 @@ std::vector<parallel_config> profile_afd_configs(const engine_model& engine, int
                                                  int batch = 256, int64_t prompt = 512,
                                                  int64_t output = 2048, size_t keep = 2);
 
+/// The homogeneous configs the planner may choose for a full batch on `budget` GPUs (TP within
+/// a node, EP for an MoE model, `p.afd_configs`), each scored as the others are: what a static
+/// baseline fair to the planner sweeps. Mixed deployments are the planner's outside big
+/// batches, with requests dealt by their forecast lengths; a static one has no such dealer.
+std::vector<parallel_config> throughput_configs(const engine_model& engine, int budget,
+                                                const planner_params& p);
+
 struct candidate_score {
   gen_deployment config;
   double objective_s = 0; // Eq. 1 objective, infinity if infeasible; the bound if pruned

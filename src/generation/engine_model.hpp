@@ -101,6 +101,10 @@ public:
   const engine_params& params() const { return params_; }
   /// The measured profile, or null: the roofline throughout.
   const engine_profile* profile() const { return profile_.get(); }
+  /// Whether `c` is scored by the source every other config is: the profile lists it, or
+  /// there is no profile. Configs are compared on one cost model, never a profiled TP beside
+  /// a roofline AFD (the roofline's error is not the profile's).
+  bool comparable(const parallel_config& c) const { return !profile_ || profiled(c); }
 
 private:
   const profiled_config* profiled(const parallel_config& c) const {
