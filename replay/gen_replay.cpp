@@ -116,8 +116,13 @@ namespace {
 struct static_sweep {
   struct run {
     parallel_config parallel;
+    dispatch_mode dispatch;
     gen_run_log log;
     double wall_s = 0;
+
+    /// Its sweep key: the config (tp4, afd6:2), the dispatch after it where it is not the
+    /// scenario's (tp4 round-robin).
+    std::string key(const gen_scenario& sc) const;
   };
   std::vector<run> runs; // in throughput_configs' order
   size_t best = 0;       // by samples per second, the first of equals
@@ -129,6 +134,12 @@ struct static_sweep {
   gen_deployment best_deployment(int gpus) const {
     return {runs[best].parallel, gpus / runs[best].parallel.gpus()};
   }
+  /// The scenario as the best static deployment runs it: with the dispatch that won.
+  gen_scenario best_dealt(const gen_scenario& sc) const {
+    auto dealt = sc;
+    dealt.dispatch = runs[best].dispatch;
+    return dealt;
+  }
 };
 
 /// A config's name as the sweep's keys and store folders spell it: tp4, afd6:2.
@@ -136,6 +147,11 @@ std::string lower(std::string name) {
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char x) { return char(std::tolower(x)); });
   return name;
+}
+
+std::string static_sweep::run::key(const gen_scenario& sc) const {
+  auto k = lower(parallel.name());
+  return dispatch == sc.dispatch ? k : k + " " + std::string(to_string(dispatch));
 }
 
 /// What the static sweep tries: the planner's full-batch configs on the planner's own
@@ -150,19 +166,30 @@ std::vector<parallel_config> static_configs(const gen_scenario& sc, const engine
 caf::expected<static_sweep> sweep_statics(const gen_scenario& sc, const engine_model& engine,
                                           bool adaptive, const std::string& out_dir) {
   static_sweep out;
-  for (auto& c : static_configs(sc, engine)) {
-    if (!adaptive && c != parallel_config{8})
-      continue;
-    auto t0 = std::chrono::steady_clock::now();
-    auto folder = "static-" + lower(c.name()); // ep8/tp1: one folder, static-ep8-tp1
-    std::replace(folder.begin(), folder.end(), '/', '-');
-    auto log = run_once(sc, {{c, sc.gpus / c.gpus()}, false, false},
-                        (std::filesystem::path{out_dir} / "store" / folder).string());
-    if (!log)
-      return log.error();
-    const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - t0;
-    out.runs.push_back({c, std::move(*log), wall.count()});
-  }
+  // A framework that deals a batch in contiguous slices can deal it round-robin as well; the
+  // planner places every request itself, so the baseline gets the better of the two.
+  std::vector<dispatch_mode> deals{sc.dispatch};
+  if (adaptive && sc.dispatch != dispatch_mode::round_robin)
+    deals.push_back(dispatch_mode::round_robin);
+  for (auto deal : deals)
+    for (auto& c : static_configs(sc, engine)) {
+      if (!adaptive && c != parallel_config{8})
+        continue;
+      auto t0 = std::chrono::steady_clock::now();
+      static_sweep::run r{c, deal, {}, 0};
+      auto folder = "static-" + r.key(sc); // "ep8/tp1 round-robin": static-ep8-tp1-round-robin
+      std::replace_if(folder.begin(), folder.end(), [](char x) { return x == '/' || x == ' '; },
+                      '-');
+      auto dealt = sc;
+      dealt.dispatch = deal;
+      auto log = run_once(dealt, {{c, sc.gpus / c.gpus()}, false, false},
+                          (std::filesystem::path{out_dir} / "store" / folder).string());
+      if (!log)
+        return log.error();
+      r.log = std::move(*log);
+      r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      out.runs.push_back(std::move(r));
+    }
   if (out.runs.empty())
     return make_error(errc::invalid_argument,
                       fmt::format("{} fits no config the planner may choose on {} {} GPUs",
@@ -177,6 +204,8 @@ caf::expected<static_sweep> sweep_statics(const gen_scenario& sc, const engine_m
 json static_policy(const gen_scenario& sc, const std::string& name, const static_sweep& sweep,
                    json& timings) {
   auto* run = name == "static-best" ? &sweep.runs[sweep.best] : sweep.find(parallel_config{8});
+  // static-tp8 is veRL-LO as the scenario deals it: find() takes the first run, the
+  // scenario's dispatch.
   if (!run)
     return {{"error", fmt::format("TP=8 does not fit {} GPUs of {} per node", sc.gpus,
                                   sc.planner.gpus_per_node)}};
@@ -184,8 +213,9 @@ json static_policy(const gen_scenario& sc, const std::string& name, const static
   if (name == "static-best") {
     json all;
     for (auto& r : sweep.runs)
-      all[lower(r.parallel.name())] = round4(samples_per_s(sc, r.log));
+      all[r.key(sc)] = round4(samples_per_s(sc, r.log));
     p["sweep_samples_per_s"] = all;
+    p["dispatch"] = to_string(run->dispatch);
   }
   timings[name]["wall_s"] = round4(run->wall_s);
   return p;
@@ -310,7 +340,7 @@ caf::expected<gen_replay_output> run_one_seed(const gen_scenario& sc, const std:
       policies[name] = static_policy(sc, name, *sweep, timings);
       continue;
     }
-    auto p = adaptive_policy(sc, name, best,
+    auto p = adaptive_policy(sweep->best_dealt(sc), name, best,
                              (std::filesystem::path{out_dir} / "store" / name).string(), timings);
     if (!p)
       return p.error();

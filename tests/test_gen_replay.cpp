@@ -353,6 +353,39 @@ BOOST_AUTO_TEST_CASE(the_same_scenario_and_seed_give_identical_report_bytes) {
   BOOST_CHECK(a.out.find("orchestr") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(static_best_is_swept_over_every_config_and_both_deals) {
+  // The roofline scores AFD, so the sweep has its one-node splits beside veRL-TO's TPs; a
+  // scenario dealt in contiguous slices also sweeps round-robin, and static-best is the best of
+  // all, with balancer-only dealt as it was. static-tp8 stays veRL-LO as the scenario deals it.
+  test::temp_dir dir;
+  test::write_file(dir / "s.toml",
+                   small_scenario(R"("static-best", "static-tp8", "balancer-only")")
+                     + "dispatch = \"contiguous\"\n");
+  auto r = test::run({test::loom_binary(), "replay", dir / "s.toml", "--out", dir / "o"});
+  BOOST_REQUIRE_EQUAL(r.exit_code, 0);
+  auto p = nlohmann::json::parse(test::read_file(dir / "o/report.json"))["policies"];
+  auto& sweep = p["static-best"]["sweep_samples_per_s"];
+  double best = 0;
+  std::string best_key;
+  size_t afd = 0;
+  for (auto& [key, sps] : sweep.items()) {
+    afd += key.rfind("afd", 0) == 0;
+    if (sps.get<double>() > best)
+      best = sps.get<double>(), best_key = key;
+  }
+  BOOST_CHECK_GT(afd, 0u);
+  for (auto tp : {"tp1", "tp2", "tp4", "tp8"}) {
+    BOOST_CHECK(sweep.contains(tp));
+    BOOST_CHECK(sweep.contains(std::string(tp) + " round-robin"));
+  }
+  BOOST_CHECK_EQUAL(p["static-best"]["samples_per_s"].get<double>(), best);
+  const bool round_robin = best_key.find("round-robin") != std::string::npos;
+  BOOST_CHECK_EQUAL(p["static-best"]["dispatch"], round_robin ? "round-robin" : "contiguous");
+  BOOST_CHECK_EQUAL(p["static-tp8"]["samples_per_s"].get<double>(), sweep["tp8"].get<double>());
+  BOOST_CHECK_EQUAL(p["balancer-only"]["initial_deployment"],
+                    p["static-best"]["initial_deployment"]);
+}
+
 BOOST_AUTO_TEST_CASE(a_bad_scenario_is_refused_with_file_line_and_key) {
   test::temp_dir dir;
   test::write_file(dir / "bad.toml", small_scenario(R"("orchestr", "static-tp16")"));
