@@ -143,6 +143,7 @@ collective_result evaluate_collective(const rfabric_shape& shape, const collecti
     return fabric_network(*model, plan.plan->layout).completion_s(flows);
   };
   out.traffic_aware_s = time(allocation_policy::traffic_aware, &out.aware_circuits);
+  out.algorithm_3_s = time(allocation_policy::algorithm_3, nullptr);
   out.uniform_s = time(allocation_policy::uniform, &out.uniform_circuits);
   out.uniform_all_s = time(allocation_policy::uniform_all, nullptr);
   out.facts = facts_of(*model, demand, flows, shape.tor_uplinks);

@@ -71,12 +71,14 @@ struct collective_facts {
 
 struct collective_result {
   double traffic_aware_s = 0;
+  double algorithm_3_s = 0; // App. D's Alg. 3 alone, without the multi-hop refinement
   double uniform_s = 0;     // even over the demanded ToR pairs
   double uniform_all_s = 0; // even over every pair of ToRs
   uint32_t aware_circuits = 0;
   uint32_t uniform_circuits = 0;
   collective_facts facts;
   double reduction() const { return traffic_aware_s / uniform_s - 1; }
+  double algorithm_3_reduction() const { return algorithm_3_s / uniform_s - 1; }
   double reduction_vs_all() const { return traffic_aware_s / uniform_all_s - 1; }
 };
 

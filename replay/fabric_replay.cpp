@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -10,6 +11,7 @@
 #include "fabric/broadcast.hpp"
 #include "replay/fabric_rl.hpp"
 #include "replay/report.hpp"
+#include "replay/seed_spread.hpp"
 
 namespace loom::replay {
 
@@ -85,6 +87,7 @@ json collective_json(const fabric_scenario& sc, const collective_setup& c,
   json sweep = json::array();
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   double lo_all = lo, hi_all = hi;
+  double worst = -lo; // traffic-aware's largest loss to uniform at any point (#46's target)
   int skewed = 0, skewed_won = 0, with_room = 0, room_won = 0;
   collective_result marked;
   for (size_t i = 0; i < points.size(); ++i) {
@@ -95,6 +98,7 @@ json collective_json(const fabric_scenario& sc, const collective_setup& c,
     if (std::isfinite(r.traffic_aware_s) && std::isfinite(r.uniform_s)) {
       lo = std::min(lo, r.reduction());
       hi = std::max(hi, r.reduction());
+      worst = std::max(worst, r.reduction());
     }
     if (std::isfinite(r.traffic_aware_s) && std::isfinite(r.uniform_all_s)) {
       lo_all = std::min(lo_all, r.reduction_vs_all());
@@ -113,9 +117,11 @@ json collective_json(const fabric_scenario& sc, const collective_setup& c,
                      {"racks_per_pod", p.shape.racks_per_pod},
                      {"placement", std::string{to_string(p.placement)}},
                      {"traffic_aware_s", time_json(r.traffic_aware_s)},
+                     {"algorithm_3_s", time_json(r.algorithm_3_s)},
                      {"uniform_s", time_json(r.uniform_s)},
                      {"uniform_all_s", time_json(r.uniform_all_s)},
                      {"reduction", reduction_json(r.traffic_aware_s, r.uniform_s)},
+                     {"algorithm_3_reduction", reduction_json(r.algorithm_3_s, r.uniform_s)},
                      {"reduction_vs_all", reduction_json(r.traffic_aware_s, r.uniform_all_s)},
                      {"nic_bound_s", round4(r.facts.nic_bound_s)},
                      {"demanded_tor_pairs", r.facts.demanded_pairs},
@@ -133,12 +139,15 @@ json collective_json(const fabric_scenario& sc, const collective_setup& c,
            {"gb_per_rank", round4(c.bytes_per_rank / 1e9)},
            {"expert_skew", c.expert_skew},
            {"traffic_aware_s", time_json(marked.traffic_aware_s)},
+           {"algorithm_3_s", time_json(marked.algorithm_3_s)},
            {"uniform_s", time_json(marked.uniform_s)},
            {"uniform_all_s", time_json(marked.uniform_all_s)},
            {"traffic_aware_circuits", marked.aware_circuits},
            {"uniform_circuits", marked.uniform_circuits},
            {"reduction", reduction_json(marked.traffic_aware_s, marked.uniform_s)},
+           {"algorithm_3_reduction", reduction_json(marked.algorithm_3_s, marked.uniform_s)},
            {"reduction_vs_all", reduction_json(marked.traffic_aware_s, marked.uniform_all_s)},
+           {"worst_vs_uniform", std::isfinite(worst) ? json(round4(worst)) : json(nullptr)},
            {"paper_reduction", c.paper_reduction},
            {"reduction_range", range(lo, hi)},
            {"reduction_vs_all_range", range(lo_all, hi_all)},
@@ -150,12 +159,12 @@ json collective_json(const fabric_scenario& sc, const collective_setup& c,
            {"reduction_ceiling", reduction_json(marked.facts.nic_bound_s, marked.uniform_s)},
            {"notes", point_notes(marked)},
            {"sweep", sweep}};
-  summary += fmt::format("  {:<18} {:<10} {:>9.4f} {:>9.4f} {:>9.4f} {:>+7.1f}% {:>+7.1f}%  "
-                         "[{:+.1f}%, {:+.1f}%] {}\n",
+  summary += fmt::format("  {:<18} {:<10} {:>9.4f} {:>9.4f} {:>9.4f} {:>+7.1f}% {:>+7.1f}% "
+                         "{:>+7.1f}%  [{:+.1f}%, {:+.1f}%] {}\n",
                          c.name, to_string(c.kind), marked.traffic_aware_s, marked.uniform_s,
                          marked.uniform_all_s, (marked.reduction()) * 100,
-                         c.paper_reduction * 100, lo * 100, hi * 100,
-                         inside ? "paper inside" : "paper outside");
+                         marked.algorithm_3_reduction() * 100, c.paper_reduction * 100, lo * 100,
+                         hi * 100, inside ? "paper inside" : "paper outside");
   return out;
 }
 
@@ -164,8 +173,8 @@ json collectives_json(const fabric_scenario& sc, std::string& summary) {
   summary += fmt::format("Fig. 23: traffic-aware vs uniform OCS-Agg allocation (marked point: "
                          "[fabric], linear placement; range over {} fabrics)\n",
                          points.size());
-  summary += fmt::format("  {:<18} {:<10} {:>9} {:>9} {:>9} {:>8} {:>8}  {}\n", "setup", "kind",
-                         "aware s", "uniform s", "all s", "change", "paper",
+  summary += fmt::format("  {:<18} {:<10} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}  {}\n", "setup",
+                         "kind", "aware s", "uniform s", "all s", "change", "Alg. 3", "paper",
                          "range over the sweep");
   json out = json::array();
   for (auto& c : sc.collectives)
@@ -383,12 +392,8 @@ json weight_sync_json(const weight_sync_section& w, std::string& summary) {
           {"budgets_respected", within}};
 }
 
-} // namespace
-
-caf::expected<fabric_replay_output> run_fabric_replay(const fabric_scenario& sc,
-                                                      const std::string& out_dir) {
-  if (auto err = make_output_dir(out_dir))
-    return err;
+caf::expected<fabric_replay_output> run_one_seed(const fabric_scenario& sc,
+                                                 const std::string& out_dir) {
   fabric_replay_output out;
   json report{{"scenario", sc.name}, {"kind", "fabric"}, {"seed", sc.seed}};
   report["fabric"] = {{"pods", sc.shape.pods},
@@ -432,6 +437,97 @@ caf::expected<fabric_replay_output> run_fabric_replay(const fabric_scenario& sc,
   if (auto err = write_report_files(out_dir, out.report_json, out.timings_json))
     return err;
   return out;
+}
+
+/// The finite values of `key` in each seed's collective `i`.
+std::vector<double> across(const std::vector<ordered_json>& reports, size_t i, const char* key) {
+  std::vector<double> out;
+  for (auto& r : reports)
+    if (auto& v = r["collectives"][i][key]; v.is_number())
+      out.push_back(v.get<double>());
+  return out;
+}
+
+/// Fig. 23 over the seeds (#46): the marked point's change, Alg. 3's alone and the worst point
+/// of each seed's sweep, as mean, min and max, and whether the paper's value lies within the
+/// marked point's seed range.
+ordered_json collectives_across(const fabric_scenario& sc,
+                                const std::vector<ordered_json>& reports, std::string& summary) {
+  summary += fmt::format("Fig. 23 over {} seeds: marked point, mean (min to max); worst point of "
+                         "each sweep, traffic-aware vs uniform (+ is slower)\n",
+                         sc.seeds.size());
+  ordered_json out = ordered_json::array();
+  for (size_t i = 0; i < sc.collectives.size(); ++i) {
+    auto& c = sc.collectives[i];
+    auto marked = across(reports, i, "reduction");
+    auto alg3 = across(reports, i, "algorithm_3_reduction");
+    auto worst = across(reports, i, "worst_vs_uniform");
+    auto spread = [](const std::vector<double>& v) {
+      return v.empty() ? ordered_json(nullptr) : spread_of(v);
+    };
+    const bool inside = !marked.empty()
+                        && c.paper_reduction >= *std::min_element(marked.begin(), marked.end())
+                        && c.paper_reduction <= *std::max_element(marked.begin(), marked.end());
+    out.push_back({{"name", c.name},
+                   {"paper_reduction", c.paper_reduction},
+                   {"reduction", spread(marked)},
+                   {"algorithm_3_reduction", spread(alg3)},
+                   {"algorithm_3_without_a_path", reports.size() - alg3.size()}, // seeds
+                   {"worst_vs_uniform", spread(worst)},
+                   {"paper_inside_seed_range", inside}});
+    auto line = [](const ordered_json& s) {
+      return s.is_null() ? std::string{"-"}
+                         : fmt::format("{:+.1f}% ({:+.1f} to {:+.1f})",
+                                       s["mean"].get<double>() * 100,
+                                       s["min"].get<double>() * 100, s["max"].get<double>() * 100);
+    };
+    summary += fmt::format("  {:<18} change {}  Alg. 3 {} ({} seeds without a path)  worst {}  "
+                           "paper {:+.1f}% {}\n",
+                           c.name, line(out.back()["reduction"]),
+                           line(out.back()["algorithm_3_reduction"]), reports.size() - alg3.size(),
+                           line(out.back()["worst_vs_uniform"]), c.paper_reduction * 100,
+                           inside ? "inside" : "outside");
+  }
+  return out;
+}
+
+/// One full report per seed under DIR/seed-N; DIR's report gives the collectives over them.
+caf::expected<fabric_replay_output> run_seeds(const fabric_scenario& sc,
+                                              const std::string& out_dir) {
+  std::vector<ordered_json> reports;
+  ordered_json per_seed = ordered_json::array(), timings = ordered_json::array();
+  fabric_replay_output out;
+  for (auto seed : sc.seeds) {
+    auto dir = make_seed_dir(out_dir, seed);
+    if (!dir)
+      return dir.error();
+    auto one = sc;
+    one.seed = seed;
+    one.seeds = {seed};
+    auto run = run_one_seed(one, *dir);
+    if (!run)
+      return run.error();
+    reports.push_back(ordered_json::parse(run->report_json));
+    timings.push_back({{"seed", seed}, {"timings", ordered_json::parse(run->timings_json)}});
+    per_seed.push_back({{"seed", seed}, {"report", seed_report_dir(seed) + "/report.json"}});
+  }
+  ordered_json report{{"scenario", sc.name}, {"kind", "fabric"}, {"seeds", sc.seeds},
+                      {"fabric", reports.front()["fabric"]}};
+  if (!sc.collectives.empty())
+    report["collectives"] = collectives_across(sc, reports, out.summary);
+  report["per_seed"] = per_seed;
+  out.report_json = report.dump(2) + "\n";
+  out.timings_json = timings.dump(2) + "\n";
+  if (auto err = write_report_files(out_dir, out.report_json, out.timings_json))
+    return err;
+  return out;
+}
+
+} // namespace
+
+caf::expected<fabric_replay_output> run_fabric_replay(const fabric_scenario& sc,
+                                                      const std::string& out_dir) {
+  return replay_by_seeds(sc, out_dir, run_one_seed, run_seeds);
 }
 
 } // namespace loom::replay

@@ -241,8 +241,7 @@ void read_fabric_scenario(table_reader& root, fabric_scenario& sc, const std::st
       sc.name = *v;
     if (auto v = head->required<std::string>("kind"); v && *v != "fabric")
       head->error("kind", fmt::format("'{}' is not \"fabric\"", *v));
-    if (auto v = at_least<int64_t>(*head, "seed", head->optional<int64_t>("seed", 1), 0))
-      sc.seed = uint64_t(*v);
+    read_seeds(*head, sc.seed, sc.seeds);
     head->reject_unknown();
   }
   if (auto f = root.table("fabric"))

@@ -1,7 +1,7 @@
 #pragma once
 // A fabric replay scenario (TOML, kind = "fabric"): any of these sections, each reported:
 //
-//   [scenario]        name, kind = "fabric", seed
+//   [scenario]        name, kind = "fabric", seed or seeds
 //   [fabric]          a regular RFabric shape (pods, racks_per_pod, servers_per_rack,
 //                     gpus_per_server, tor_uplinks, boundary_ports, core_devices, link_gbps,
 //                     agg_reconfig_ms, core_reconfig_ms) for [[collectives]] and [rl]
@@ -97,6 +97,7 @@ struct fabric_scenario {
   std::string name;
   std::string source;
   uint64_t seed = 1;
+  std::vector<uint64_t> seeds; // more than one: a report per seed, the collectives' spread
   rfabric_shape shape;
   std::vector<collective_setup> collectives;
   collectives_sweep sweep;

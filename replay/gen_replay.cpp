@@ -412,11 +412,7 @@ caf::expected<gen_replay_output> run_seeds(const gen_scenario& sc, const std::st
 
 caf::expected<gen_replay_output> run_gen_replay(const gen_scenario& sc,
                                                 const std::string& out_dir) {
-  if (auto err = make_output_dir(out_dir))
-    return err;
-  if (sc.seeds.size() > 1)
-    return run_seeds(sc, out_dir);
-  return run_one_seed(sc, out_dir);
+  return replay_by_seeds(sc, out_dir, run_one_seed, run_seeds);
 }
 
 } // namespace loom::replay

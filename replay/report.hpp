@@ -29,6 +29,15 @@ std::string seed_report_dir(uint64_t seed);
 /// DIR/seed-N, created; an error names it.
 caf::expected<std::string> make_seed_dir(const std::string& out_dir, uint64_t seed);
 
+/// A replay into DIR, created first: `many` for a scenario of several seeds, else `one`.
+template <class Scenario, class Run>
+auto replay_by_seeds(const Scenario& sc, const std::string& out_dir, Run one, Run many)
+  -> decltype(one(sc, out_dir)) {
+  if (auto err = make_output_dir(out_dir))
+    return err;
+  return sc.seeds.size() > 1 ? many(sc, out_dir) : one(sc, out_dir);
+}
+
 /// A policy's RocksDB store (DIR/store/POLICY), emptied of any earlier run first.
 caf::expected<std::unique_ptr<database>> open_scratch_store(const std::string& dir);
 

@@ -245,10 +245,16 @@ BOOST_AUTO_TEST_CASE(fig23_report_is_computed_and_byte_identical) {
     BOOST_REQUIRE_EQUAL(sweep.size(), 1u + 2 * 2 * 2); // [fabric] and the 8 of the sweep
     BOOST_CHECK_EQUAL(sweep[0]["traffic_aware_s"], x["traffic_aware_s"]);
     double lo = x["reduction_range"][0], hi = x["reduction_range"][1];
+    // The worst point is the range's top; Alg. 3 alone is timed beside the refinement.
+    BOOST_CHECK_CLOSE(x["worst_vs_uniform"].get<double>() + 1, hi + 1, 1e-9);
+    BOOST_CHECK_EQUAL(x["algorithm_3_reduction"], sweep[0]["algorithm_3_reduction"]);
     int not_worse = 0;
     for (auto& p : sweep) {
       if (p["reduction"].is_null())
         continue;
+      if (!p["algorithm_3_s"].is_null()) // null: Alg. 3 alone leaves a demanded pair no path
+        BOOST_CHECK_CLOSE(p["algorithm_3_reduction"].get<double>() + 1,
+                          p["algorithm_3_s"].get<double>() / p["uniform_s"].get<double>(), 0.1);
       BOOST_CHECK_GE(p["reduction"].get<double>(), lo - 1e-9);
       BOOST_CHECK_LE(p["reduction"].get<double>(), hi + 1e-9);
       // No allocation beats the ranks' own NICs.
@@ -280,6 +286,42 @@ BOOST_AUTO_TEST_CASE(fig23_report_is_computed_and_byte_identical) {
   // A uniform all-to-all over ToR pairs that all carry the same volume says so.
   auto notes = c[1]["notes"].dump();
   BOOST_CHECK_MESSAGE(notes.find("NIC bound") != std::string::npos, notes);
+}
+
+BOOST_AUTO_TEST_CASE(fig23_over_seeds_gives_each_figure_s_spread) {
+  // The marked point alone, two seeds: each seed's full report, and over them the marked
+  // change, Alg. 3's and the worst point as mean, min and max.
+  test::temp_dir dir;
+  auto text = test::read_file(test::source_path("replay/scenarios/fabric-fig23.toml"));
+  for (auto [from, to] : {std::pair{"seed = 23", "seeds = [5, 6]"},
+                          std::pair{"servers_per_rack = [1, 2, 4, 8]", "servers_per_rack = [4]"},
+                          std::pair{"tor_uplinks = [2, 3, 4, 6, 8]", "tor_uplinks = [4]"},
+                          std::pair{R"(placements = ["linear", "random"])",
+                                    R"(placements = ["linear"])"}}) {
+    auto at = text.find(from);
+    BOOST_REQUIRE(at != std::string::npos);
+    text.replace(at, std::string{from}.size(), to);
+  }
+  auto report = nlohmann::json::parse(replayed_twice(dir, text));
+  BOOST_CHECK(report["seeds"] == nlohmann::json::array({5, 6}));
+  std::vector<nlohmann::json> seeds;
+  for (auto& s : report["per_seed"])
+    seeds.push_back(nlohmann::json::parse(
+      test::read_file(std::filesystem::path{dir / "a"} / s["report"].get<std::string>())));
+  BOOST_REQUIRE_EQUAL(seeds.size(), 2u);
+  for (size_t i = 0; i < report["collectives"].size(); ++i) {
+    auto& x = report["collectives"][i];
+    for (auto key : {"reduction", "algorithm_3_reduction", "worst_vs_uniform"}) {
+      double a = seeds[0]["collectives"][i][key], b = seeds[1]["collectives"][i][key];
+      BOOST_CHECK_CLOSE(x[key]["min"].get<double>() + 1, std::min(a, b) + 1, 1e-6);
+      BOOST_CHECK_CLOSE(x[key]["max"].get<double>() + 1, std::max(a, b) + 1, 1e-6);
+      BOOST_CHECK_CLOSE(x[key]["mean"].get<double>() + 1, (a + b) / 2 + 1, 0.01);
+    }
+    const double paper = x["paper_reduction"];
+    BOOST_CHECK_EQUAL(x["paper_inside_seed_range"].get<bool>(),
+                      paper >= x["reduction"]["min"].get<double>()
+                        && paper <= x["reduction"]["max"].get<double>());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(rl_replay_runs_the_controller_and_persists_its_plans) {

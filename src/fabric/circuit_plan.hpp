@@ -41,9 +41,11 @@ struct circuit_plan {
   std::vector<physical_circuit> circuits; // sorted
 };
 
-/// How a plan's circuits are allocated: App. D Alg. 3, or App. I's traffic-oblivious baselines
-/// (uniform over the demanded pairs, or over every pair of switches).
-enum class allocation_policy { traffic_aware, uniform, uniform_all };
+/// How a plan's circuits are allocated: App. D Alg. 3 with Loom's multi-hop refinement
+/// (fabric/hop_refine.hpp), Alg. 3 alone (replay's column for the paper's own allocator), or
+/// App. I's traffic-oblivious baselines (uniform over the demanded pairs, or over every pair of
+/// switches).
+enum class allocation_policy { traffic_aware, algorithm_3, uniform, uniform_all };
 
 /// Which owner's committed plan holds each OCS port.
 class port_usage {

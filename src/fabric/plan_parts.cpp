@@ -54,7 +54,7 @@ std::string unserved_demand(const fabric_model& model, const circuit_layout& lay
 allocation run_allocator(allocation_policy policy, const std::vector<uint32_t>& ports,
                          const std::vector<demand>& demands, double link_bytes_per_s,
                          const std::function<bool(uint32_t, uint32_t)>& eligible) {
-  if (policy == allocation_policy::traffic_aware)
+  if (policy == allocation_policy::traffic_aware || policy == allocation_policy::algorithm_3)
     return allocate_circuits(ports, demands, link_bytes_per_s, eligible);
   return allocate_uniform(ports, demands, eligible, policy == allocation_policy::uniform);
 }
