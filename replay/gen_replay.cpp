@@ -171,8 +171,9 @@ caf::expected<static_sweep> sweep_statics(const gen_scenario& sc, const engine_m
   std::vector<dispatch_mode> deals{sc.dispatch};
   if (adaptive && sc.dispatch != dispatch_mode::round_robin)
     deals.push_back(dispatch_mode::round_robin);
+  const auto configs = static_configs(sc, engine);
   for (auto deal : deals)
-    for (auto& c : static_configs(sc, engine)) {
+    for (auto& c : configs) {
       if (!adaptive && c != parallel_config{8})
         continue;
       auto t0 = std::chrono::steady_clock::now();
