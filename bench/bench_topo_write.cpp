@@ -3,7 +3,8 @@
 // that change nothing on the rails (O1: what each collective pays in control when its
 // topology is already there), alone and as the two writers of a PP Send/Recv barrier (both
 // wait for the later one: rank synchronisation through the controller). The Opus replay's
-// per-write control time (opus-table2.toml, control_ms) is this p50.
+// per-write control time (opus-table2.toml, control_ms) is this p50, and what each further
+// rank adds to a barrier (control_per_rank_ms) the two-writer p50 minus the one-writer p50.
 //
 //   bench_topo_write [WRITES]      default 2,000 per measurement
 

@@ -248,6 +248,23 @@ json cost_json(const cost_section& c, std::string& summary) {
                          {"ratio", round4(price_network(design, *prices).dollars / ft.dollars)}});
       }
     row["rfabric_sensitivity"] = sweep;
+    // RFabric's price is linear in its ToR uplinks: the uplink ratio (at the scenario's
+    // boundary ratio) that would give each of the paper's ratios at this speed. Different
+    // answers per speed mean no one sizing reproduces the paper at both.
+    auto sized = c.design;
+    sized.kind = network_kind::rfabric;
+    sized.tor_uplink_ratio = 0;
+    double base = price_network(sized, *prices).dollars;
+    sized.tor_uplink_ratio = 1;
+    double per_uplink = price_network(sized, *prices).dollars - base;
+    json fits = json::array();
+    for (double target : c.paper_rfabric_ratio)
+      fits.push_back(round4((target * ft.dollars - base) / per_uplink));
+    row["rfabric_uplink_ratio_for_paper"] = fits;
+    if (fits.size() == 2)
+      line += fmt::format(" (the paper's {}-{} needs ToR uplinks {}-{} per endpoint)",
+                          c.paper_rfabric_ratio[0], c.paper_rfabric_ratio[1],
+                          fits[0].get<double>(), fits[1].get<double>());
     speeds.push_back(row);
     summary += line + "\n";
   }
@@ -275,23 +292,25 @@ json opus_json(const opus_section& o, std::string& summary) {
   json out;
   out["ocs_latency_ms"] = round4(o.env.ocs_latency_s * 1e3);
   out["control_ms"] = round4(o.env.control_s * 1e3);
+  out["control_per_rank_ms"] = round4(o.env.control_per_rank_s * 1e3);
   json configs = json::array();
-  summary += fmt::format("Opus Table 2 at {} ms OCS latency ({} ms per control round trip): "
-                         "step time vs native EPS\n",
-                         o.env.ocs_latency_s * 1e3, o.env.control_s * 1e3);
-  summary += fmt::format("  {:<10} {:>9} {:>10} {:>13} {:>13} {:>16}  {}\n", "config",
-                         "native s", "on-demand", "provisioning", "control@0ms", "reconfigs",
+  summary += fmt::format("Opus training steps ({} ms per control round trip, +{} ms per further "
+                         "rank in a barrier): step time vs native EPS\n",
+                         o.env.control_s * 1e3, o.env.control_per_rank_s * 1e3);
+  summary += fmt::format("  {:<18} {:>6} {:>9} {:>10} {:>13} {:>13} {:>16}  {}\n", "config",
+                         "OCS ms", "native s", "on-demand", "provisioning", "control@0ms",
+                         "reconfigs",
                          "paper (on-demand, provisioning, control@0ms, reconfigs)");
   auto paper = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
   auto shown = [](const std::optional<double>& v, const char* fmt_) {
     return v ? fmt::format(fmt::runtime(fmt_), *v) : std::string{"-"};
   };
   for (auto& c : o.configs) {
-    auto zero_env = o.env;
+    auto zero_env = c.env;
     zero_env.ocs_latency_s = 0;
-    auto native = simulate_opus(c.workload, o.env, opus_mode::native, o.steps);
-    auto demand = simulate_opus(c.workload, o.env, opus_mode::on_demand, o.steps);
-    auto prov = simulate_opus(c.workload, o.env, opus_mode::provisioning, o.steps);
+    auto native = simulate_opus(c.workload, c.env, opus_mode::native, o.steps);
+    auto demand = simulate_opus(c.workload, c.env, opus_mode::on_demand, o.steps);
+    auto prov = simulate_opus(c.workload, c.env, opus_mode::provisioning, o.steps);
     auto demand_zero = simulate_opus(c.workload, zero_env, opus_mode::on_demand, o.steps);
     auto prov_zero = simulate_opus(c.workload, zero_env, opus_mode::provisioning, o.steps);
     int phase_changes = 0;
@@ -305,6 +324,13 @@ json opus_json(const opus_section& o, std::string& summary) {
                        {"pp", w.pp},
                        {"global_batch", w.global_batch},
                        {"seq_len", w.seq_len},
+                       {"params_b", round4(w.model.params / 1e9)},
+                       {"gpu_tflops", c.env.gpu_tflops},
+                       {"link_gbps", c.env.link_gbps},
+                       {"ocs_latency_ms", round4(c.env.ocs_latency_s * 1e3)},
+                       {"all_gather_mb_per_rank", std::round(native.all_gather_bytes / 1e6)},
+                       {"reduce_scatter_mb_per_rank",
+                        std::round(native.reduce_scatter_bytes / 1e6)},
                        {"native_step_s", round4(native.step_s)},
                        {"on_demand_step_s", round4(demand.step_s)},
                        {"provisioning_step_s", round4(prov.step_s)},
@@ -327,18 +353,19 @@ json opus_json(const opus_section& o, std::string& summary) {
                        {"paper_control_overhead_on_demand", paper(c.paper_control_on_demand)},
                        {"paper_control_overhead_provisioning",
                         paper(c.paper_control_provisioning)},
-                       {"paper_reconfigs_per_step", c.paper_reconfigs},
+                       {"paper_reconfigs_per_step",
+                        c.paper_reconfigs ? json(*c.paper_reconfigs) : json(nullptr)},
                        {"timeline_on_demand", opus_timeline(demand)},
                        {"timeline_provisioning", opus_timeline(prov)}});
     summary += fmt::format(
-      "  {:<10} {:>9.3f} {:>9.3f}x {:>12.3f}x {:>12.2f}% {:>6} ({} phase) {}, {}, {}, {}\n",
-      w.name, native.step_s, demand.step_s / native.step_s, prov.step_s / native.step_s,
+      "  {:<18} {:>6} {:>9.3f} {:>9.3f}x {:>12.3f}x {:>12.2f}% {:>6} ({} phase) {}, {}, {}, {}\n",
+      w.name, c.env.ocs_latency_s * 1e3, native.step_s, demand.step_s / native.step_s, prov.step_s / native.step_s,
       (demand_zero.step_s / native.step_s - 1) * 100, prov.reconfigs, phase_changes,
       shown(c.paper_on_demand, "{}x"), shown(c.paper_provisioning, "{}x"),
       shown(c.paper_control_on_demand ? std::optional<double>{*c.paper_control_on_demand * 100}
                                       : std::nullopt,
             "{:.2f}%"),
-      c.paper_reconfigs);
+      c.paper_reconfigs ? std::to_string(*c.paper_reconfigs) : std::string{"-"});
   }
   out["configs"] = configs;
   return out;

@@ -130,19 +130,32 @@ void read_cost(table_reader& c, fabric_scenario& sc) {
   sc.cost = s;
 }
 
+/// The cluster a training step runs on: [opus] sets it for every config, a config may
+/// override it (§5.3 runs on H200 and GB200 beside Table 2's A100s).
+void read_opus_env(table_reader& o, opus_env& env) {
+  if (auto v = non_negative(o, "ocs_latency_ms",
+                            o.optional<double>("ocs_latency_ms", env.ocs_latency_s * 1e3)))
+    env.ocs_latency_s = *v / 1e3;
+  if (auto v = non_negative(o, "control_ms", o.optional<double>("control_ms", env.control_s * 1e3)))
+    env.control_s = *v / 1e3;
+  if (auto v = non_negative(o, "control_per_rank_ms",
+                            o.optional<double>("control_per_rank_ms",
+                                               env.control_per_rank_s * 1e3)))
+    env.control_per_rank_s = *v / 1e3;
+  positive_into(o, "gpu_tflops", env.gpu_tflops);
+  if (auto v = fraction(o, "mfu", o.optional<double>("mfu", env.mfu)))
+    env.mfu = *v;
+  positive_into(o, "link_gbps", env.link_gbps);
+}
+
 void read_opus(table_reader& o, fabric_scenario& sc) {
   opus_section s;
-  if (auto v = non_negative(o, "ocs_latency_ms", o.optional<double>("ocs_latency_ms", 50)))
-    s.env.ocs_latency_s = *v / 1e3;
-  if (auto v = non_negative(o, "control_ms", o.optional<double>("control_ms", 1)))
-    s.env.control_s = *v / 1e3;
-  positive_into(o, "gpu_tflops", s.env.gpu_tflops);
-  if (auto v = fraction(o, "mfu", o.optional<double>("mfu", s.env.mfu)))
-    s.env.mfu = *v;
-  positive_into(o, "link_gbps", s.env.link_gbps);
+  read_opus_env(o, s.env);
   int_into(o, "steps", s.steps, 2);
   for (auto& c : o.table_array("configs")) {
     opus_config_entry e;
+    e.env = s.env;
+    read_opus_env(c, e.env);
     auto& w = e.workload;
     if (auto v = c.required<std::string>("name"))
       w.name = *v;
@@ -150,7 +163,7 @@ void read_opus(table_reader& o, fabric_scenario& sc) {
       if (auto m = find_opus_model(*v))
         w.model = *m;
       else
-        c.error("model", fmt::format("'{}' is not one of: Llama-3-8B, DeepSeek-v3-16B", *v));
+        c.error("model", fmt::format("'{}' is not one of: {}", *v, opus_model_names()));
     }
     int_into(c, "global_batch", w.global_batch, 1);
     int_into(c, "seq_len", w.seq_len, 1);
@@ -167,7 +180,10 @@ void read_opus(table_reader& o, fabric_scenario& sc) {
       if (auto v = c.optional<double>(key, std::numeric_limits<double>::quiet_NaN());
           v && !std::isnan(*v))
         *into = *v;
-    int_into(c, "paper_reconfigs", e.paper_reconfigs, 0);
+    // Absent: not reported (read as -1, which no count can be).
+    if (auto raw = c.optional<int64_t>("paper_reconfigs", -1); raw && *raw != -1)
+      if (auto v = at_least<int64_t>(c, "paper_reconfigs", raw, 0))
+        e.paper_reconfigs = int(*v);
     c.reject_unknown();
     s.configs.push_back(std::move(e));
   }

@@ -13,10 +13,11 @@
 //                     stay), placements = ["linear", "random"]
 //   [cost]            OrchestrRL Fig. 15: endpoints, switch_radix, link_gbps = [..],
 //                     oversubscription, tor_uplink_ratio, boundary_ratio, paper_rfabric_ratio
-//   [opus]            Opus Table 2: ocs_latency_ms, control_ms, gpu_tflops, mfu, link_gbps,
-//                     steps, and [[opus.configs]] name, model, global_batch, seq_len, tp,
-//                     fsdp, pp, paper_on_demand, paper_provisioning, paper_reconfigs,
-//                     paper_control_on_demand, paper_control_provisioning
+//   [opus]            Opus Table 2, §5.3: ocs_latency_ms, control_ms, control_per_rank_ms,
+//                     gpu_tflops, mfu, link_gbps, steps, and [[opus.configs]] name, model,
+//                     global_batch, seq_len, tp, fsdp, pp, paper_on_demand,
+//                     paper_provisioning, paper_reconfigs, paper_control_on_demand,
+//                     paper_control_provisioning, and any of [opus]'s cluster keys
 //   [weight_sync]     OrchestrRL App. E: shard_gb, holders, gen_pods, receivers_per_pod,
 //                     pod_budget, seeds_per_pod, fanout, cross_link_gbps
 //   [moe]             mFabric §5.1, App. B: drifting expert popularity on one regional OCS:
@@ -57,9 +58,10 @@ struct collectives_sweep {
 /// One Table 2 configuration and what the paper reports for it (absent: not reported).
 struct opus_config_entry {
   opus_workload workload;
+  opus_env env; // [opus]'s, with the config's own keys over it
   std::optional<double> paper_on_demand;      // step time / native at the OCS latency
   std::optional<double> paper_provisioning;
-  int paper_reconfigs = 0;
+  std::optional<int> paper_reconfigs;
   std::optional<double> paper_control_on_demand;     // overhead at 0 ms (Fig. 11)
   std::optional<double> paper_control_provisioning;
 };

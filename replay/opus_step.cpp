@@ -16,17 +16,48 @@
 
 namespace loom::replay {
 
-const opus_model* find_opus_model(const std::string& name) {
-  // Llama-3-8B (Meta); DeepSeek-v3-16B is TorchTitan's small DeepSeek-V3 configuration:
-  // 15.7B parameters, 2.4B active per token.
+namespace {
+
+/// A dense decoder's parameters from its shape: grouped-query attention (q and o at d x d, k
+/// and v at d x kv_heads * d / heads), a gated MLP (three d x d_ff matrices), untied input and
+/// output embeddings.
+opus_model dense(std::string name, int layers, int hidden, double ffn, int heads, int kv_heads,
+                 double vocab) {
+  const double d = hidden, kv = d * kv_heads / heads;
+  const double per_layer = 2 * d * d + 2 * d * kv + 3 * d * ffn;
+  const double params = layers * per_layer + 2 * vocab * d;
+  return {std::move(name), params, params, layers, hidden};
+}
+
+/// Opus Table 2's Llama-3-8B (8.03B) and §3 Exp. 3's Llama-3-70B (70.6B), from Meta's
+/// published shapes; §5.3 Table 3's ~80B LLaMA and GPT share one row of dimensions (82.7B with
+/// those). DeepSeek-v3-16B is TorchTitan's small DeepSeek-V3 configuration: 15.7B parameters,
+/// 2.4B active per token.
+const std::vector<opus_model>& catalogue() {
   static const std::vector<opus_model> models{
-    {"Llama-3-8B", 8.03e9, 8.03e9, 32, 4096},
+    dense("Llama-3-8B", 32, 4096, 14336, 32, 8, 128256),
+    dense("Llama-3-70B", 80, 8192, 28672, 64, 8, 128256),
+    dense("LLaMA-80B", 96, 8192, 28672, 64, 8, 32000),
+    dense("GPT-80B", 96, 8192, 28672, 64, 8, 32000),
     {"DeepSeek-v3-16B", 15.7e9, 2.4e9, 27, 2048},
   };
-  for (auto& m : models)
+  return models;
+}
+
+} // namespace
+
+const opus_model* find_opus_model(const std::string& name) {
+  for (auto& m : catalogue())
     if (m.name == name)
       return &m;
   return nullptr;
+}
+
+std::string opus_model_names() {
+  std::string out;
+  for (auto& m : catalogue())
+    out += (out.empty() ? "" : ", ") + m.name;
+  return out;
 }
 
 namespace {
@@ -46,7 +77,8 @@ struct item {
 struct stage_costs {
   double fwd = 0; // seconds
   double bwd = 0;
-  double shard = 0;      // bytes: bf16 parameters of a stage, per TP rank
+  double shard = 0;      // bytes: bf16 parameters of a stage, per TP rank (all-gather)
+  double gradients = 0;  // bytes: fp32 gradients of a stage, per TP rank (reduce-scatter)
   double activation = 0; // bytes per microbatch boundary
 };
 
@@ -62,6 +94,10 @@ stage_costs costs_of(const opus_workload& w, const opus_env& env) {
   c.fwd = fwd_flops / (w.tp * w.pp) / flops_per_s;
   c.bwd = 2 * c.fwd;
   c.shard = 2 * md.params / (w.tp * w.pp);
+  // TorchTitan reduces gradients in fp32 (mixed_precision_reduce): the reduce-scatter moves
+  // twice the all-gather's bytes (Opus Fig. 4(b): 957 MB all-gathered, 3,829 MB measured after
+  // the reduce-scatter's window; the other 2x is not explained by the paper).
+  c.gradients = 4 * md.params / (w.tp * w.pp);
   c.activation = tokens * md.hidden * 2 / w.tp;
   return c;
 }
@@ -163,7 +199,7 @@ private:
         up(grad(i, s - 1));
     }
     if (w_.fsdp > 1) {
-      comm(step, s, 1, c_.shard, -1, -1);          // reduce-scatter of the gradients
+      comm(step, s, 1, c_.gradients, -1, -1);      // reduce-scatter of the gradients
       comm(step, s, 1, optimizer_bytes, -1, -1);    // the optimizer's gradient-norm all-reduce
     }
   }
@@ -192,6 +228,9 @@ public:
       : w_(w), env_(env), mode_(mode), steps_(steps), rng_(seed),
         items_(build_schedule(w, env, steps)) {
     bw_ = env.link_gbps * 1e9 / 8;
+    auto c = costs_of(w, env);
+    run_.all_gather_bytes = ring_share() * c.shard;
+    run_.reduce_scatter_bytes = ring_share() * c.gradients;
     stage_.assign(size_t(w.pp), stage_state{opus_shim_policy{mode == opus_mode::on_demand
                                                                 ? opus_shim_mode::on_demand
                                                                 : opus_shim_mode::provisioning}});
@@ -275,6 +314,9 @@ private:
     return k;
   }
 
+  /// What a rank sends of a collective's bytes in a ring over its fsdp-rank group.
+  double ring_share() const { return (w_.fsdp - 1.0) / w_.fsdp; }
+
   bool reprogramming(int s) const { return reprogramming_.count(s) > 0; }
 
   /// G1: the rail's confirmed topology serves the operation and no stage it uses is being
@@ -315,8 +357,17 @@ private:
     start_reprogram();
   }
 
+  /// Ranks in a barrier the controller acknowledges: a PP write's two stages, or a stage's
+  /// whole FSDP group on this rail (one writer here stands for its fsdp ranks).
+  int ranks_in(const std::vector<uint64_t>& stages) const {
+    return stages.size() == 1 ? w_.fsdp : int(stages.size());
+  }
+
+  /// The ACK reaches the writers one round trip after the last of the barrier's ranks wrote;
+  /// every further rank costs the controller one more write to process.
   void ack(const std::vector<uint64_t>& stages) {
-    at(now_ + env_.control_s, [this, stages] {
+    double control = env_.control_s + (ranks_in(stages) - 1) * env_.control_per_rank_s;
+    at(now_ + control, [this, stages] {
       for (auto s : stages)
         stage_[size_t(s)].locked = false;
       advance_all();
@@ -418,7 +469,7 @@ private:
       start_comm({s, other}, it.bytes / bw_);
       return;
     }
-    start_comm({s}, (w_.fsdp - 1.0) / w_.fsdp * it.bytes / bw_);
+    start_comm({s}, ring_share() * it.bytes / bw_);
   }
 
   void start_comm(std::vector<int> stages, double seconds) {

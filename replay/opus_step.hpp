@@ -26,8 +26,10 @@ struct opus_model {
   int hidden = 0;
 };
 
-/// Llama-3-8B and DeepSeek-v3-16B (Opus Table 2); nothing for other names.
+/// Opus's models (Table 2, §3's Exp. 3, §5.3 Table 3); nothing for other names.
 const opus_model* find_opus_model(const std::string& name);
+/// Their names, comma separated (for errors).
+std::string opus_model_names();
 
 struct opus_workload {
   std::string name;
@@ -45,6 +47,7 @@ struct opus_env {
   double link_gbps = 200;  // per GPU NIC (Slingshot-11 Cassini)
   double ocs_latency_s = 0.05;
   double control_s = 1e-3; // one shim-controller-orchestrator round trip
+  double control_per_rank_s = 0; // each further rank in a barrier (bench_topo_write)
   double ack_timeout_s = 1;
   int max_retries = 2;
   int failing_applies = 0;         // fault injection: the next N applies never confirm
@@ -68,6 +71,8 @@ struct opus_run {
   int topo_writes = 0;    // last step
   std::vector<int> phase_boundaries; // per stage, from the learned phase table
   bool fell_back = false;
+  double all_gather_bytes = 0;     // what one rank sends in its stage's FSDP all-gather
+  double reduce_scatter_bytes = 0; // and in its reduce-scatter ((d-1)/d of the stage's shard)
   std::vector<opus_interval> comms;  // every operation on the rail, per stage
   std::vector<opus_interval> reprograms; // every stage sub-mapping under reconfiguration
 };

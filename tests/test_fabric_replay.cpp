@@ -151,6 +151,44 @@ BOOST_AUTO_TEST_CASE(provisioning_hides_the_ocs_latency_that_on_demand_pays) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(fsdp_volumes_and_barriers_grow_with_the_degree) {
+  // A ring over d ranks sends (d-1)/d of a stage's bf16 shard in the all-gather and of its
+  // fp32 gradients in the reduce-scatter (Opus Fig. 4(b): config 1's all-gather, 957 MB).
+  replay::opus_env env;
+  env.control_per_rank_s = 1e-4;
+  auto zero = env;
+  zero.ocs_latency_s = 0;
+  double previous_control = 0;
+  for (int d : {2, 4, 8, 16}) {
+    auto w = table2(1);
+    w.fsdp = d;
+    w.global_batch = 8 * d; // the same work per rank
+    auto native = replay::simulate_opus(w, env, replay::opus_mode::native);
+    double shard = 2 * w.model.params / (w.tp * w.pp);
+    BOOST_CHECK_CLOSE(native.all_gather_bytes, (d - 1.0) / d * shard, 1e-9);
+    BOOST_CHECK_CLOSE(native.reduce_scatter_bytes, 2 * native.all_gather_bytes, 1e-9);
+    if (d == 2)
+      BOOST_CHECK_CLOSE(native.all_gather_bytes / (1 << 20), 957, 1.0);
+    // At 0 ms OCS latency what is left is control: a barrier waits for its group's every
+    // rank, so a larger FSDP group pays more per write.
+    auto control = replay::simulate_opus(w, zero, replay::opus_mode::on_demand).step_s
+                   - native.step_s;
+    BOOST_CHECK_GT(control, previous_control);
+    previous_control = control;
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_papers_models_have_their_published_sizes) {
+  // Parameters from the shapes: Llama-3-8B 8.03B, Llama-3-70B 70.6B, Table 3's ~80B row.
+  for (auto [name, billions] : {std::pair{"Llama-3-8B", 8.03}, std::pair{"Llama-3-70B", 70.55},
+                                std::pair{"LLaMA-80B", 82.7}, std::pair{"GPT-80B", 82.7}}) {
+    auto* m = replay::find_opus_model(name);
+    BOOST_REQUIRE_MESSAGE(m, name);
+    BOOST_CHECK_CLOSE(m->params / 1e9, billions, 0.5);
+  }
+  BOOST_CHECK(!replay::find_opus_model("Llama-3-405B"));
+}
+
 BOOST_AUTO_TEST_CASE(persistent_apply_failures_fall_back_to_the_giant_ring) {
   replay::opus_env env;
   env.failing_applies = 3; // the first try and both retries time out
@@ -191,6 +229,15 @@ BOOST_AUTO_TEST_CASE(table4_prices_by_the_counting_rules) {
   auto os = price_network(d, *p);
   BOOST_CHECK_LT(os.dollars, ft.dollars);
   BOOST_CHECK_GT(os.dollars, rf.dollars);
+  // Radix 32 serves 2 x 16^3 = 8,192 endpoints in three tiers; one more needs a fourth: per
+  // endpoint a NIC, 8 transceivers, 7 switch ports, 4 fibres.
+  d.kind = network_kind::fat_tree;
+  d.switch_radix = 32;
+  BOOST_CHECK_EQUAL(price_network(d, *p).tiers, 3);
+  d.endpoints = 8193;
+  auto four = price_network(d, *p);
+  BOOST_CHECK_EQUAL(four.tiers, 4);
+  BOOST_CHECK_CLOSE(four.dollars / d.endpoints, 1291 + 8 * 499 + 7 * 876 + 4 * 45, 1e-9);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -388,7 +435,8 @@ gb_per_rank = 1
 }
 
 BOOST_AUTO_TEST_CASE(every_bundled_fabric_scenario_loads) {
-  for (auto name : {"fabric-fig23", "fabric-cost", "opus-table2", "fabric-rl", "fabric-moe"}) {
+  for (auto name : {"fabric-fig23", "fabric-cost", "opus-table2", "opus-scale", "fabric-rl",
+                    "fabric-moe"}) {
     auto sc = replay::load_fabric_scenario(
       test::source_path(fmt::format("replay/scenarios/{}.toml", name)));
     for (auto& e : sc.errors)

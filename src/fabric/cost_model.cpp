@@ -54,7 +54,10 @@ network_cost price_network(const network_design& d, const component_prices& p) {
     c.ocs_ports += 2 * boundary;
     c.fibres += boundary;
   } else {
-    c.tiers = n <= k / 2 ? 1 : n <= k * k / 2 ? 2 : 3;
+    // A folded Clos of L tiers of radix-k switches serves 2 (k/2)^L endpoints.
+    c.tiers = 1;
+    while (n > 2 * std::pow(k / 2, c.tiers))
+      ++c.tiers;
     double above = d.kind == network_kind::fat_tree_oversubscribed ? n / d.oversubscription : n;
     for (int t = 1; t < c.tiers; ++t)
       eps_links(above);

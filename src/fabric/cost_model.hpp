@@ -7,8 +7,9 @@
 //   ToR uplink to OCS    a ToR port and transceiver, a fibre, an OCS port (the OCS is
 //                        transparent: the far ToR's transceiver terminates the circuit);
 //   OCS-Agg to OCS-Core  two OCS ports and a fibre, no transceivers.
-// A fat-tree has as many tiers as its switch radix k needs (k^2/2 endpoints in two tiers,
-// k^3/4 in three); oversubscription r divides the links above the ToRs by r. Rail-optimised
+// A fat-tree has as many tiers L as its switch radix k needs (2 (k/2)^L endpoints: k^2/2 in
+// two tiers, k^3/4 in three, k^4/8 in four); oversubscription r divides the links above the
+// ToRs by r. Rail-optimised
 // is a non-blocking fat-tree wired per rail: the same parts.
 
 #include <string>
