@@ -1,5 +1,6 @@
 #include "replay/fabric_moe.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -95,61 +96,207 @@ private:
   std::optional<stage_template> template_;
 };
 
+/// App. B's own model: the first layer's log-popularity walks; each later layer's load is the
+/// previous one's through a transition drifting linearly from one matrix to another.
+class markov_traffic {
+public:
+  markov_traffic(const moe_setup& s, size_t n, std::mt19937_64& rng) : s_(s), n_(n), rng_(rng) {
+    for (int l = 0; l < s.layers; ++l) {
+      from_.push_back(random_transition(n, s.transition_sharpness, rng));
+      to_.push_back(random_transition(n, s.transition_sharpness, rng));
+    }
+    std::normal_distribution<double> start{0, s.skew};
+    log_popularity_.resize(n);
+    for (auto& w : log_popularity_)
+      w = start(rng);
+  }
+
+  void start_iteration(int it) {
+    if (it > 0) {
+      std::normal_distribution<double> walk{0, s_.popularity_drift};
+      for (auto& w : log_popularity_)
+        w += walk(rng_);
+    }
+    mix_ = s_.iterations > 1 ? double(it) / (s_.iterations - 1) : 0;
+  }
+
+  bool bursting() const { return false; }
+
+  std::vector<double> first() const {
+    std::vector<double> y(n_);
+    for (size_t i = 0; i < n_; ++i)
+      y[i] = std::exp(log_popularity_[i]);
+    return normalised(y);
+  }
+
+  std::vector<double> next(int l, const std::vector<double>& prev) const {
+    auto& a = from_[size_t(l)];
+    auto& b = to_[size_t(l)];
+    std::vector<double> out(n_, 0);
+    for (size_t j = 0; j < n_; ++j)
+      for (size_t i = 0; i < n_; ++i)
+        out[j] += ((1 - mix_) * a[j * n_ + i] + mix_ * b[j * n_ + i]) * prev[i];
+    return out;
+  }
+
+private:
+  const moe_setup& s_;
+  size_t n_;
+  std::mt19937_64& rng_;
+  std::vector<std::vector<double>> from_, to_;
+  std::vector<double> log_popularity_;
+  double mix_ = 0;
+};
+
+/// What the predictor does not model: per-layer Zipf popularity over a reshuffling order, a
+/// fixed affinity for the rest of the tokens, a capacity cap, and bursts of one hot expert.
+class zipf_burst_traffic {
+public:
+  zipf_burst_traffic(const moe_setup& s, size_t n, std::mt19937_64& rng)
+      : s_(s), n_(n), rng_(rng), order_(size_t(s.layers)), affinity_(size_t(s.layers)),
+        hot_(size_t(s.layers), 0) {
+    for (int l = 0; l < s.layers; ++l) {
+      for (auto* v : {&order_[size_t(l)], &affinity_[size_t(l)]}) {
+        v->resize(n);
+        std::iota(v->begin(), v->end(), size_t{0});
+        std::shuffle(v->begin(), v->end(), rng);
+      }
+    }
+  }
+
+  void start_iteration(int it) {
+    std::uniform_int_distribution<size_t> pick{0, n_ - 1};
+    if (it > 0)
+      for (auto& order : order_)
+        for (int k = 0; k < s_.popularity_swaps && n_ > 1; ++k) {
+          size_t r = std::uniform_int_distribution<size_t>{0, n_ - 2}(rng_);
+          std::swap(order[r], order[r + 1]);
+        }
+    if (burst_left_ > 0) {
+      --burst_left_;
+    } else if (std::uniform_real_distribution<double>{0, 1}(rng_) < s_.burst_rate) {
+      burst_left_ = s_.burst_iterations;
+      for (auto& h : hot_)
+        h = pick(rng_);
+    }
+  }
+
+  bool bursting() const { return burst_left_ > 0; }
+
+  std::vector<double> first() const { return shaped(0, zipf(0)); }
+
+  std::vector<double> next(int l, const std::vector<double>& prev) const {
+    auto own = zipf(l);
+    std::vector<double> d(n_);
+    for (size_t i = 0; i < n_; ++i)
+      d[i] = (1 - s_.affinity) * own[i];
+    for (size_t i = 0; i < n_; ++i)
+      d[affinity_[size_t(l)][i]] += s_.affinity * prev[i];
+    return shaped(l, d);
+  }
+
+private:
+  std::vector<double> zipf(int l) const {
+    std::vector<double> z(n_);
+    for (size_t r = 0; r < n_; ++r)
+      z[order_[size_t(l)][r]] = std::pow(double(r + 1), -s_.zipf_exponent);
+    return normalised(z);
+  }
+
+  /// The burst's hot expert, then the capacity cap: what overflows goes to the experts with
+  /// room, in proportion to their load, until none is over (water-filling).
+  std::vector<double> shaped(int l, std::vector<double> d) const {
+    if (bursting())
+      d[hot_[size_t(l)]] *= s_.burst_factor;
+    d = normalised(d);
+    const double cap = s_.capacity_factor / double(n_);
+    for (size_t round = 0; round < n_; ++round) {
+      double excess = 0, room = 0;
+      for (auto& v : d)
+        if (v > cap) {
+          excess += v - cap;
+          v = cap;
+        } else {
+          room += v;
+        }
+      if (excess <= 1e-12 || room <= 0)
+        break;
+      for (auto& v : d)
+        if (v < cap)
+          v += excess * v / room;
+    }
+    return d;
+  }
+
+  const moe_setup& s_;
+  size_t n_;
+  std::mt19937_64& rng_;
+  std::vector<std::vector<size_t>> order_;    // per layer: experts by popularity rank
+  std::vector<std::vector<size_t>> affinity_; // per layer: expert i's tokens go to affinity[i]
+  std::vector<size_t> hot_;
+  int burst_left_ = 0;
+};
+
+void add(moe_times& t, double pred_err, double unch_err, double perfect, double predicted,
+         double unchanged, double fixed) {
+  ++t.planned;
+  t.prediction_error += pred_err;
+  t.unchanged_error += unch_err;
+  t.perfect_s += perfect;
+  t.predicted_s += predicted;
+  t.unchanged_s += unchanged;
+  t.static_s += fixed;
+}
+
+void finish(moe_times& t) {
+  if (t.planned > 0) {
+    t.prediction_error /= t.planned;
+    t.unchanged_error /= t.planned;
+  }
+}
+
+/// Every iteration's loads from `traffic`, forecast by the traffic monitor and timed on each
+/// plan.
+template <class Traffic>
+moe_result run(const moe_setup& s, region_bench& region, Traffic& traffic, std::mt19937_64& rng) {
+  const size_t n = region.ranks();
+  traffic_monitor monitor{size_t(s.window), s.decay};
+  const std::vector<double> uniform(n, 1.0 / double(n));
+  moe_result r;
+  for (int it = 0; it < s.iterations; ++it) {
+    traffic.start_iteration(it);
+    auto load = dispatch(traffic.first(), s.tokens, rng);
+    monitor.record(uint64_t(it), 0, load);
+    for (int l = 1; l < s.layers; ++l) {
+      auto prev = normalised(load);
+      load = dispatch(traffic.next(l, prev), s.tokens, rng);
+      auto truth = normalised(load);
+      auto predicted = monitor.predict(uint64_t(it), uint32_t(l));
+      r.predictions += predicted.has_value();
+      auto guess = predicted ? *predicted : prev;
+      double times[4] = {region.time(truth, truth), region.time(guess, truth),
+                         region.time(prev, truth), region.time(uniform, truth)};
+      for (auto* t : {&r.all, traffic.bursting() ? &r.burst : &r.steady})
+        add(*t, l1(guess, truth), l1(prev, truth), times[0], times[1], times[2], times[3]);
+      monitor.record(uint64_t(it), uint32_t(l), load);
+    }
+  }
+  for (auto* t : {&r.all, &r.steady, &r.burst})
+    finish(*t);
+  return r;
+}
+
 } // namespace
 
 moe_result simulate_moe(const moe_setup& s, uint64_t seed) {
   std::mt19937_64 rng{seed};
   region_bench region{s};
-  const size_t n = region.ranks();
-  // Each layer's transition drifts from one matrix to another over the run.
-  std::vector<std::vector<double>> from, to;
-  for (int l = 0; l < s.layers; ++l) {
-    from.push_back(random_transition(n, s.transition_sharpness, rng));
-    to.push_back(random_transition(n, s.transition_sharpness, rng));
+  if (s.traffic == moe_traffic::zipf_bursts) {
+    zipf_burst_traffic traffic{s, region.ranks(), rng};
+    return run(s, region, traffic, rng);
   }
-  std::normal_distribution<double> start{0, s.skew}, walk{0, s.popularity_drift};
-  std::vector<double> log_popularity(n);
-  for (auto& w : log_popularity)
-    w = start(rng);
-  traffic_monitor monitor{size_t(s.window), s.decay};
-  const std::vector<double> uniform(n, 1.0 / double(n));
-  moe_result r;
-  for (int it = 0; it < s.iterations; ++it) {
-    const double mix = s.iterations > 1 ? double(it) / (s.iterations - 1) : 0;
-    std::vector<double> y(n);
-    for (size_t i = 0; i < n; ++i)
-      y[i] = std::exp(log_popularity[i]);
-    auto load = dispatch(normalised(y), s.tokens, rng);
-    monitor.record(uint64_t(it), 0, load);
-    for (int l = 1; l < s.layers; ++l) {
-      auto prev = normalised(load);
-      std::vector<double> next(n, 0);
-      for (size_t j = 0; j < n; ++j)
-        for (size_t i = 0; i < n; ++i)
-          next[j] += ((1 - mix) * from[size_t(l)][j * n + i] + mix * to[size_t(l)][j * n + i])
-                     * prev[i];
-      load = dispatch(next, s.tokens, rng);
-      auto truth = normalised(load);
-      auto predicted = monitor.predict(uint64_t(it), uint32_t(l));
-      r.predictions += predicted.has_value();
-      auto guess = predicted ? *predicted : prev;
-      r.prediction_error += l1(guess, truth);
-      r.unchanged_error += l1(prev, truth);
-      r.perfect_s += region.time(truth, truth);
-      r.predicted_s += region.time(guess, truth);
-      r.unchanged_s += region.time(prev, truth);
-      r.static_s += region.time(uniform, truth);
-      ++r.planned;
-      monitor.record(uint64_t(it), uint32_t(l), load);
-    }
-    for (auto& w : log_popularity)
-      w += walk(rng);
-  }
-  if (r.planned > 0) {
-    r.prediction_error /= r.planned;
-    r.unchanged_error /= r.planned;
-  }
-  return r;
+  markov_traffic traffic{s, region.ranks(), rng};
+  return run(s, region, traffic, rng);
 }
 
 } // namespace loom::replay

@@ -182,32 +182,93 @@ json collectives_json(const fabric_scenario& sc, std::string& summary) {
   return out;
 }
 
-json moe_json(const moe_setup& s, uint64_t seed, std::string& summary) {
+json moe_times_json(const moe_times& t) {
+  auto share = [&](double v) { return t.perfect_s > 0 ? round4(v / t.perfect_s) : 0.0; };
+  return {{"planned", t.planned},
+          {"prediction_l1_error", round4(t.prediction_error)},
+          {"unchanged_l1_error", round4(t.unchanged_error)},
+          {"perfect_s", round4(t.perfect_s)},
+          {"predicted_s", round4(t.predicted_s)},
+          {"unchanged_s", round4(t.unchanged_s)},
+          {"static_s", round4(t.static_s)},
+          {"predicted_vs_perfect", share(t.predicted_s)},
+          {"unchanged_vs_perfect", share(t.unchanged_s)},
+          {"static_vs_perfect", share(t.static_s)},
+          {"predicted_vs_unchanged", t.unchanged_s > 0 ? round4(t.predicted_s / t.unchanged_s)
+                                                        : 0.0}};
+}
+
+std::string moe_times_line(const char* label, const moe_times& t) {
+  if (t.planned == 0)
+    return fmt::format("  {}: no plans\n", label);
+  return fmt::format("  {}: {} plans, prediction L1 error {:.3f} (previous layer's load: "
+                     "{:.3f}); time vs perfect knowledge: predicted {:.3f}x, unchanged {:.3f}x, "
+                     "static {:.3f}x\n",
+                     label, t.planned, t.prediction_error, t.unchanged_error,
+                     t.predicted_s / t.perfect_s, t.unchanged_s / t.perfect_s,
+                     t.static_s / t.perfect_s);
+}
+
+/// [moe] on each shape of the sweep: where a forecast plan pays over a static split and over
+/// the previous layer's (a "pays" point: static at least 5% slower than the forecast).
+json moe_sweep_json(const moe_setup& s, const moe_shape_sweep& sweep, uint64_t seed,
+                    std::string& summary) {
+  json points = json::array();
+  int pays = 0;
+  for (int servers : sweep.servers)
+    for (int nics : sweep.ocs_nics) {
+      if (nics > s.region.gpus_per_server)
+        continue;
+      auto shape = s;
+      shape.region.servers = servers;
+      shape.region.ocs_nics = nics;
+      shape.iterations = sweep.iterations;
+      auto t = simulate_moe(shape, seed).all;
+      auto point = moe_times_json(t);
+      point["servers"] = servers;
+      point["ocs_nics"] = nics;
+      double over_static = t.predicted_s > 0 ? t.static_s / t.predicted_s : 0;
+      point["static_vs_predicted"] = round4(over_static);
+      pays += over_static >= 1.05;
+      points.push_back(point);
+    }
+  summary += fmt::format("  shapes: the forecast beats a static split by 5% or more at {} of {} "
+                         "(servers x OCS NICs per server):",
+                         pays, points.size());
+  for (auto& p : points)
+    summary += fmt::format(" {}x{} {:.3f}", p["servers"].get<int>(), p["ocs_nics"].get<int>(),
+                           p["static_vs_predicted"].get<double>());
+  summary += "\n";
+  return points;
+}
+
+json moe_json(const moe_setup& s, const moe_shape_sweep& sweep, uint64_t seed,
+              std::string& summary) {
   auto r = simulate_moe(s, seed);
-  auto share = [&](double t) { return r.perfect_s > 0 ? round4(t / r.perfect_s) : 0.0; };
-  summary += fmt::format(
-    "mFabric App. B: {} first all-to-alls ({} layers x {} iterations, drifting popularity)\n"
-    "  prediction L1 error {:.3f} (previous layer's load: {:.3f}); time vs perfect "
-    "knowledge: predicted {:.3f}x, unchanged {:.3f}x, static {:.3f}x\n",
-    r.planned, s.layers - 1, s.iterations, r.prediction_error, r.unchanged_error,
-    r.predicted_s / r.perfect_s, r.unchanged_s / r.perfect_s, r.static_s / r.perfect_s);
-  return {{"servers", s.region.servers},
-          {"gpus_per_server", s.region.gpus_per_server},
-          {"ocs_nics", s.region.ocs_nics},
-          {"layers", s.layers},
-          {"iterations", s.iterations},
-          {"window", s.window},
-          {"planned", r.planned},
-          {"predictions", r.predictions},
-          {"prediction_l1_error", round4(r.prediction_error)},
-          {"unchanged_l1_error", round4(r.unchanged_error)},
-          {"perfect_s", round4(r.perfect_s)},
-          {"predicted_s", round4(r.predicted_s)},
-          {"unchanged_s", round4(r.unchanged_s)},
-          {"static_s", round4(r.static_s)},
-          {"predicted_vs_perfect", share(r.predicted_s)},
-          {"unchanged_vs_perfect", share(r.unchanged_s)},
-          {"static_vs_perfect", share(r.static_s)}};
+  const bool zipf = s.traffic == moe_traffic::zipf_bursts;
+  summary += fmt::format("mFabric App. B: {} first all-to-alls ({} layers x {} iterations, {})\n",
+                         r.all.planned, s.layers - 1, s.iterations,
+                         zipf ? "Zipf popularity with bursts, a capacity cap"
+                              : "drifting Markov popularity");
+  summary += moe_times_line("all", r.all);
+  if (zipf) {
+    summary += moe_times_line("without a burst", r.steady);
+    summary += moe_times_line("in a burst", r.burst);
+  }
+  json out{{"traffic", to_string(s.traffic)},
+           {"servers", s.region.servers},
+           {"gpus_per_server", s.region.gpus_per_server},
+           {"ocs_nics", s.region.ocs_nics},
+           {"layers", s.layers},
+           {"iterations", s.iterations},
+           {"window", s.window},
+           {"predictions", r.predictions},
+           {"steady", moe_times_json(r.steady)},
+           {"burst", moe_times_json(r.burst)}};
+  out.update(moe_times_json(r.all));
+  if (!sweep.servers.empty() && !sweep.ocs_nics.empty())
+    out["shape_sweep"] = moe_sweep_json(s, sweep, seed, summary);
+  return out;
 }
 
 json cost_json(const cost_section& c, std::string& summary) {
@@ -443,7 +504,7 @@ caf::expected<fabric_replay_output> run_one_seed(const fabric_scenario& sc,
   if (sc.opus)
     timed("opus", [&] { report["opus"] = opus_json(*sc.opus, out.summary); });
   if (sc.moe)
-    timed("moe", [&] { report["moe"] = moe_json(*sc.moe, sc.seed, out.summary); });
+    timed("moe", [&] { report["moe"] = moe_json(*sc.moe, sc.moe_sweep, sc.seed, out.summary); });
   if (sc.weight_sync)
     timed("weight_sync",
           [&] { report["weight_sync"] = weight_sync_json(*sc.weight_sync, out.summary); });

@@ -79,18 +79,19 @@ void read_collective(table_reader& c, fabric_scenario& sc) {
   sc.collectives.push_back(std::move(s));
 }
 
+void ints_into(table_reader& w, std::string_view key, std::vector<int>& into, int min) {
+  for (auto v : w.optional<std::vector<int64_t>>(key, {}).value_or(std::vector<int64_t>{})) {
+    if (v < min)
+      w.error(key, fmt::format("must be at least {}, got {}", min, v));
+    else
+      into.push_back(int(v));
+  }
+}
+
 void read_sweep(table_reader& w, fabric_scenario& sc) {
-  auto ints = [&](std::string_view key, std::vector<int>& into, int min) {
-    for (auto v : w.optional<std::vector<int64_t>>(key, {}).value_or(std::vector<int64_t>{})) {
-      if (v < min)
-        w.error(key, fmt::format("must be at least {}, got {}", min, v));
-      else
-        into.push_back(int(v));
-    }
-  };
   auto& s = sc.sweep;
-  ints("tor_uplinks", s.tor_uplinks, 1);
-  ints("servers_per_rack", s.servers_per_rack, 1);
+  ints_into(w, "tor_uplinks", s.tor_uplinks, 1);
+  ints_into(w, "servers_per_rack", s.servers_per_rack, 1);
   const int servers = sc.shape.racks_per_pod * sc.shape.servers_per_rack;
   for (int spr : s.servers_per_rack)
     if (servers % spr != 0)
@@ -243,11 +244,32 @@ void read_moe(table_reader& m, fabric_scenario& sc) {
   if (auto v = non_negative(m, "skew", m.optional<double>("skew", s.skew)))
     s.skew = *v;
   positive_into(m, "transition_sharpness", s.transition_sharpness);
+  if (auto v = one_of<moe_traffic>(m, "traffic", m.optional<std::string>("traffic", "markov")))
+    s.traffic = *v;
+  positive_into(m, "zipf_exponent", s.zipf_exponent);
+  if (auto v = within(m, "affinity", m.optional<double>("affinity", s.affinity), 0.0, 1.0))
+    s.affinity = *v;
+  if (auto v = at_least<double>(m, "capacity_factor",
+                                m.optional<double>("capacity_factor", s.capacity_factor), 1.0))
+    s.capacity_factor = *v;
+  int_into(m, "popularity_swaps", s.popularity_swaps, 0);
+  if (auto v = within(m, "burst_rate", m.optional<double>("burst_rate", s.burst_rate), 0.0, 1.0))
+    s.burst_rate = *v;
+  int_into(m, "burst_iterations", s.burst_iterations, 1);
+  positive_into(m, "burst_factor", s.burst_factor);
   if (s.region.ocs_nics > s.region.gpus_per_server)
     m.error("ocs_nics", fmt::format("{} OCS NICs of a server with {}", s.region.ocs_nics,
                                     s.region.gpus_per_server));
   m.reject_unknown();
   sc.moe = s;
+}
+
+void read_moe_sweep(table_reader& w, fabric_scenario& sc) {
+  auto& s = sc.moe_sweep;
+  ints_into(w, "servers", s.servers, 2);
+  ints_into(w, "ocs_nics", s.ocs_nics, 1);
+  int_into(w, "iterations", s.iterations, 2);
+  w.reject_unknown();
 }
 
 void read_fabric_scenario(table_reader& root, fabric_scenario& sc, const std::string&,
@@ -266,6 +288,8 @@ void read_fabric_scenario(table_reader& root, fabric_scenario& sc, const std::st
     read_collective(c, sc);
   if (auto w = root.table("collectives_sweep"))
     read_sweep(*w, sc);
+  if (auto w = root.table("moe_sweep"))
+    read_moe_sweep(*w, sc);
   if (!sc.collectives.empty())
     sc.policies.push_back("collectives");
   if (auto c = root.table("cost")) {

@@ -23,7 +23,10 @@
 //   [moe]             mFabric §5.1, App. B: drifting expert popularity on one regional OCS:
 //                     servers, gpus_per_server, ocs_nics, link_gbps, layers, iterations,
 //                     window, decay, tokens, gb_per_rank, popularity_drift, skew,
-//                     transition_sharpness
+//                     transition_sharpness, traffic ("markov", "zipf-bursts"),
+//                     zipf_exponent, affinity, capacity_factor, popularity_swaps,
+//                     burst_rate, burst_iterations, burst_factor
+//   [moe_sweep]       servers = [..], ocs_nics = [..], iterations: [moe] on other shapes
 //   [rl]              the fabric controller actor over RL iterations on [fabric]: iterations,
 //                     ep, dp (ranks = ep x dp), gb_a2a, gb_grad, gb_weights, compute_s,
 //                     gen_ranks
@@ -53,6 +56,14 @@ struct collectives_sweep {
   std::vector<int> tor_uplinks;
   std::vector<int> servers_per_rack;
   std::vector<rank_placement> placements{rank_placement::linear};
+};
+
+/// The regional shapes around [moe]'s that its forecasts are also timed on: where
+/// prediction pays (every servers x ocs_nics pair; a server's GPUs stay).
+struct moe_shape_sweep {
+  std::vector<int> servers;
+  std::vector<int> ocs_nics;
+  int iterations = 10;
 };
 
 /// One Table 2 configuration and what the paper reports for it (absent: not reported).
@@ -108,6 +119,7 @@ struct fabric_scenario {
   std::optional<weight_sync_section> weight_sync;
   std::optional<rl_section> rl;
   std::optional<moe_setup> moe;
+  moe_shape_sweep moe_sweep;
   std::vector<std::string> policies; // the sections present, in report order
 };
 
