@@ -11,6 +11,7 @@
 #include "replay/engine_fleet.hpp"
 #include "replay/gen_replay.hpp"
 #include "replay/report.hpp"
+#include "replay/rl_step_clock.hpp"
 
 namespace loom::replay {
 
@@ -42,8 +43,9 @@ std::string deployment_toml(const deployment_config& d, double time_scale) {
          + (d.profile_path.empty() ? "" : fmt::format("profile = \"{}\"\n", d.profile_path));
 }
 
-/// The framework's router: starts each step, waits for the service's StepDone, lets the
-/// trainer's share pass. Makespans are in engine time (the wall clock times time_scale).
+/// The framework's router: starts each step, waits for the service's StepDone, and starts
+/// the next one after the trainer's share (synchronous) or with it (one step asynchronous:
+/// rl_step_clock). Makespans are in engine time (the wall clock times time_scale).
 class wire_router {
 public:
   wire_router(const gen_scenario& sc, const drive_options& o, engine_fleet& fleet)
@@ -55,14 +57,17 @@ public:
       return err;
     if (auto err = await_engines(initial))
       return err;
+    rl_step_clock trainer{sc_.training_s, sc_.off_policy_steps}; // engine seconds from origin
+    const int64_t origin = wall_ns();
+    auto engine_s = [&](int64_t ns) { return double(ns - origin) / 1e9 * o_.time_scale; };
     for (uint64_t step = 0; step < sc_.steps.size(); ++step) {
       const int64_t start = wall_ns();
+      log.step_starts.push_back(engine_s(start));
       auto last = run_step(step);
       if (!last)
         return last.error();
-      const double makespan = double(*last - start) / 1e9 * o_.time_scale;
-      log.makespans.push_back(makespan);
-      auto resume = *last + int64_t(sc_.training_s / o_.time_scale * 1e9);
+      log.makespans.push_back(engine_s(*last) - engine_s(start));
+      auto resume = origin + int64_t(trainer.step_ended(engine_s(*last)) / o_.time_scale * 1e9);
       if (resume > wall_ns())
         std::this_thread::sleep_for(std::chrono::nanoseconds{resume - wall_ns()});
     }

@@ -16,6 +16,7 @@
 #include "protocol/error.hpp"
 #include "replay/gen_run.hpp"
 #include "replay/report.hpp"
+#include "replay/rl_step_clock.hpp"
 #include "replay/seed_spread.hpp"
 
 namespace loom::replay {
@@ -38,13 +39,33 @@ caf::expected<gen_run_log> run_once(const gen_scenario& sc, const run_spec& spec
   return run_generation(engine, run);
 }
 
+/// The run's RL time: its steps' generation and training on the clock the framework steps
+/// (rl_step_clock), without what it spent between steps waiting on nothing.
+double rl_time_s(const gen_scenario& sc, const gen_run_log& log) {
+  rl_step_clock clock{sc.training_s, sc.off_policy_steps};
+  double start = 0;
+  for (double makespan : log.makespans)
+    start = clock.step_ended(start + makespan);
+  return clock.training_end();
+}
+
 double samples_per_s(const gen_scenario& sc, const gen_run_log& log) {
   double samples = 0;
   for (auto& s : sc.steps)
     samples += double(s.size());
-  double time = std::accumulate(log.makespans.begin(), log.makespans.end(), 0.0)
-                + sc.training_s * double(sc.steps.size());
+  double time = rl_time_s(sc, log);
   return time > 0 ? samples / time : 0.0;
+}
+
+/// Steps of policy lag per sample, averaged: the first step's are generated on the initial
+/// weights (0), every later one's on weights off_policy_steps behind.
+double mean_staleness(const gen_scenario& sc) {
+  double samples = 0, lag = 0;
+  for (size_t k = 0; k < sc.steps.size(); ++k) {
+    samples += double(sc.steps[k].size());
+    lag += double(sc.steps[k].size()) * double(std::min<size_t>(k, size_t(sc.off_policy_steps)));
+  }
+  return samples > 0 ? lag / samples : 0.0;
 }
 
 double mean_of(const std::vector<double>& v) {
@@ -83,6 +104,8 @@ json gen_policy_json(const gen_scenario& sc, const gen_deployment& initial,
                        {"p50", round4(percentile(log.makespans, 0.5))},
                        {"p99", round4(percentile(log.makespans, 0.99))}};
   out["samples_per_s"] = round4(samples_per_s(sc, log));
+  out["rl_time_s"] = round4(rl_time_s(sc, log));
+  out["mean_staleness_steps"] = round4(mean_staleness(sc));
   out["reconfigurations"] = log.reconfigurations;
   out["migrations"] = log.migrations;
   out["kv_transfers"] = log.kv_transfers;
@@ -98,6 +121,10 @@ json gen_policy_json(const gen_scenario& sc, const gen_deployment& initial,
   for (auto m : log.makespans)
     steps.push_back(round4(m));
   out["step_makespans_s"] = steps;
+  json starts = json::array();
+  for (auto t : log.step_starts)
+    starts.push_back(round4(t - log.step_starts.front()));
+  out["step_start_s"] = starts; // from the first step's start
   out["timeline"] = log.timeline;
   json curve = json::array();
   for (auto [t, n] : log.curve)
@@ -271,6 +298,7 @@ json gen_report(const gen_scenario& sc, const json& policies, const json& speedu
                         {"batch", batch},
                         {"max_tokens", sc.max_tokens},
                         {"training_s_per_step", sc.training_s},
+                        {"off_policy_steps", sc.off_policy_steps},
                         {"dispatch", to_string(sc.dispatch)}};
   report["policies"] = policies;
   report["throughput_vs_static_best"] = speedups;

@@ -101,6 +101,9 @@ void read_workload(table_reader& w, gen_scenario& sc, const std::string& dir,
   sc.max_tokens = g.max_tokens;
   if (auto v = non_negative(w, "training_s", w.optional<double>("training_s", sc.training_s)))
     sc.training_s = *v;
+  if (auto v = within<int64_t>(w, "off_policy_steps",
+                               w.optional<int64_t>("off_policy_steps", sc.off_policy_steps), 0, 1))
+    sc.off_policy_steps = int(*v);
   if (auto v = at_least<int64_t>(w, "curve_step", w.optional<int64_t>("curve_step", g.steps - 1),
                                  0)) {
     if (*v >= g.steps)
@@ -273,6 +276,7 @@ sim_generation_config framework_for(const gen_scenario& sc, const parallel_confi
   f.steps = sc.steps;
   f.tick_s = sc.tick_s;
   f.training_s = sc.training_s;
+  f.off_policy_steps = sc.off_policy_steps;
   f.costs = engine_sim_costs_of(sc.planner);
   f.curve_step = sc.curve_step;
   return f;

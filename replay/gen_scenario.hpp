@@ -11,7 +11,8 @@
 //                weight_load_gbps, engine_restart_s, standby_restart_s
 //   [balancer]   tick_s, theta
 //   [kv]         nic_gbps, nics (the KV transfer path of migrations, App. A)
-//   [workload]   steps, batch, max_tokens, training_s, curve_step, dispatch ("round-robin"
+//   [workload]   steps, batch, max_tokens, training_s, off_policy_steps (0: synchronous, 1:
+//                one-step asynchronous), curve_step, dispatch ("round-robin"
 //                or "contiguous"); a generator (prompt_min, prompt_max, median_tokens, sigma,
 //                drift_per_step, group_size, group_correlation) or trace = "FILE.csv" with
 //                output_scale and prompt_scale
@@ -58,6 +59,7 @@ struct gen_scenario {
   double tick_s = 1;
   int64_t max_tokens = 16384;
   double training_s = 0;
+  int off_policy_steps = 0; // 1: a step's generation overlaps the previous step's training
   dispatch_mode dispatch = dispatch_mode::round_robin; // the framework's, without a planner
   size_t curve_step = 0;
   std::string workload_source; // what made the batches, with any scaling

@@ -91,11 +91,13 @@ void start_step(self_ptr self) {
   for (size_t i = 0; i < samples.size(); ++i)
     b.requests.push_back({request_id(st.step, i), samples[i].prompt_tokens, 0, -1});
   st.step_start_s = now_s(self);
+  st.log->step_starts.push_back(st.step_start_s);
   self->request(st.controller, caf::infinite, step_atom::value, std::move(b))
     .then([](const step_placement&) {}, [self](caf::error& err) { fail(self, render(err)); });
 }
 
-/// The router hears the step is over: the trainer takes its turn, then the next step.
+/// The router hears the step is over: the trainer takes its turn, and the next step starts
+/// after it (synchronous) or with it (one step asynchronous): rl_step_clock.
 void step_done(self_ptr self, const step_outcome& o) {
   auto& st = self->state;
   if (o.step != st.step)
@@ -106,7 +108,10 @@ void step_done(self_ptr self, const step_outcome& o) {
   if (st.step == st.config.curve_step)
     st.log->curve.emplace_back(makespan, 0);
   ++st.step;
-  self->delayed_send(self, span_of(last_s + st.config.training_s - now_s(self)), step_atom::value);
+  if (!st.clock)
+    st.clock.emplace(st.config.training_s, st.config.off_policy_steps);
+  const double next = st.clock->step_ended(last_s);
+  self->delayed_send(self, span_of(next - now_s(self)), step_atom::value);
 }
 
 void tick(self_ptr self) {

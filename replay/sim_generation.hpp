@@ -23,6 +23,7 @@
 #include "generation/engine_model.hpp"
 #include "generation/engine_sim.hpp"
 #include "protocol/actors.hpp"
+#include "replay/rl_step_clock.hpp"
 
 namespace loom::replay {
 
@@ -48,6 +49,7 @@ struct sim_generation_config {
   std::vector<std::vector<gen_sample>> steps;
   double tick_s = 1.0;           // the engines' monitoring interval
   double training_s = 0;         // between two steps (the trainer's share of an RL step)
+  int off_policy_steps = 0;      // 1: the next step's generation overlaps this one's training
   engine_sim_costs costs;
   size_t curve_step = 0;         // the step whose remaining-requests curve is recorded
 };
@@ -57,6 +59,7 @@ constexpr double migration_bin_s = 5.0;
 
 struct gen_run_log {
   std::vector<double> makespans;            // per step, first admission to last finish
+  std::vector<double> step_starts;          // per step, seconds from the run's start
   std::vector<double> forecast_histogram_error; // per step that had a forecast
   std::vector<double> forecast_mean_error;
   std::vector<double> solve_ms;             // wall clock, per planner call
@@ -85,6 +88,7 @@ struct sim_generation_state {
   std::map<std::string, size_t> by_id;
   size_t step = 0;          // the router's next or current step
   double step_start_s = 0;
+  std::optional<rl_step_clock> clock; // the trainer's turns, from the config
   bool done = false;
 };
 
