@@ -421,11 +421,11 @@ BOOST_AUTO_TEST_CASE(zipf_burst_traffic_splits_its_plans_by_burst_and_sweeps_sha
     BOOST_REQUIRE_MESSAGE(at != std::string::npos, line);
     text.replace(at, line.size(), to);
   };
-  set("iterations = 40", "iterations = 4");
-  set("burst_rate = 0.1", "burst_rate = 0.5");
+  set("iterations = 24", "iterations = 4");
+  set("burst_rate = 0.2", "burst_rate = 0.5");
   set("servers = [4, 8, 16]", "servers = [8]");
   set("ocs_nics = [2, 4, 6, 8]", "ocs_nics = [6]");
-  set("iterations = 8", "iterations = 2");
+  set("iterations = 6", "iterations = 2");
   auto moe = nlohmann::json::parse(replayed_twice(dir, text))["moe"];
   BOOST_CHECK_EQUAL(moe["traffic"], "zipf-bursts");
   BOOST_CHECK_EQUAL(moe["planned"], 7 * 4);
