@@ -439,13 +439,6 @@ BOOST_AUTO_TEST_CASE(zipf_burst_traffic_splits_its_plans_by_burst_and_sweeps_sha
   BOOST_REQUIRE_EQUAL(sweep.size(), 1u);
   for (auto& p : sweep)
     BOOST_CHECK_GT(p["static_vs_predicted"].get<double>(), 0.95);
-  // Without bursts every plan is a steady one.
-  set("burst_rate = 0.5", "burst_rate = 0");
-  set("ocs_nics = [6]", "ocs_nics = []");
-  auto calm = nlohmann::json::parse(replayed_twice(dir, text))["moe"];
-  BOOST_CHECK_EQUAL(calm["burst"]["planned"], 0);
-  BOOST_CHECK_EQUAL(calm["steady"]["planned"], 7 * 4);
-  BOOST_CHECK(!calm.contains("shape_sweep"));
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_fabric_scenario_is_refused_with_file_line_and_key) {
