@@ -186,6 +186,10 @@ materialized materialize_regional(const fabric_model& model, uint32_t pod,
                                   const std::vector<demand>& servers, const port_usage& usage,
                                   const std::string& owner, const circuit_plan* previous) {
   auto aware = regional_materializer{model, pod, usage, owner}.run(servers, previous, false);
+  // Equal volumes already: the blind plan would be this one.
+  if (std::all_of(servers.begin(), servers.end(),
+                  [&](const demand& d) { return d.bytes == servers.front().bytes; }))
+    return aware;
   auto blind = regional_materializer{model, pod, usage, owner}.run(servers, previous, true);
   if (!blind.plan)
     return aware;
