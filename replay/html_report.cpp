@@ -13,11 +13,11 @@ namespace loom::replay {
 
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
 /// Rows are policies, columns their numeric fields in the order the report gives them.
-json policy_table(const json& report) {
-  json columns = json::array(), rows = json::array();
+ojson policy_table(const ojson& report) {
+  ojson columns = ojson::array(), rows = ojson::array();
   if (!report.contains("policies") || !report["policies"].is_object())
     return nullptr;
   for (auto& [name, p] : report["policies"].items())
@@ -25,10 +25,10 @@ json policy_table(const json& report) {
       if (v.is_number() && std::find(columns.begin(), columns.end(), key) == columns.end())
         columns.push_back(key);
   for (auto& [name, p] : report["policies"].items()) {
-    json row = json::array({name});
+    ojson row = ojson::array({name});
     for (auto& c : columns) {
       auto key = c.get<std::string>();
-      row.push_back(p.contains(key) && p[key].is_number() ? p[key] : json());
+      row.push_back(p.contains(key) && p[key].is_number() ? p[key] : ojson());
     }
     rows.push_back(row);
   }
@@ -66,29 +66,29 @@ std::string comparison_warning(const std::vector<report_run>& runs) {
 namespace {
 
 /// Every numeric leaf of every run by path; the rows where the runs differ come first.
-json comparison(const std::vector<report_run>& runs) {
-  std::map<std::string, std::vector<json>> values;
+ojson comparison(const std::vector<report_run>& runs) {
+  std::map<std::string, std::vector<ojson>> values;
   std::vector<std::string> order;
   for (size_t i = 0; i < runs.size(); ++i)
     for (auto& [path, v] : scalars_of(runs[i].report)) {
-      auto [it, fresh] = values.try_emplace(path, std::vector<json>(runs.size()));
+      auto [it, fresh] = values.try_emplace(path, std::vector<ojson>(runs.size()));
       if (fresh)
         order.push_back(path);
       it->second[i] = v;
     }
-  json differ = json::array(), same = json::array();
+  ojson differ = ojson::array(), same = ojson::array();
   for (auto& path : order) {
     auto& v = values[path];
-    bool equal = std::all_of(v.begin(), v.end(), [&](const json& x) { return x == v.front(); });
-    json row = json::array({path});
+    bool equal = std::all_of(v.begin(), v.end(), [&](const ojson& x) { return x == v.front(); });
+    ojson row = ojson::array({path});
     for (auto& x : v)
       row.push_back(x);
     (equal ? same : differ).push_back(row);
   }
-  json labels = json::array();
+  ojson labels = ojson::array();
   for (auto& r : runs)
     labels.push_back(r.label);
-  json out{{"runs", labels}, {"differ", differ}, {"same", same}};
+  ojson out{{"runs", labels}, {"differ", differ}, {"same", same}};
   if (auto warning = comparison_warning(runs); !warning.empty())
     out["warning"] = warning;
   return out;
@@ -103,18 +103,18 @@ void replace_once(std::string& text, std::string_view marker, std::string_view w
 } // namespace
 
 std::string render_html_report(const std::vector<report_run>& runs) {
-  json page;
-  page["runs"] = json::array();
+  ojson page;
+  page["runs"] = ojson::array();
   for (auto& r : runs)
     page["runs"].push_back({{"label", r.label},
                             {"scenario", r.report.value("scenario", std::string{})},
-                            {"seed", r.report.contains("seed") ? r.report["seed"] : json()},
+                            {"seed", r.report.contains("seed") ? r.report["seed"] : ojson()},
                             {"verdict", verdict_of(r.report)},
                             {"table", policy_table(r.report)},
                             {"figures", figures_of(r.report)}});
-  page["comparison"] = runs.size() > 1 ? comparison(runs) : json();
+  page["comparison"] = runs.size() > 1 ? comparison(runs) : ojson();
   // Inside <script>, "</" would end the element early.
-  std::string data = page.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string data = page.dump(-1, ' ', false, ojson::error_handler_t::replace);
   for (size_t at = data.find("</"); at != std::string::npos; at = data.find("</", at + 3))
     data.replace(at, 2, "<\\/");
   std::string html{report_page_text()};

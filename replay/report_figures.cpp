@@ -9,29 +9,29 @@ namespace loom::replay {
 
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
-const json& field(const json& j, const char* key) {
-  static const json none;
+const ojson& field(const ojson& j, const char* key) {
+  static const ojson none;
   return j.is_object() && j.contains(key) ? j[key] : none;
 }
 
-double number(const json& j, const char* key, double fallback = 0) {
+double number(const ojson& j, const char* key, double fallback = 0) {
   auto& v = field(j, key);
   return v.is_number() ? v.get<double>() : fallback;
 }
 
-json figure(std::string title, const char* type, std::string x, std::string y) {
+ojson figure(std::string title, const char* type, std::string x, std::string y) {
   return {{"title", std::move(title)}, {"type", type}, {"x", std::move(x)}, {"y", std::move(y)},
-          {"series", json::array()}};
+          {"series", ojson::array()}};
 }
 
-json series(const std::string& label, json data) {
+ojson series(const std::string& label, ojson data) {
   return {{"label", label}, {"data", std::move(data)}};
 }
 
 /// A bar chart's figure over `categories`; series are added as value lists.
-json bars(std::string title, std::string x, std::string y, json categories) {
+ojson bars(std::string title, std::string x, std::string y, ojson categories) {
   auto f = figure(std::move(title), "bar", std::move(x), std::move(y));
   f["categories"] = std::move(categories);
   return f;
@@ -45,22 +45,22 @@ int64_t row_of(std::vector<std::string>& rows, const std::string& name) {
   return at;
 }
 
-bool has_data(const json& f) {
+bool has_data(const ojson& f) {
   for (auto& s : f["series"])
     if (!s["data"].empty())
       return true;
   return false;
 }
 
-void add(json& out, json f) {
+void add(ojson& out, ojson f) {
   if (has_data(f))
     out.push_back(std::move(f));
 }
 
 // -- WEAVE -------------------------------------------------------------------------------------
 
-json timeline_points(const json& timeline, const char* column) {
-  json pts = json::array();
+ojson timeline_points(const ojson& timeline, const char* column) {
+  ojson pts = ojson::array();
   auto& t = field(timeline, "t_h");
   auto& v = field(timeline, column);
   for (size_t i = 0; t.is_array() && v.is_array() && i < t.size() && i < v.size(); ++i)
@@ -69,10 +69,10 @@ json timeline_points(const json& timeline, const char* column) {
 }
 
 /// Each job's worst steady-state slowdown beside its SLO (WEAVE §4.2).
-json slo_figure(const std::string& policy, const json& jobs) {
+ojson slo_figure(const std::string& policy, const ojson& jobs) {
   auto& slow = field(jobs, "worst_slowdown");
   auto& slo = field(jobs, "slo");
-  json worst = json::array(), bound = json::array();
+  ojson worst = ojson::array(), bound = ojson::array();
   int over = 0;
   for (size_t i = 0; slow.is_array() && i < slow.size() && i < slo.size(); ++i) {
     worst.push_back({i, slow[i]});
@@ -88,12 +88,12 @@ json slo_figure(const std::string& policy, const json& jobs) {
   return f;
 }
 
-json gantt_figure(const std::string& policy, const json& g) {
+ojson gantt_figure(const std::string& policy, const ojson& g) {
   auto f = figure(fmt::format("Group {} ({}): what each member ran, from its second member's "
                               "start", field(g, "group").get<std::string>(), policy),
                   "gantt", "seconds", "job");
   std::vector<std::string> rows;
-  json bars_ = json::array();
+  ojson bars_ = ojson::array();
   for (auto& a : field(g, "activities"))
     bars_.push_back({row_of(rows, a[0].get<std::string>()), a[2], a[3], a[1]});
   f["rows"] = rows;
@@ -105,18 +105,18 @@ json gantt_figure(const std::string& policy, const json& g) {
   return f;
 }
 
-void weave_figures(const json& report, json& out) {
+void weave_figures(const ojson& report, ojson& out) {
   const std::string hours = "hours since the first arrival";
   auto cost = figure("Cluster cost over time", "step", hours, "$/h");
   auto rollout = figure("GPUs in use: rollout pool", "step", hours, "GPUs");
   auto train = figure("GPUs in use: training pool", "step", hours, "GPUs");
-  json names = json::array();
+  ojson names = ojson::array();
   for (auto& [name, p] : field(report, "policies").items())
     if (p.contains("cost_per_hour_avg"))
       names.push_back(name);
   auto avg = bars("Average cost per policy", "policy", "$/h", names);
   auto slo = bars("SLO attainment per policy", "policy", "share of jobs", names);
-  json avg_v = json::array(), planned = json::array(), realized = json::array();
+  ojson avg_v = ojson::array(), planned = ojson::array(), realized = ojson::array();
   for (auto& name : names) {
     auto& p = report["policies"][name.get<std::string>()];
     auto& tl = field(field(p, "figures"), "timeline");
@@ -144,8 +144,8 @@ void weave_figures(const json& report, json& out) {
 // -- generation ----------------------------------------------------------------------------------
 
 /// The deployment over the curve step: its first reconfiguration's "from", then each "to".
-json config_points(const json& p, double end_s) {
-  json pts = json::array();
+ojson config_points(const ojson& p, double end_s) {
+  ojson pts = ojson::array();
   auto& reconfigs = field(field(p, "figures"), "curve_step_reconfigurations");
   std::string now;
   for (auto& r : reconfigs) {
@@ -163,13 +163,13 @@ json config_points(const json& p, double end_s) {
   return pts;
 }
 
-void gen_figures(const json& report, json& out) {
+void gen_figures(const ojson& report, ojson& out) {
   auto& policies = field(report, "policies");
   std::string step = "?";
   auto curve = figure("", "line", "seconds into the step", "requests not finished");
   auto configs = figure("", "step", "seconds into the step", "deployment");
   auto migr = figure("", "bar", "seconds into the step (5 s bins)", "requests migrated");
-  auto migrations_of = [](const json& p) {
+  auto migrations_of = [](const ojson& p) {
     return field(field(p, "figures"), "curve_step_migrations");
   };
   size_t bins = 0;
@@ -178,10 +178,10 @@ void gen_figures(const json& report, json& out) {
     width = number(migrations_of(p), "bin_s", width);
     bins = std::max(bins, field(migrations_of(p), "counts").size());
   }
-  migr["categories"] = json::array();
+  migr["categories"] = ojson::array();
   for (size_t i = 0; i < bins; ++i)
     migr["categories"].push_back(double(i) * width);
-  json steps = json::array();
+  ojson steps = ojson::array();
   for (auto& [name, p] : policies.items()) {
     auto& rc = field(p, "remaining_curve");
     if (!rc.is_object())
@@ -192,8 +192,8 @@ void gen_figures(const json& report, json& out) {
     double end = points.empty() ? 0 : points.back()[0].get<double>();
     if (number(p, "reconfigurations") > 0) // the static ones would hide the switches
       configs["series"].push_back(series(name, config_points(p, end)));
-    json values = field(migrations_of(p), "counts");
-    values = values.is_array() ? values : json::array();
+    ojson values = field(migrations_of(p), "counts");
+    values = values.is_array() ? values : ojson::array();
     while (values.size() < bins)
       values.push_back(0);
     if (number(p, "migrations") > 0)
@@ -206,7 +206,7 @@ void gen_figures(const json& report, json& out) {
   configs["note"] = "each switch is a reconfiguration the planner made (OrchestrRL §4.1)";
   migr["title"] = "Migrations during step " + step + " (OrchestrRL §4.2 balancer)";
   auto makespans = bars("Makespan per step", "step", "seconds", steps);
-  json names = json::array(), speed = json::array();
+  ojson names = ojson::array(), speed = ojson::array();
   for (auto& [name, p] : policies.items()) {
     makespans["series"].push_back(series(name, field(p, "step_makespans_s")));
     names.push_back(name);
@@ -221,9 +221,9 @@ void gen_figures(const json& report, json& out) {
 
 // -- fabric ------------------------------------------------------------------------------------
 
-void rl_figure(const json& rl, json& out) {
-  json periods = json::array();
-  std::map<std::string, json> tiers;
+void rl_figure(const ojson& rl, ojson& out) {
+  ojson periods = ojson::array();
+  std::map<std::string, ojson> tiers;
   for (auto& p : field(rl, "periods")) {
     if (p["iteration"] != 0)
       continue;
@@ -240,11 +240,11 @@ void rl_figure(const json& rl, json& out) {
   add(out, f);
 }
 
-void collectives_figures(const json& list, json& out) {
-  json names = json::array(), loom = json::array(), paper = json::array(),
-       vs_all = json::array(), aware = json::array(), uniform = json::array(),
-       uniform_all = json::array();
-  auto pct = [](const json& v) { return v.is_number() ? json(v.get<double>() * 100) : json(); };
+void collectives_figures(const ojson& list, ojson& out) {
+  ojson names = ojson::array(), loom = ojson::array(), paper = ojson::array(),
+       vs_all = ojson::array(), aware = ojson::array(), uniform = ojson::array(),
+       uniform_all = ojson::array();
+  auto pct = [](const ojson& v) { return v.is_number() ? ojson(v.get<double>() * 100) : ojson(); };
   for (auto& c : list) {
     names.push_back(c["name"]);
     loom.push_back(pct(field(c, "reduction")));
@@ -269,10 +269,10 @@ void collectives_figures(const json& list, json& out) {
   add(out, times);
 }
 
-json opus_gantt(const std::string& title, const json& timeline) {
+ojson opus_gantt(const std::string& title, const ojson& timeline) {
   auto f = figure(title, "gantt", "seconds", "rail");
   std::vector<std::string> rows;
-  json bars_ = json::array();
+  ojson bars_ = ojson::array();
   for (auto [key, kind] : {std::pair{"comms", "collective"},
                            std::pair{"reprograms", "reconfiguration"}})
     for (auto& c : field(timeline, key))
@@ -282,9 +282,9 @@ json opus_gantt(const std::string& title, const json& timeline) {
   return f;
 }
 
-void opus_figures(const json& opus, json& out) {
-  json names = json::array(), od = json::array(), prov = json::array(), p_od = json::array(),
-       p_prov = json::array();
+void opus_figures(const ojson& opus, ojson& out) {
+  ojson names = ojson::array(), od = ojson::array(), prov = ojson::array(), p_od = ojson::array(),
+       p_prov = ojson::array();
   for (auto& c : field(opus, "configs")) {
     names.push_back(c["name"]);
     od.push_back(field(c, "on_demand_ratio"));
@@ -311,7 +311,7 @@ void opus_figures(const json& opus, json& out) {
                         field(first, key)));
 }
 
-void fabric_figures(const json& report, json& out) {
+void fabric_figures(const ojson& report, ojson& out) {
   if (auto& rl = field(report, "rl"); rl.is_object())
     rl_figure(rl, out);
   if (auto& ws = field(report, "weight_sync"); ws.is_object()) {
@@ -333,15 +333,15 @@ void fabric_figures(const json& report, json& out) {
     add(out, f);
   }
   if (auto& c = field(report, "cost"); c.is_object()) {
-    json speeds = json::array();
-    std::map<std::string, json> ratios;
+    ojson speeds = ojson::array();
+    std::map<std::string, ojson> ratios;
     size_t i = 0;
     for (auto& s : field(c, "by_link_speed")) {
       speeds.push_back(fmt::format("{} Gbps", s["link_gbps"].get<double>()));
       for (auto t : {"fat-tree", "fat-tree-3:1", "rail-optimized", "rfabric"})
         ratios[t].push_back(field(field(s, t), "ratio"));
       auto& paper = field(c, "paper_rfabric_ratio");
-      ratios["paper rfabric"].push_back(paper.is_array() && i < paper.size() ? paper[i] : json());
+      ratios["paper rfabric"].push_back(paper.is_array() && i < paper.size() ? paper[i] : ojson());
       ++i;
     }
     auto f = bars("Fig. 15: network cost relative to a fat-tree", "link speed", "x fat-tree cost",
@@ -352,7 +352,7 @@ void fabric_figures(const json& report, json& out) {
   }
 }
 
-void flatten(const json& j, const std::string& path, std::vector<std::pair<std::string, double>>& out) {
+void flatten(const ojson& j, const std::string& path, std::vector<std::pair<std::string, double>>& out) {
   if (j.is_number()) {
     out.emplace_back(path, j.get<double>());
     return;
@@ -366,7 +366,7 @@ void flatten(const json& j, const std::string& path, std::vector<std::pair<std::
 
 } // namespace
 
-std::string report_kind(const json& report) {
+std::string report_kind(const ojson& report) {
   if (field(report, "kind") == "fabric")
     return "fabric";
   if (field(report, "throughput_vs_static_best").is_object())
@@ -374,8 +374,8 @@ std::string report_kind(const json& report) {
   return field(report, "policies").is_object() ? "weave" : "";
 }
 
-json figures_of(const json& report) {
-  json out = json::array();
+ojson figures_of(const ojson& report) {
+  ojson out = ojson::array();
   const auto kind = report_kind(report);
   if (kind == "fabric")
     fabric_figures(report, out);
@@ -386,7 +386,7 @@ json figures_of(const json& report) {
   return out;
 }
 
-std::string verdict_of(const json& report) {
+std::string verdict_of(const ojson& report) {
   auto& policies = field(report, "policies");
   if (auto& speed = field(report, "throughput_vs_static_best"); speed.is_object()) {
     std::string best;
@@ -448,7 +448,7 @@ std::string verdict_of(const json& report) {
   return text;
 }
 
-std::vector<std::pair<std::string, double>> scalars_of(const json& report) {
+std::vector<std::pair<std::string, double>> scalars_of(const ojson& report) {
   std::vector<std::pair<std::string, double>> out;
   flatten(report, "", out);
   return out;
