@@ -151,8 +151,10 @@ struct static_sweep {
     /// scenario's (tp4 round-robin).
     std::string key(const gen_scenario& sc) const;
   };
-  std::vector<run> runs; // in throughput_configs' order
+  std::vector<run> runs; // in throughput_configs' order, those that finished every step
   size_t best = 0;       // by samples per second, the first of equals
+  std::vector<std::pair<run, std::string>> failed; // a config that did not, and why (a step
+                                                   // past its timeout): no candidate
 
   const run* find(const parallel_config& c) const {
     auto it = std::find_if(runs.begin(), runs.end(), [&](auto& r) { return r.parallel == c; });
@@ -212,16 +214,24 @@ caf::expected<static_sweep> sweep_statics(const gen_scenario& sc, const engine_m
       dealt.dispatch = deal;
       auto log = run_once(dealt, {{c, sc.gpus / c.gpus()}, false, false},
                           (std::filesystem::path{out_dir} / "store" / folder).string());
-      if (!log)
-        return log.error();
+      if (!log) {
+        out.failed.emplace_back(std::move(r), render(log.error()));
+        continue;
+      }
       r.log = std::move(*log);
       r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       out.runs.push_back(std::move(r));
     }
   if (out.runs.empty())
     return make_error(errc::invalid_argument,
-                      fmt::format("{} fits no config the planner may choose on {} {} GPUs",
-                                  sc.model.name, sc.gpus, sc.gpu.name));
+                      out.failed.empty()
+                        ? fmt::format("{} fits no config the planner may choose on {} {} GPUs",
+                                      sc.model.name, sc.gpus, sc.gpu.name)
+                        : fmt::format("no static config of {} on {} {} GPUs finished its "
+                                      "steps (static-{}: {})",
+                                      sc.model.name, sc.gpus, sc.gpu.name,
+                                      out.failed.front().first.key(sc),
+                                      out.failed.front().second));
   for (size_t i = 1; i < out.runs.size(); ++i)
     if (samples_per_s(sc, out.runs[i].log) > samples_per_s(sc, out.runs[out.best].log))
       out.best = i;
@@ -234,15 +244,25 @@ json static_policy(const gen_scenario& sc, const std::string& name, const static
   auto* run = name == "static-best" ? &sweep.runs[sweep.best] : sweep.find(parallel_config{8});
   // static-tp8 is veRL-LO as the scenario deals it: find() takes the first run, the
   // scenario's dispatch.
-  if (!run)
+  if (!run) {
+    for (auto& [r, why] : sweep.failed)
+      if (r.parallel == parallel_config{8})
+        return {{"error", "TP8: " + why}};
     return {{"error", fmt::format("TP=8 does not fit {} GPUs of {} per node", sc.gpus,
                                   sc.planner.gpus_per_node)}};
+  }
   auto p = gen_policy_json(sc, {run->parallel, sc.gpus / run->parallel.gpus()}, run->log);
   if (name == "static-best") {
     json all;
     for (auto& r : sweep.runs)
       all[r.key(sc)] = round4(samples_per_s(sc, r.log));
     p["sweep_samples_per_s"] = all;
+    if (!sweep.failed.empty()) {
+      json failed;
+      for (auto& [r, why] : sweep.failed)
+        failed[r.key(sc)] = why;
+      p["sweep_failed"] = failed;
+    }
     p["dispatch"] = to_string(run->dispatch);
   }
   timings[name]["wall_s"] = round4(run->wall_s);

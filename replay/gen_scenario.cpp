@@ -85,6 +85,7 @@ void read_deployment(table_reader& d, gen_scenario& sc, const std::string& dir,
   if (auto v = fraction(d, "memory_utilization",
                         d.optional<double>("memory_utilization", sc.memory_utilization)))
     sc.memory_utilization = *v;
+  positive_into(d, "step_timeout_s", sc.step_timeout_s);
   read_profile(d, sc, dir, errors);
   d.reject_unknown();
 }
@@ -252,6 +253,7 @@ deployment_config deployment_for(const gen_scenario& sc, const parallel_config& 
   d.profile_path = sc.profile_path;
   d.profile = sc.profile;
   d.memory_utilization = sc.memory_utilization;
+  d.step_timeout_s = sc.step_timeout_s;
   d.initial = initial;
   d.max_tokens = sc.max_tokens;
   d.planner_enabled = planner;

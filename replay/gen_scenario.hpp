@@ -6,7 +6,8 @@
 //                "planner-only", "balancer-only", "orchestr"]
 //   [deployment] model (OrchestrRL Table 3), gpu, gpus, gpus_per_node, profile (an engine
 //                profile file: measured step times replacing the roofline),
-//                memory_utilization (vLLM's gpu_memory_utilization; lower: KV pressure)
+//                memory_utilization (vLLM's gpu_memory_utilization; lower: KV pressure),
+//                step_timeout_s (a step still unfinished then ends the run)
 //   [planner]    interval_s, epsilon_s, bin_tokens, forecast_window, kv_balance_delta,
 //                weight_load_gbps, engine_restart_s, standby_restart_s
 //   [balancer]   tick_s, theta
@@ -51,6 +52,8 @@ struct gen_scenario {
   std::string profile_name; // as the scenario names it
   std::string profile_path; // resolved
   double memory_utilization = 0.9; // lower it for KV pressure
+  double step_timeout_s = 3600;    // serve's deployment key: a config whose step outlasts it
+                                   // fails its run (a static one drops out of the sweep)
   planner_params planner;
   double plan_interval_s = 10;
   int bin_tokens = 256;

@@ -102,6 +102,10 @@ void step_done(self_ptr self, const step_outcome& o) {
   auto& st = self->state;
   if (o.step != st.step)
     return;
+  if (o.aborted) { // the run ends here: its makespan would count an unfinished step
+    fail(self, fmt::format("step {} aborted: {}", o.step, o.reason));
+    return;
+  }
   const double last_s = double(o.last_finished_at_ns - st.origin.time_since_epoch().count()) / 1e9;
   const double makespan = last_s - st.step_start_s;
   st.log->makespans.push_back(makespan);

@@ -386,6 +386,29 @@ BOOST_AUTO_TEST_CASE(static_best_is_swept_over_every_config_and_both_deals) {
                     p["static-best"]["initial_deployment"]);
 }
 
+// A static config whose step outlasts step_timeout_s drops out of the sweep with the reason; the
+// replay goes on (it failed whole before: the aborted step's answer went to the controller
+// itself, and the run stopped with request_receiver_down). On this scenario TP1's steps take
+// 128-130 s and every other config's 77-106 s.
+BOOST_AUTO_TEST_CASE(a_static_config_past_its_step_timeout_leaves_the_sweep_with_the_reason) {
+  test::temp_dir dir;
+  auto text = small_scenario(R"("static-best", "static-tp8")");
+  boost::replace_first(text, "gpus = 8\n", "gpus = 8\nstep_timeout_s = 115\n");
+  test::write_file(dir / "s.toml", text);
+  auto r = test::run({test::loom_binary(), "replay", dir / "s.toml", "--out", dir / "o"});
+  BOOST_REQUIRE_EQUAL(r.exit_code, 0);
+  auto best = nlohmann::json::parse(test::read_file(dir / "o/report.json"))["policies"]
+                                   ["static-best"];
+  BOOST_CHECK(!best["sweep_samples_per_s"].contains("tp1"));
+  BOOST_CHECK(best["sweep_samples_per_s"].contains("tp2"));
+  BOOST_REQUIRE(best.contains("sweep_failed"));
+  auto why = best["sweep_failed"]["tp1"].get<std::string>();
+  BOOST_CHECK_MESSAGE(why.find("step 0 aborted") != std::string::npos
+                        && why.find("step_timeout_s = 115") != std::string::npos,
+                      why);
+  BOOST_CHECK_GT(best["samples_per_s"].get<double>(), 0);
+}
+
 BOOST_AUTO_TEST_CASE(one_step_async_overlaps_each_step_with_the_previous_training) {
   // OrchestrRL §2 Fig. 1c: generation k+1 starts with training k, on weights one step stale.
   // The same batches and the same static deployment, synchronous and one step asynchronous,

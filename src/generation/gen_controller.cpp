@@ -254,16 +254,15 @@ caf::result<ok_atom> on_finished(self_ptr self, const requests_finished& f) {
   return promise;
 }
 
-/// The step ended unfinished: once that is durable its routers hear why. The planner does
-/// not learn from it (its lengths are cut short).
-caf::result<step_outcome> step_aborted(self_ptr self, const step_outcome& outcome) {
-  auto promise = self->make_response_promise<step_outcome>();
-  commit(self, {}, [self, promise, outcome]() mutable {
-    promise.deliver(outcome);
+/// The step ended unfinished: once that is durable its routers hear why, then `then` runs.
+/// The planner does not learn from it (its lengths are cut short).
+void step_aborted(self_ptr self, const step_outcome& outcome, std::function<void()> then = {}) {
+  commit(self, {}, [self, outcome, then = std::move(then)] {
     self->send(self->state.links.edge, step_done_atom::value, outcome);
+    if (then)
+      then();
   });
   after_event(self);
-  return promise;
 }
 
 caf::result<step_placement> on_step(self_ptr self, const step_batch& batch) {
@@ -388,7 +387,13 @@ gen_controller(gen_controller_actor::stateful_pointer<gen_controller_state> self
       if (!aborted)
         return make_error(errc::not_found,
                           fmt::format("deployment '{}' runs no step", name_of(self)));
-      return step_aborted(self, *aborted);
+      // An operator's cancel is a request: it is answered once the abort is durable. The
+      // step's timeout (tick_atom above) aborts with no one to answer.
+      auto promise = self->make_response_promise<step_outcome>();
+      step_aborted(self, *aborted, [promise, outcome = *aborted]() mutable {
+        promise.deliver(outcome);
+      });
+      return promise;
     },
   };
 }
