@@ -34,7 +34,7 @@ caf::expected<gen_run_log> run_generation(const engine_model& engine, const gen_
   links.sync_writes = false; // replay's store is scratch; live serve syncs
   if (dep.planner_enabled)
     links.planner = keep(sys.spawn(gen_planner, engine, planner_config_of(dep, false),
-                                   links.store, std::vector<std::vector<double>>{}));
+                                   links.store, gen_forecast{}));
   if (dep.balancer_enabled)
     links.balancer = keep(sys.spawn(balancer, dep.balancer));
   links.observer = keep(sys.spawn(gen_recorder, log, spec.sim.curve_step));

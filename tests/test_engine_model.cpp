@@ -335,6 +335,8 @@ BOOST_AUTO_TEST_CASE(calibration_against_orchestrrl_section_2_1) {
 }
 
 #include "generation/config_search.hpp"
+#include "generation/plan_error.hpp"
+#include <unordered_map>
 
 namespace {
 
@@ -429,6 +431,75 @@ BOOST_AUTO_TEST_CASE(the_look_ahead_switches_later_than_the_myopic_planner) {
   BOOST_CHECK_GT(*look_ahead_at, *myopic_at);
   BOOST_TEST_MESSAGE("TP=2 -> TP=8: myopic at " << *myopic_at << " tokens, look-ahead at "
                                                 << *look_ahead_at);
+}
+
+BOOST_AUTO_TEST_CASE(a_switch_must_beat_staying_by_the_measured_error) {
+  // The first point of the step where the look-ahead switches TP=2 -> TP=8: its predicted gain
+  // clears epsilon. A measured error above that gain (relative to Obj_cur) keeps TP=2; one
+  // below it does not.
+  auto e = qwen14b_profiled();
+  auto w = make_rl_step(2025);
+  const gen_deployment wide{2, 4};
+  for (int64_t progress = 0; progress <= 8000; progress += 250) {
+    auto pending = as_pending(tail_phase(w, progress), 4);
+    auto plan = plan_generation(e, 8, wide, pending);
+    if (!plan.reconfigure)
+      continue;
+    const double gain = (plan.current_s - plan.objective_s) / plan.current_s;
+    BOOST_TEST_MESSAGE("switch at " << progress << " tokens, predicted gain " << gain);
+    planner_params p;
+    p.error_margin = gain * 1.1;
+    BOOST_CHECK(!plan_generation(e, 8, wide, pending, p).reconfigure);
+    p.error_margin = gain * 0.9;
+    BOOST_CHECK(plan_generation(e, 8, wide, pending, p).reconfigure);
+    return;
+  }
+  BOOST_FAIL("the look-ahead never switched");
+}
+
+BOOST_AUTO_TEST_CASE(the_margin_is_what_the_forecast_overstated_once_lengths_are_known) {
+  // A comparison of 4 x TP=2 (chosen) with 1 x TP=8 on a new batch, re-scored on the true
+  // lengths: a predicted gain 10% of the chosen's true objective above the true gain is a 0.10
+  // error; an understated one is none; a request the step never finished leaves nothing to
+  // score.
+  auto e = qwen14b_profiled();
+  auto w = make_rl_step(7);
+  std::vector<gen_request_state> batch;
+  std::unordered_map<uint64_t, int64_t> outputs;
+  for (size_t i = 0; i < 64; ++i) {
+    batch.push_back({i, w.prompt[i], 2000, -1, 2000});
+    outputs[i] = w.response[i];
+  }
+  const gen_deployment chosen{2, 4};
+  const gen_deployment other{8, 1};
+  std::vector<gen_request_state> truth = batch;
+  for (auto& r : truth) {
+    r.remaining = outputs[r.id];
+    r.expected = 0;
+  }
+  const double t_chosen = objective_of(e, 8, chosen, other, truth, {});
+  const double t_other = objective_of(e, 8, other, other, truth, {});
+  auto choice = [&](uint64_t step, double predicted_gain) {
+    return plan_choice{step, 8, other, chosen, other, predicted_gain, batch, {}};
+  };
+  plan_error err;
+  BOOST_CHECK_EQUAL(err.margin(), 0.0);
+  err.decided(choice(1, t_other - t_chosen + 0.1 * t_chosen));
+  err.ended(1, outputs, e);
+  BOOST_REQUIRE_EQUAL(err.errors().size(), 1u);
+  BOOST_CHECK_CLOSE(err.errors()[0], 0.1, 1e-6);
+  err.decided(choice(2, t_other - t_chosen - 5.0));
+  err.ended(2, outputs, e);
+  BOOST_REQUIRE_EQUAL(err.errors().size(), 2u);
+  BOOST_CHECK_EQUAL(err.errors()[1], 0.0);
+  auto partial = outputs;
+  partial.erase(3);
+  err.decided(choice(3, 100.0));
+  err.ended(3, partial, e);
+  BOOST_CHECK_EQUAL(err.errors().size(), 2u);
+  // The margin is the upper quartile: one outlier among five does not set it.
+  err.restore({0.5, 0.01, 0.02, 0.03, 0.04});
+  BOOST_CHECK_CLOSE(err.margin(), 0.04, 1e-9);
 }
 
 BOOST_AUTO_TEST_CASE(a_new_batch_is_placed_on_expected_lengths_not_on_guessed_ranks) {

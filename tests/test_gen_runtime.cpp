@@ -1006,7 +1006,7 @@ BOOST_AUTO_TEST_CASE(the_store_keeps_steps_finishes_and_forecasts) {
   auto d = decode_request_done(encode_request_done({5, 77, 123}));
   BOOST_REQUIRE(d);
   BOOST_CHECK_EQUAL(d->output_tokens, 77);
-  std::vector<std::vector<double>> h{{0.5, 0.5}, {0.25, 0.75}};
+  gen_forecast h{{{0.5, 0.5}, {0.25, 0.75}}, {0.04, -0.02}};
   BOOST_CHECK(decode_gen_forecast(encode_gen_forecast(h)) == h);
   // Keys sort by step, then request: a step's finishes scan by the step key's prefix.
   BOOST_CHECK_LT(gen_step_key("dep", 9), gen_step_key("dep", 10));

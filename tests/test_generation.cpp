@@ -125,7 +125,7 @@ BOOST_AUTO_TEST_CASE(a_running_request_moves_only_if_the_time_it_saves_pays_its_
     std::vector<gen_worker> w{worker(0, 8, 0, 100000, 20, 0), worker(1, 1, 0, 100000, 40, 50)};
     for (auto& r : w[0].running) {
       r.generated = 400;
-      r.move_s = move_s;
+      r.move = {move_s, 1e9}; // a transfer; recomputing is out of the question
     }
     return w;
   };
@@ -143,6 +143,25 @@ BOOST_AUTO_TEST_CASE(a_running_request_moves_only_if_the_time_it_saves_pays_its_
   auto queue_moves = plan_migrations(queued, {});
   BOOST_REQUIRE_EQUAL(queue_moves.size(), 1u);
   BOOST_CHECK(queue_moves[0].was_waiting);
+}
+
+BOOST_AUTO_TEST_CASE(a_recompute_counts_the_destination_batch_it_pauses) {
+  // Each request would save about 400 x (1/20 - 1/40) = 10 s. Its KV recomputes in 2 s or
+  // transfers in 30: onto a destination running 1 request the recompute costs 2 x 2 = 4
+  // request-seconds and pays; onto one running 8 it would pause all 8 (18 request-seconds), the
+  // transfer costs 30, and neither pays.
+  auto onto = [](int busy) {
+    std::vector<gen_worker> w{worker(0, 16, 0, 100000, 20, 0), worker(1, busy, 0, 100000, 40, 50)};
+    for (auto& r : w[0].running) {
+      r.generated = 400;
+      r.move = {30.0, 2.0};
+    }
+    return w;
+  };
+  auto light = onto(1);
+  BOOST_CHECK(!plan_migrations(light, {}).empty());
+  auto busy = onto(8);
+  BOOST_CHECK(plan_migrations(busy, {}).empty());
 }
 
 BOOST_AUTO_TEST_CASE(a_moved_request_stays_put_for_the_cooldown) {
@@ -261,4 +280,9 @@ BOOST_AUTO_TEST_CASE(kv_migration_picks_the_cheaper_way_as_in_appendix_a) {
   wide.nics = 8; // several NICs: transfer faster still
   BOOST_CHECK_LT(kv_move_cost_of(e, 8, 32, 2048, wide).transfer_s, mid.transfer_s);
   BOOST_CHECK_EQUAL(mid.best_s(), mid.transfer_s);
+  // Onto a busy instance a recompute pauses its running batch as well: the tiny move that
+  // recomputes onto a drained instance transfers onto one running 64 requests.
+  BOOST_CHECK(!tiny.recompute(64));
+  BOOST_CHECK_EQUAL(tiny.best_s(64), tiny.transfer_s);
+  BOOST_CHECK_CLOSE(tiny.best_s(0), tiny.recompute_s, 1e-9);
 }

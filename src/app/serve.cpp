@@ -230,7 +230,7 @@ caf::error start_deployment(caf::actor_system& sys, const config& cfg,
     links.planner =
       actors.add("gen_planner", sys.spawn(gen_planner, engine,
                                           planner_config_of(dep, cfg.storage.sync_writes), store,
-                                          std::move(restored->forecast_history)));
+                                          std::move(restored->forecast)));
   if (dep.balancer_enabled)
     links.balancer = actors.add("balancer", sys.spawn(balancer, dep.balancer));
   const bool resumed = restored->controller.record.has_value();

@@ -520,6 +520,64 @@ double deferred_switch_s(const engine_model& engine, int budget, const gen_deplo
   return infinity;
 }
 
+/// Starting a new batch on `d` (scored `e`) and switching to a config that decodes a lone
+/// request faster once 3/4, 9/16, ... of the batch is left, whichever time is least: what a
+/// start is worth to Alg. 1, which re-plans during the step (§4.1: throughput first, then the
+/// tail). `e` alone if no later switch beats it; a later switch counts only where it would
+/// beat staying on `d` by the measured error, as the step's own decisions will demand.
+double with_tail_switch_s(const engine_model& engine, int budget, const gen_deployment& d,
+                          const evaluation& e, const std::vector<gen_request_state>& reqs,
+                          const planner_params& p) {
+  double best = e.objective;
+  auto counted = [&](double at, double later_s) {
+    const double staying = e.objective - at;
+    return later_s < staying - std::max(p.epsilon_s, p.error_margin * staying);
+  };
+  std::vector<size_t> counts;
+  for (size_t left = reqs.size() * 3 / 4; left > 0; left = left * 3 / 4)
+    counts.push_back(left);
+  const double lone = lone_step_s(engine, d);
+  for (auto& c : run_to_checkpoints(engine, d, reqs, e.assignment, counts)) {
+    const double at = e.switch_s + c.at_s;
+    if (at >= best)
+      break;
+    const auto order = longest_first_order(c.pending);
+    for (auto& later : candidates(engine, budget, d, c.pending.size(), p)) {
+      if (later.mixed() || lone_step_s(engine, later) >= lone
+          || at + switch_cost_s(engine, later, p) + makespan_lower_bound(engine, later, c.pending)
+               >= best)
+        continue;
+      const double later_s = evaluate(engine, later, false, false, c.pending, order, p).objective;
+      if (counted(at, later_s))
+        best = std::min(best, at + later_s);
+    }
+  }
+  return best;
+}
+
+/// A new batch: every start scored with its best later tail switch (with_tail_switch_s), the
+/// current's as Obj_cur, and the best start as the candidate to beat it.
+void start_with_tail_switch(const engine_model& engine, int budget, const gen_deployment& current,
+                            const std::vector<gen_request_state>& reqs, const planner_params& p,
+                            gen_plan& plan,
+                            std::vector<std::pair<gen_deployment, evaluation>>& starts,
+                            evaluation& best, gen_deployment& best_config) {
+  best.objective = infinity;
+  for (auto& [d, e] : starts) {
+    const double value = with_tail_switch_s(engine, budget, d, e, reqs, p);
+    for (auto& c : plan.evaluated)
+      if (c.config == d)
+        c.objective_s = value;
+    if (d == current)
+      plan.current_s = value;
+    e.objective = value;
+    if (value < best.objective) {
+      best = e;
+      best_config = d;
+    }
+  }
+}
+
 /// The current deployment first (its Obj_cur is always needed), then by lower bound, so that
 /// good candidates tighten the bar early.
 std::vector<size_t> search_order(const std::vector<gen_deployment>& options,
@@ -564,6 +622,25 @@ std::vector<int> placement(const engine_model& engine, const gen_deployment& d, 
 
 } // namespace
 
+double objective_of(const engine_model& engine, int gpu_budget, const gen_deployment& d,
+                    const gen_deployment& current,
+                    const std::vector<gen_request_state>& requests, const planner_params& params) {
+  const bool is_current = d == current;
+  const auto longest_first = longest_first_order(requests);
+  auto e = evaluate(engine, d, is_current, is_current, requests, longest_first, params);
+  if (params.look_ahead && new_batch(requests) && !d.mixed())
+    return with_tail_switch_s(engine, gpu_budget, d, e, requests, params);
+  if (is_current)
+    score_current(engine, d, 0.0, requests, longest_first, params, e);
+  return e.objective;
+}
+
+bool new_batch(const std::vector<gen_request_state>& requests) {
+  return !requests.empty() && std::all_of(requests.begin(), requests.end(), [](auto& r) {
+    return r.instance < 0 && r.generated == 0;
+  });
+}
+
 gen_plan plan_generation(const engine_model& engine, int gpu_budget,
                          const gen_deployment& current,
                          const std::vector<gen_request_state>& requests,
@@ -575,6 +652,7 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
   evaluation best;
   gen_deployment best_config = current;
   size_t current_long_count = 0;
+  std::vector<std::pair<gen_deployment, evaluation>> starts; // a new batch's scored candidates
   auto options = candidates(engine, gpu_budget, current, requests.size(), params);
   const auto longest_first = longest_first_order(requests);
   std::vector<double> bound;
@@ -596,19 +674,42 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
       plan.current_s = e.objective;
     }
     plan.evaluated.push_back({d, e.objective, false});
+    if (new_batch(requests) && !d.mixed())
+      starts.emplace_back(d, e);
     if (e.objective < best.objective) {
       best = std::move(e);
       best_config = d;
     }
   }
-  // Alg. 1, event 1: Obj_new (costs included) must beat Obj_cur by more than epsilon, and
-  // switching now must not lose by more than epsilon to switching later.
+  const bool start = params.look_ahead && new_batch(requests);
+  // A new batch weighs every start alike, staying included: its switch is the step's first.
+  // During a step a switch trades a running deployment for a forecast gain, which must beat
+  // what the forecast's comparisons err by.
+  auto margin = [&](double objective) {
+    return start ? params.epsilon_s : std::max(params.epsilon_s, params.error_margin * objective);
+  };
+  if (start)
+    start_with_tail_switch(engine, gpu_budget, current, requests, params, plan, starts, best,
+                           best_config);
+  // Alg. 1, event 1: Obj_new (costs included) must beat Obj_cur by more than epsilon and the
+  // measured error, and switching now must not lose by more than epsilon to switching later
+  // (both switch: the forecast's error, which a switch must beat staying by, is theirs alike).
   bool reconfigure =
-    !(best_config == current) && best.objective < plan.current_s - params.epsilon_s;
-  if (reconfigure && params.look_ahead && plan.assignment.size() == requests.size()) {
+    !(best_config == current) && best.objective < plan.current_s - margin(plan.current_s);
+  if (reconfigure && !start && params.look_ahead && plan.assignment.size() == requests.size()) {
     plan.deferred_s = deferred_switch_s(engine, gpu_budget, current, plan.assignment, requests,
                                         best.objective - params.epsilon_s, params);
     reconfigure = plan.deferred_s == infinity;
+  }
+  if (reconfigure) {
+    plan.alternative = current;
+    plan.alternative_s = plan.current_s;
+  } else {
+    for (auto& c : plan.evaluated)
+      if (!c.pruned && !(c.config == current) && c.objective_s < plan.alternative_s) {
+        plan.alternative = c.config;
+        plan.alternative_s = c.objective_s;
+      }
   }
   if (reconfigure) {
     plan.config = best_config;

@@ -7,6 +7,13 @@
 // win by more than epsilon. Assignments keep every instance's KV within Eq. 2's band, and the
 // chosen one balances each request's expected remaining length.
 //
+// A new batch (a step's start, or the next one foreseen between steps) scores each start with
+// its best later switch to a latency config, since Alg. 1 re-plans during the step: a tail
+// config is kept into the next batch only if it beats a throughput start that switches later.
+// Beyond the paper, what the forecast's comparisons err by (plan_error, measured once each
+// step's true lengths are known) guards every decision: a switch must beat staying by that
+// share of Obj_cur, or by epsilon, whichever is more.
+//
 // Candidates are deployments over the GPU budget, restricted as §4.1 says: intra-node TP
 // first, cross-node TP only in whole nodes, EP (MoE) in whole nodes, AFD only with the few
 // attention:FFN splits offline profiling kept; and adapted to the phase of the step (a large
@@ -58,6 +65,8 @@ struct planner_params {
                                    // apart: the forecast's histogram error, 0.30-0.32 measured
                                    // on every bundled generation scenario
   std::vector<parallel_config> afd_configs; // the profiled AFD splits (profile_afd_configs)
+  double error_margin = 0;         // the planner's measured relative error (plan_error): a
+                                   // switch must gain more than this share of Obj_cur
 };
 
 /// Offline AFD profiling (§4.1): every attention:FFN split of one or two nodes, each run on
@@ -90,12 +99,26 @@ struct gen_plan {
   double migrate_s = 0;           // max over instances of C_mig
   bool reconfigure = false;
   std::vector<candidate_score> evaluated;
+  gen_deployment alternative;     // what the choice was preferred to: the current deployment
+                                  // for a switch, else the best other candidate scored
+  double alternative_s = std::numeric_limits<double>::infinity(); // its objective
 };
 
 /// No placement of `requests` on `d` finishes sooner: the longest request decoding alone, or
 /// the busiest instance's share of the tokens at an instance's best possible rate.
 double makespan_lower_bound(const engine_model& engine, const gen_deployment& d,
                             const std::vector<gen_request_state>& requests);
+
+/// A batch nothing has run yet: every request unplaced with nothing generated (a step's start,
+/// or the next step foreseen between steps).
+bool new_batch(const std::vector<gen_request_state>& requests);
+
+/// Eq. 1's objective of running `requests` on `d` from `current` (C_sw and C_mig included when
+/// `d` is not `current`; a new batch's with its best later tail switch), scored as
+/// plan_generation scores that candidate.
+double objective_of(const engine_model& engine, int gpu_budget, const gen_deployment& d,
+                    const gen_deployment& current,
+                    const std::vector<gen_request_state>& requests, const planner_params& params);
 
 gen_plan plan_generation(const engine_model& engine, int gpu_budget,
                          const gen_deployment& current,

@@ -439,11 +439,11 @@ bool deployment_runtime::runs_on(const request& r, const std::string& engine) co
   }
 }
 
-std::vector<int64_t> deployment_runtime::step_outputs() const {
-  std::vector<int64_t> out;
+std::vector<request_done> deployment_runtime::step_outputs() const {
+  std::vector<request_done> out;
   for (auto& r : requests_)
     if (r.where == place::finished)
-      out.push_back(r.output);
+      out.push_back({r.id, r.output, 0});
   return out;
 }
 

@@ -79,8 +79,8 @@ public:
     std::string refused; // why the report was refused (another step's, or no step runs)
   };
   finished_result on_finished(const requests_finished& r, double now);
-  /// The output lengths of the step that ran last (or runs), finished ones only.
-  std::vector<int64_t> step_outputs() const;
+  /// The requests of the step that ran last (or runs) that finished, with their output lengths.
+  std::vector<request_done> step_outputs() const;
 
   // -- commands ------------------------------------------------------------------------------
 
@@ -208,7 +208,7 @@ private:
   void finish_reconfiguration(double now);
   void admit_to(uint32_t instance, std::vector<admitted_request> requests, bool resume,
                 double now);
-  admitted_request moved(uint64_t id, const request& r, const parallel_config& dst);
+  admitted_request moved(uint64_t id, const request& r, const instance_entry& dst);
   // planning and placement (runtime_plan.cpp)
   void begin_reconfiguration(const gen_decision& d, double now);
   void place_as_dispatched(double now);

@@ -201,7 +201,7 @@ void ask_planner(self_ptr self, gen_snapshot snap) {
 }
 
 /// The step is over: its routers hear, and the planner learns its lengths.
-void step_over(self_ptr self, const step_outcome& outcome, std::vector<int64_t> outputs) {
+void step_over(self_ptr self, const step_outcome& outcome, std::vector<request_done> outputs) {
   auto& st = self->state;
   self->send(st.links.edge, step_done_atom::value, outcome);
   if (!st.links.planner)
@@ -242,7 +242,7 @@ caf::result<ok_atom> on_finished(self_ptr self, const requests_finished& f) {
     return make_error(errc::conflict, result.refused);
   auto promise = self->make_response_promise<ok_atom>();
   std::optional<step_outcome> done = result.step_done;
-  std::vector<int64_t> step_outputs;
+  std::vector<request_done> step_outputs;
   if (done)
     step_outputs = st.runtime->step_outputs();
   commit(self, std::move(extra), [self, promise, done, step_outputs]() mutable {

@@ -12,6 +12,7 @@
 #include "generation/config_search.hpp"
 #include "generation/deployment_config.hpp"
 #include "generation/engine_model.hpp"
+#include "generation/plan_error.hpp"
 #include "generation/remaining_workload.hpp"
 #include "protocol/actors.hpp"
 
@@ -36,13 +37,13 @@ struct gen_planner_state {
   std::optional<engine_model> engine;
   gen_planner_config config;
   std::optional<remaining_workload> workload;
+  plan_error error;               // what its step predictions err by
   store_actor store;
 };
 
-/// `history`: the forecaster's history the store kept (empty on a first start).
+/// `kept`: what the store kept of the planner (empty on a first start).
 gen_planner_actor::behavior_type
 gen_planner(gen_planner_actor::stateful_pointer<gen_planner_state> self, engine_model engine,
-            gen_planner_config config, store_actor store,
-            std::vector<std::vector<double>> history);
+            gen_planner_config config, store_actor store, gen_forecast kept);
 
 } // namespace loom

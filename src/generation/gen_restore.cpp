@@ -65,7 +65,7 @@ caf::expected<deployment_restored> restore_deployment(caf::actor_system& sys,
     auto h = decode_gen_forecast(**forecast);
     if (!h)
       return unreadable("forecast");
-    restored.forecast_history = std::move(*h);
+    restored.forecast = std::move(*h);
   }
   return restored;
 }

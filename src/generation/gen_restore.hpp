@@ -14,7 +14,7 @@ namespace loom {
 
 struct deployment_restored {
   gen_controller_restore controller;                 // its record, the running step's batch
-  std::vector<std::vector<double>> forecast_history; // its planner's forecaster
+  gen_forecast forecast;            // what its planner keeps
 };
 
 /// What the store kept of deployment `name`; empty parts where it kept nothing, an error

@@ -2,7 +2,7 @@
 // Moving requests between generation instances (OrchestrRL §4.1 C_mig, App. A): the KV cache
 // is either transferred directly over the NICs, paying a fixed setup and synchronisation cost,
 // or rebuilt on the destination by replaying the forward pass over the cached token ids. The
-// runtime takes the cheaper per event. Pure.
+// runtime takes the cheaper per event (kv_move_cost, types/generation.hpp). Pure.
 
 #include <cstdint>
 
@@ -15,13 +15,6 @@ struct kv_transfer_path {
   int nics = 1;            // instances laid out across more NICs transfer faster
   double efficiency = 0.8; // achieved share of line rate
   double setup_ms = 20;    // connection, memory registration and the end barrier
-};
-
-struct kv_move_cost {
-  double transfer_s = 0;
-  double recompute_s = 0;
-  bool recompute() const { return recompute_s < transfer_s; }
-  double best_s() const { return recompute() ? recompute_s : transfer_s; }
 };
 
 /// Cost of moving `sequences` requests holding `tokens_per_sequence` tokens each onto a

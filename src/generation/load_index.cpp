@@ -28,14 +28,15 @@ double load_index(const gen_worker& w, double mean_rate) {
 
 namespace {
 
-/// Whether moving running request `r` pays (OrchestrRL App. A): the time it saves, its
-/// expected remaining tokens (as many as it generated: lengths are heavy-tailed) at the
-/// destination's pace instead of the source's, at least its KV move.
-bool move_pays(const gen_request& r, double src_rate, double dst_rate) {
+/// Whether moving running request `r` onto `dst` pays (OrchestrRL App. A): the time it saves,
+/// its expected remaining tokens (as many as it generated: lengths are heavy-tailed) at the
+/// destination's pace instead of the source's, at least the waiting its KV move costs, the
+/// destination's running batch included when the move is a recompute (kv_move_cost).
+bool move_pays(const gen_request& r, double src_rate, const gen_worker& dst, double dst_rate) {
   if (src_rate <= 0 || dst_rate <= 0)
     return false;
   const double saved = double(std::max<int64_t>(r.generated, 1)) * (1 / src_rate - 1 / dst_rate);
-  return saved >= r.move_s;
+  return saved >= r.move.best_s(int(dst.running.size()));
 }
 
 /// Index into `queue` of the shortest-context request the destination can take, or -1.
@@ -48,7 +49,7 @@ long pick(const std::vector<gen_request>& queue, bool running, const gen_worker&
   for (size_t i = 0; i < queue.size(); ++i) {
     if (queue[i].pinned || dst.kv_free_tokens - queue[i].context_tokens < reserve)
       continue;
-    if (running && !move_pays(queue[i], src.decode_rate_tps, dst_rate))
+    if (running && !move_pays(queue[i], src.decode_rate_tps, dst, dst_rate))
       continue;
     if (best < 0 || queue[i].context_tokens < queue[size_t(best)].context_tokens)
       best = long(i);

@@ -130,12 +130,18 @@ void deployment_runtime::on_admit_ack(const command_ack& a, const gen_command& s
 }
 
 admitted_request deployment_runtime::moved(uint64_t id, const request& r,
-                                           const parallel_config& dst) {
+                                           const instance_entry& dst) {
   admitted_request a{id, r.prompt, r.generated, false, {}};
   if (!r.kv_resident)
     return a; // a waiting request: nothing to carry
-  auto cost = kv_move_cost_of(*engine_, dst, 1, r.prompt + r.generated, config_.planner.kv_path);
-  a.kv_transfer = !cost.recompute();
+  auto cost = kv_move_cost_of(*engine_, dst.config, 1, r.prompt + r.generated,
+                              config_.planner.kv_path);
+  // A recompute pauses the destination's running batch with it (kv_move_cost).
+  int busy = 0;
+  if (dst.stats)
+    for (auto& q : dst.stats->requests)
+      busy += q.running;
+  a.kv_transfer = !cost.recompute(busy);
   ++(a.kv_transfer ? counters_.kv_transfers : counters_.kv_recomputes);
   return a;
 }
@@ -158,7 +164,7 @@ void deployment_runtime::on_migrate_ack(const command_ack& a, const gen_command&
       r.kv_resident = false;
       continue;
     }
-    auto m = moved(s.id, r, dst->second.config);
+    auto m = moved(s.id, r, dst->second);
     m.kv_source = a.engine;
     ++counters_.migrations;
     gen_record rec;

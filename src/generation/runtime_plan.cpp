@@ -50,11 +50,10 @@ deployment_runtime::tick_work deployment_runtime::tick(double now) {
       if (!r || r->where != place::on_instance || r->instance != k)
         continue; // moving, finished, or not this step's
       const int64_t context = q.prompt_tokens + q.generated;
-      const double move_s =
-        q.running ? kv_move_cost_of(*engine_, inst.config, 1, context, config_.planner.kv_path)
-                      .best_s()
-                  : 0.0;
-      (q.running ? w.running : w.waiting).push_back({q.id, context, false, q.generated, move_s});
+      const auto move = q.running ? kv_move_cost_of(*engine_, inst.config, 1, context,
+                                                    config_.planner.kv_path)
+                                  : kv_move_cost{};
+      (q.running ? w.running : w.waiting).push_back({q.id, context, false, q.generated, move});
     }
     w.kv_free_tokens = inst.stats->kv_free_tokens;
     w.max_batch = inst.stats->max_batch;

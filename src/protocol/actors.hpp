@@ -216,9 +216,10 @@ using wire_job_actor = group_executor_actor::extend<
 /// snapshot with a plan; a reconfiguration is durable before it is answered.
 using gen_planner_actor = caf::typed_actor<
   caf::replies_to<plan_atom, gen_snapshot>::with<gen_decision>,
-  // The step is over: every output length it produced. Answers the relative errors of the
-  // forecast made at its start, of the histogram and of the mean length (NaN: no forecast).
-  caf::replies_to<step_done_atom, uint64_t, std::vector<int64_t>>::with<double, double>>;
+  // The step is over: every request it finished, with its output length. Answers the
+  // relative errors of the forecast made at its start, of the histogram and of the mean
+  // length (NaN: no forecast).
+  caf::replies_to<step_done_atom, uint64_t, std::vector<request_done>>::with<double, double>>;
 
 /// One per generation deployment: the reactive balancer (OrchestrRL §4.2, Alg. 1 event 2). On
 /// each monitoring tick it answers the workers' loads with the migrations to make.

@@ -53,6 +53,7 @@ struct gen_worker;
 struct migration;
 struct engine_hello;
 struct instance_stats;
+struct request_done;
 struct requests_finished;
 struct gen_command;
 struct command_ack;

@@ -206,7 +206,7 @@ typename Inspector::result_type inspect(Inspector& f, gen_decision& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_request& x) {
   return f(caf::meta::type_name("gen_request"), x.id, x.context_tokens, x.pinned, x.generated,
-           x.move_s);
+           x.move.transfer_s, x.move.recompute_s);
 }
 
 template <class Inspector>

@@ -57,6 +57,7 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<engine_hello>("loom.engine_hello");
   cfg.add_message_type<instance_stats>("loom.instance_stats");
   cfg.add_message_type<requests_finished>("loom.requests_finished");
+  cfg.add_message_type<std::vector<request_done>>("loom.requests_done");
   cfg.add_message_type<gen_command>("loom.gen_command");
   cfg.add_message_type<command_ack>("loom.command_ack");
   cfg.add_message_type<parallel_config>("loom.parallel_config");

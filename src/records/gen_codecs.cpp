@@ -179,23 +179,26 @@ std::optional<request_done> decode_request_done(std::string_view bytes) {
   return done_of(m);
 }
 
-std::string encode_gen_forecast(const std::vector<std::vector<double>>& history) {
+std::string encode_gen_forecast(const gen_forecast& f) {
   v1::GenForecast m;
-  for (auto& h : history) {
+  for (auto& h : f.history) {
     auto* s = m.add_history();
     for (auto x : h)
       s->add_share(x);
   }
+  for (auto x : f.plan_errors)
+    m.add_plan_error(x);
   return m.SerializeAsString();
 }
 
-std::optional<std::vector<std::vector<double>>> decode_gen_forecast(std::string_view bytes) {
+std::optional<gen_forecast> decode_gen_forecast(std::string_view bytes) {
   v1::GenForecast m;
   if (!m.ParseFromArray(bytes.data(), int(bytes.size())))
     return std::nullopt;
-  std::vector<std::vector<double>> out;
+  gen_forecast out;
   for (auto& s : m.history())
-    out.emplace_back(s.share().begin(), s.share().end());
+    out.history.emplace_back(s.share().begin(), s.share().end());
+  out.plan_errors.assign(m.plan_error().begin(), m.plan_error().end());
   return out;
 }
 

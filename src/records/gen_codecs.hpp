@@ -27,8 +27,8 @@ std::optional<step_record> decode_gen_step(std::string_view bytes);
 std::string encode_request_done(const request_done& d);
 std::optional<request_done> decode_request_done(std::string_view bytes);
 
-/// The forecaster's history: each finished step's shares per histogram bin, oldest first.
-std::string encode_gen_forecast(const std::vector<std::vector<double>>& history);
-std::optional<std::vector<std::vector<double>>> decode_gen_forecast(std::string_view bytes);
+/// What the planner keeps: its forecaster's history and its prediction errors.
+std::string encode_gen_forecast(const gen_forecast& f);
+std::optional<gen_forecast> decode_gen_forecast(std::string_view bytes);
 
 } // namespace loom

@@ -95,13 +95,29 @@ struct gen_decision {
   double forecast_mean_tokens = 0; // mean forecast output length of the pending requests
 };
 
+/// Moving a request's KV onto another instance (OrchestrRL §4.1 C_mig, App. A): a direct
+/// transfer over the NICs, or a recompute by replaying the forward pass on the destination.
+/// A transfer makes only the moved request wait: its KV arrives while the destination's batch
+/// decodes. A recompute is a prefill pass of the destination, which pauses every request
+/// running there with it. App. A compares the two onto a drained instance (`busy` = 0).
+struct kv_move_cost {
+  double transfer_s = 0;
+  double recompute_s = 0;
+  /// Whether to recompute onto an instance running `busy` requests.
+  bool recompute(int busy = 0) const { return recompute_s * (1 + busy) < transfer_s; }
+  /// Request-seconds of waiting the cheaper way costs; with `busy` = 0, its seconds.
+  double best_s(int busy = 0) const {
+    return recompute(busy) ? recompute_s * (1 + busy) : transfer_s;
+  }
+};
+
 /// A request as the balancer sees it.
 struct gen_request {
   uint64_t id = 0;
   int64_t context_tokens = 0; // KV footprint if moved
   bool pinned = false;        // moved lately: not again yet, so requests do not ping-pong
   int64_t generated = 0;      // output tokens so far: the estimate of what it has left
-  double move_s = 0;          // seconds its KV takes to move (transfer or recompute, App. A)
+  kv_move_cost move;          // its KV's move (zero: waiting, nothing to carry)
 };
 
 /// A generation instance's load on one monitoring tick (OrchestrRL §4.2).
@@ -263,6 +279,15 @@ struct step_outcome {
   uint64_t requests = 0;
   bool aborted = false;            // ended unfinished (its timeout, or an operator): see reason
   std::string reason;
+};
+
+/// What a deployment's planner keeps across restarts (the store's "gen_forecasts" record): its
+/// forecaster's history, each finished step's shares per histogram bin, and the relative errors
+/// of its predicted gains (plan_error), oldest first.
+struct gen_forecast {
+  std::vector<std::vector<double>> history;
+  std::vector<double> plan_errors;
+  friend bool operator==(const gen_forecast&, const gen_forecast&) = default;
 };
 
 /// What happened in a deployment, for observers (replay's recorder, live metrics).
