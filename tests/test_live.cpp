@@ -389,19 +389,16 @@ BOOST_AUTO_TEST_CASE(loom_drive_plays_a_scenario_live_as_replay_decides_it) {
   auto replayed = lt::run({lt::loom_binary(), "replay", scenario, "--out", s.dir / "replay"},
                           120s);
   BOOST_REQUIRE_MESSAGE(replayed.exit_code == 0, replayed.err);
-  // 1,000 simulated seconds per wall second; a sanitized build's service is several times
-  // slower, so its clock is compressed that much less (its timing must not decide an SLO).
-  // A drive that lags behind simulated time past its budget (a stall of a few milliseconds is
-  // seconds here) is run again at half the compression, as its own warning says to; not in a
-  // sanitized build, which is here for its memory and UB checks, not for timing.
-  double scale = 1000.0 * 1000 / double(lt::scaled(1000ms).count());
-  auto [live_report, out] = drive_live(s, scenario, scale, "drive");
-  std::string tag = "drive";
-  if (live_report["drive"]["lagging"].get<bool>() && !lt::sanitized) {
-    scale /= 2;
-    tag = "drive-slower";
-    std::tie(live_report, out) = drive_live(s, scenario, scale, tag);
-  }
+  // 500 simulated seconds per wall second, one drive: at 1,000x it lagged behind simulated
+  // time past its budget even alone on this 2-core machine (a stall of a few milliseconds is
+  // seconds there), and the run it then repeated at 500x is the one made now. A sanitized
+  // build's service is several times slower: 1,000x over its time scale (250x), for its memory
+  // and UB checks, not for timing. Where a drive lags all the same, it says so and the SLO is
+  // not compared.
+  const double scale =
+    lt::sanitized ? 1000.0 * 1000 / double(lt::scaled(1000ms).count()) : 500.0;
+  const std::string tag = "drive";
+  auto [live_report, out] = drive_live(s, scenario, scale, tag);
   auto replay = json::parse(lt::read_file(s.dir / "replay/report.json"))["policies"]["weave"];
   auto live = live_report["policies"]["weave"];
   BOOST_TEST_MESSAGE("replay mean slowdown " << replay["mean_slowdown"] << ", live "
