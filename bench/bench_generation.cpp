@@ -112,6 +112,26 @@ void BM_plan_generation_tail(benchmark::State& state) {
 }
 BENCHMARK(BM_plan_generation_tail)->Arg(16)->Arg(1024)->Unit(benchmark::kMillisecond);
 
+/// A step's start on Qwen2.5-14B, 64 requests per GPU nothing has run yet, from the tail's
+/// 2 x TP8: every start is scored with its best later tail switch (no candidate pruned).
+void BM_plan_generation_new_batch(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  const loom::engine_model e{*loom::find_model("Qwen2.5-14B"), *loom::find_builtin_gpu("H800")};
+  std::mt19937_64 rng{5};
+  std::lognormal_distribution<double> len{std::log(2500.0), 0.8};
+  std::vector<loom::gen_request_state> batch;
+  for (int i = 0; i < 64 * gpus; ++i) {
+    auto total = std::min<int64_t>(25600, static_cast<int64_t>(len(rng)));
+    batch.push_back({static_cast<uint64_t>(i), 400, total, -1, total});
+  }
+  loom::planner_params params;
+  params.afd_configs = loom::profile_afd_configs(e, params.gpus_per_node);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(loom::plan_generation(e, gpus, {8, gpus / 8}, batch, params));
+  state.counters["requests"] = static_cast<double>(batch.size());
+}
+BENCHMARK(BM_plan_generation_new_batch)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond);
+
 /// The target case: Qwen2-57B-A14B (MoE) mid-step on EP8 instances; its candidates add
 /// EP over one or two nodes and the profiled AFD splits.
 void BM_plan_generation_moe(benchmark::State& state) {

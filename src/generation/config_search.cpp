@@ -641,6 +641,73 @@ bool new_batch(const std::vector<gen_request_state>& requests) {
   });
 }
 
+namespace {
+
+/// What the candidate search found: the best candidate by Eq. 1, and on a new batch every
+/// homogeneous start scored, for start_with_tail_switch.
+struct search_result {
+  evaluation best;
+  gen_deployment best_config;
+  size_t current_long_count = 0;
+  std::vector<std::pair<gen_deployment, evaluation>> starts;
+};
+
+/// Scores the candidates (Eq. 1, the current one first), recording each in `plan` with the
+/// current's Obj_cur and placement. A candidate whose lower bound cannot beat the best so far
+/// is skipped, except on a new batch: a later tail switch can beat a whole run's bound.
+search_result search(const engine_model& engine, int gpu_budget, const gen_deployment& current,
+                     const std::vector<gen_request_state>& requests,
+                     const std::vector<size_t>& longest_first, bool start,
+                     const planner_params& params, gen_plan& plan) {
+  search_result out;
+  out.best_config = current;
+  auto options = candidates(engine, gpu_budget, current, requests.size(), params);
+  std::vector<double> bound;
+  for (auto& d : options)
+    bound.push_back(makespan_lower_bound(engine, d, requests)
+                    + (d == current ? 0.0 : switch_cost_s(engine, d, params)));
+  for (auto i : search_order(options, current, bound)) {
+    const auto& d = options[i];
+    bool is_current = d == current;
+    if (!is_current && !start && bound[i] >= out.best.objective) {
+      plan.evaluated.push_back({d, bound[i], true});
+      continue;
+    }
+    auto e = evaluate(engine, d, is_current, is_current, requests, longest_first, params);
+    if (is_current) {
+      plan.assignment = e.assignment;
+      out.current_long_count = e.long_count;
+      score_current(engine, d, bound[i], requests, longest_first, params, e);
+      plan.current_s = e.objective;
+    }
+    plan.evaluated.push_back({d, e.objective, false});
+    if (start && !d.mixed())
+      out.starts.emplace_back(d, e);
+    if (e.objective < out.best.objective) {
+      out.best = std::move(e);
+      out.best_config = d;
+    }
+  }
+  return out;
+}
+
+/// What the decision was preferred to: the current deployment for a switch, else the best
+/// other candidate scored (plan_error scores the comparison once the lengths are known).
+void note_alternative(gen_plan& plan, const gen_deployment& current, bool reconfigure) {
+  if (reconfigure) {
+    plan.alternative = current;
+    plan.alternative_s = plan.current_s;
+    return;
+  }
+  for (auto& c : plan.evaluated)
+    if (!c.pruned && !(c.config == current) && c.objective_s < plan.alternative_s) {
+      plan.alternative = c.config;
+      plan.alternative_s = c.objective_s;
+    }
+}
+
+} // namespace
+
 gen_plan plan_generation(const engine_model& engine, int gpu_budget,
                          const gen_deployment& current,
                          const std::vector<gen_request_state>& requests,
@@ -649,68 +716,27 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
   plan.config = current;
   plan.current_s = infinity;
   plan.objective_s = infinity;
-  evaluation best;
-  gen_deployment best_config = current;
-  size_t current_long_count = 0;
-  std::vector<std::pair<gen_deployment, evaluation>> starts; // a new batch's scored candidates
-  auto options = candidates(engine, gpu_budget, current, requests.size(), params);
-  const auto longest_first = longest_first_order(requests);
-  std::vector<double> bound;
-  for (auto& d : options)
-    bound.push_back(makespan_lower_bound(engine, d, requests)
-                    + (d == current ? 0.0 : switch_cost_s(engine, d, params)));
-  for (auto i : search_order(options, current, bound)) {
-    const auto& d = options[i];
-    bool is_current = d == current;
-    if (!is_current && bound[i] >= best.objective) {
-      plan.evaluated.push_back({d, bound[i], true});
-      continue;
-    }
-    auto e = evaluate(engine, d, is_current, is_current, requests, longest_first, params);
-    if (is_current) {
-      plan.assignment = e.assignment;
-      current_long_count = e.long_count;
-      score_current(engine, d, bound[i], requests, longest_first, params, e);
-      plan.current_s = e.objective;
-    }
-    plan.evaluated.push_back({d, e.objective, false});
-    if (new_batch(requests) && !d.mixed())
-      starts.emplace_back(d, e);
-    if (e.objective < best.objective) {
-      best = std::move(e);
-      best_config = d;
-    }
-  }
   const bool start = params.look_ahead && new_batch(requests);
-  // A new batch weighs every start alike, staying included: its switch is the step's first.
-  // During a step a switch trades a running deployment for a forecast gain, which must beat
-  // what the forecast's comparisons err by.
-  auto margin = [&](double objective) {
-    return start ? params.epsilon_s : std::max(params.epsilon_s, params.error_margin * objective);
-  };
+  const auto longest_first = longest_first_order(requests);
+  auto [best, best_config, current_long_count, starts] =
+    search(engine, gpu_budget, current, requests, longest_first, start, params, plan);
   if (start)
     start_with_tail_switch(engine, gpu_budget, current, requests, params, plan, starts, best,
                            best_config);
-  // Alg. 1, event 1: Obj_new (costs included) must beat Obj_cur by more than epsilon and the
-  // measured error, and switching now must not lose by more than epsilon to switching later
-  // (both switch: the forecast's error, which a switch must beat staying by, is theirs alike).
-  bool reconfigure =
-    !(best_config == current) && best.objective < plan.current_s - margin(plan.current_s);
+  // Alg. 1, event 1: Obj_new (costs included) must beat Obj_cur by more than epsilon and,
+  // during a step, the measured error (a switch there trades a running deployment for a
+  // forecast gain; a new batch weighs every start alike, staying included). Switching now
+  // must not lose by more than epsilon to switching later: both switch, and the forecast's
+  // error is theirs alike.
+  const double margin = start ? params.epsilon_s
+                              : std::max(params.epsilon_s, params.error_margin * plan.current_s);
+  bool reconfigure = !(best_config == current) && best.objective < plan.current_s - margin;
   if (reconfigure && !start && params.look_ahead && plan.assignment.size() == requests.size()) {
     plan.deferred_s = deferred_switch_s(engine, gpu_budget, current, plan.assignment, requests,
                                         best.objective - params.epsilon_s, params);
     reconfigure = plan.deferred_s == infinity;
   }
-  if (reconfigure) {
-    plan.alternative = current;
-    plan.alternative_s = plan.current_s;
-  } else {
-    for (auto& c : plan.evaluated)
-      if (!c.pruned && !(c.config == current) && c.objective_s < plan.alternative_s) {
-        plan.alternative = c.config;
-        plan.alternative_s = c.objective_s;
-      }
-  }
+  note_alternative(plan, current, reconfigure);
   if (reconfigure) {
     plan.config = best_config;
     plan.assignment = placement(engine, best_config, false, requests, std::move(best.assignment),
