@@ -211,6 +211,12 @@ gen_recorder(gen_observer_actor::stateful_pointer<gen_recorder_state> self,
             ++log.curve_migrations[int64_t(std::floor(r.step_s / migration_bin_s))];
           break;
         case gen_record_kind::planned: log.solve_ms.push_back(r.solve_ms); break;
+        case gen_record_kind::switched:
+          // One set up for a batch that never came ends only once the controller gives up
+          // the engines the finished run left: not the run's.
+          if (!log.done)
+            log.switches.push_back({r.switch_s, r.kv_s, r.planned_s});
+          break;
         case gen_record_kind::step_started:
         case gen_record_kind::progress:
           if (r.step == self->state.curve_step)

@@ -68,6 +68,12 @@ struct gen_run_log {
   std::vector<std::pair<double, std::string>> curve_reconfigs; // in curve_step: when, "A -> B"
   std::map<int64_t, int64_t> curve_migrations; // in curve_step: per migration_bin_s, from 0
   std::vector<int64_t> step_migrations;        // per step
+  struct switch_cost {                          // one reconfiguration's accounting (switched)
+    double switch_s = 0;
+    double kv_s = 0;
+    double planned_s = 0;
+  };
+  std::vector<switch_cost> switches;
   int64_t reconfigurations = 0;
   int64_t migrations = 0;
   int64_t kv_transfers = 0;

@@ -257,6 +257,11 @@ BOOST_AUTO_TEST_CASE(the_tail_switches_to_a_latency_config_acknowledged_and_pers
                     std::string{"loom_gen_steps_total{deployment=\"gen\"} 1"},
                     std::string{"loom_gen_solve_seconds_count"}})
     BOOST_CHECK_MESSAGE(metrics.find(line) != std::string::npos, "missing " << line);
+  // Each switch is timed from its drain to the new layout admitting, as the engines answered.
+  const std::string timed = "loom_gen_switch_seconds_count ";
+  auto at = metrics.find(timed);
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, "missing " << timed);
+  BOOST_CHECK_GE(std::stod(metrics.substr(at + timed.size())), 1.0);
   serve->send_signal(SIGTERM);
   BOOST_REQUIRE(serve->wait(lt::live_limit));
   auto events = events_in(s.dir / "db");

@@ -631,6 +631,8 @@ BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
   sw.reconfigure = true;
   sw.deployment = {parallel_config{8}, 2};
   sw.assignment.assign(work.plan->pending.size(), 1);
+  sw.switch_s = 4;
+  sw.migrate_s = 1.5;
   rt.on_decision(sw, 20);
   auto drains = rt.take_commands();
   BOOST_REQUIRE_EQUAL(drains.size(), 2u);
@@ -660,11 +662,24 @@ BOOST_AUTO_TEST_CASE(a_reconfiguration_drains_reshards_then_admits_as_planned) {
     BOOST_CHECK(r.kv_source == "e0" || r.kv_source == "e1");
     BOOST_CHECK_EQUAL(r.source_address, "tcp://" + r.kv_source + ":9");
   }
-  rt.on_ack(ack_for(resumed[0]), 25);
+  rt.take_records();
+  rt.on_ack(ack_for(resumed[0]), 26);
   BOOST_CHECK(rt.phase() == reconfig_phase::none);
   auto st = rt.status();
   BOOST_CHECK_EQUAL(st.counters.reconfigurations, 1);
   BOOST_CHECK_EQUAL(st.counters.kv_transfers + st.counters.kv_recomputes, 8);
+  // §6.2.2's accounting: drain at 20 to the last admission at 26, as the engines answered;
+  // the eight moved KVs (180 tokens each) onto TP8 as App. A prices them; the plan's C_sw + C_mig.
+  auto records = rt.take_records();
+  auto sw_done = std::find_if(records.begin(), records.end(),
+                              [](auto& r) { return r.kind == gen_record_kind::switched; });
+  BOOST_REQUIRE(sw_done != records.end());
+  BOOST_CHECK_EQUAL(sw_done->detail, "4xTP4 -> 2xTP8");
+  BOOST_CHECK_CLOSE(sw_done->switch_s, 6.0, 1e-9);
+  BOOST_CHECK_CLOSE(sw_done->planned_s, 5.5, 1e-9);
+  BOOST_CHECK_GT(sw_done->kv_s, 0);
+  BOOST_CHECK_CLOSE(sw_done->kv_s, kv_move_cost_of(engine, parallel_config{8}, 8, 180).best_s(),
+                    1e-9);
   // Both engines now keep TP4 and TP8 pre-mapped: a switch back skips their warm-up.
   rt.on_stats(stats_of(resumed[0], resumed[0].epoch, 90), 30);
   auto later = rt.tick(31);

@@ -76,7 +76,7 @@ gen_worker worker(uint32_t id, int running, int waiting, int64_t free, double ra
   for (int i = 0; i < waiting; ++i)
     w.waiting.push_back({first_request + 100 + uint64_t(i), context / 2 + 10 * i});
   w.kv_free_tokens = free;
-  w.decode_rate_tps = rate;
+  w.decode_rate_tps = w.pace_tps = rate; // a steady pace: no spread
   return w;
 }
 
@@ -162,6 +162,47 @@ BOOST_AUTO_TEST_CASE(a_recompute_counts_the_destination_batch_it_pauses) {
   BOOST_CHECK(!plan_migrations(light, {}).empty());
   auto busy = onto(8);
   BOOST_CHECK(plan_migrations(busy, {}).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_pace_s_spread_follows_how_far_its_rate_swings) {
+  pace_estimate steady;
+  for (int i = 0; i < 40; ++i)
+    steady.observe(40);
+  BOOST_CHECK_CLOSE(steady.mean_tps(), 40, 1e-9);
+  BOOST_CHECK_LT(steady.spread_tps(), 0.01);
+  pace_estimate swinging;                    // ticks spent recomputing between decoding ones
+  for (int i = 0; i < 40; ++i)
+    swinging.observe(i % 2 ? 60 : 1);
+  BOOST_CHECK_GT(swinging.spread_tps(), 20);
+  BOOST_CHECK_GT(swinging.mean_tps(), 20);
+  BOOST_CHECK_LT(swinging.mean_tps(), 45);
+  steady.observe(0); // an idle tick says nothing of its pace
+  BOOST_CHECK_CLOSE(steady.mean_tps(), 40, 1e-9);
+}
+
+BOOST_AUTO_TEST_CASE(a_gap_the_rates_own_swings_explain_moves_nothing) {
+  // The move above that pays (20 vs 40 tok/s, 400 generated, 2 s to move): with each pace
+  // swinging by 9 tok/s, the source may run at 29 and the destination at 31, which saves
+  // 400 x (1/29 - 1/31) = 0.9 s, less than the move.
+  auto noisy = [](double spread) {
+    std::vector<gen_worker> w{worker(0, 8, 0, 100000, 20, 0), worker(1, 1, 0, 100000, 40, 50)};
+    for (auto& x : w)
+      x.rate_spread_tps = spread;
+    for (auto& r : w[0].running) {
+      r.generated = 400;
+      r.move = {2.0, 1e9};
+    }
+    return w;
+  };
+  auto calm = noisy(1);
+  BOOST_CHECK(!plan_migrations(calm, {}).empty());
+  auto swinging = noisy(9);
+  BOOST_CHECK(plan_migrations(swinging, {}).empty());
+  // The source's rate this tick collapsed (it spent it recomputing): its pace is what counts.
+  auto stalled = noisy(1);
+  stalled[0].decode_rate_tps = 0.2;
+  stalled[0].pace_tps = 38;
+  BOOST_CHECK(plan_migrations(stalled, {}).empty());
 }
 
 BOOST_AUTO_TEST_CASE(a_moved_request_stays_put_for_the_cooldown) {

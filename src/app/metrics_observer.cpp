@@ -50,6 +50,7 @@ gen_metrics(gen_observer_actor::stateful_pointer<gen_metrics_state> self,
           break;
         }
         case gen_record_kind::planned: m.gen_solve_seconds().Observe(r.solve_ms / 1e3); break;
+        case gen_record_kind::switched: m.gen_switch_seconds().Observe(r.switch_s); break;
         case gen_record_kind::forecast_scored:
           if (r.forecast_error >= 0)
             m.gen_forecast_error(r.deployment).Set(r.forecast_error);

@@ -262,6 +262,7 @@ bool deployment_runtime::on_stats(const instance_stats& s, double now) {
   step_preemptions_ += std::max<int64_t>(0, s.preemptions - inst.preemptions_seen);
   inst.preemptions_seen = s.preemptions;
   inst.stats = s;
+  inst.pace.observe(s.decode_rate_tps);
   inst.fresh = true;
   inst.reported = now;
   if (!step_)

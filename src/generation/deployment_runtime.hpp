@@ -171,6 +171,7 @@ private:
     bool fresh = false;      // reported since the last tick
     double reported = -1;
     int64_t preemptions_seen = 0;
+    pace_estimate pace;      // its rate over the reports (the balancer's trust in it)
   };
   struct in_flight {
     pending_command pending;
@@ -262,6 +263,13 @@ private:
 
   reconfig_phase phase_ = reconfig_phase::none;
   std::string reconfig_from_;
+  struct switch_clock { // the switch under way, for its accounting (not kept over a restore)
+    double started = 0;
+    double planned_s = 0; // C_sw + C_mig
+    double kv_s = 0;      // the KV moved so far, the slowest instance's
+    std::string detail;
+  };
+  std::optional<switch_clock> switching_;
   std::map<uint64_t, uint32_t> assignment_; // request -> instance of the new layout
   std::map<uint64_t, admitted_request> held_; // with the engine that released it
   std::optional<gen_decision> pending_decision_; // waits for migrations to settle

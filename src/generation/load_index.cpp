@@ -1,6 +1,7 @@
 #include "generation/load_index.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace loom {
@@ -26,30 +27,55 @@ double load_index(const gen_worker& w, double mean_rate) {
   return queued / kv_limited_concurrency(w) / relative_rate;
 }
 
+void pace_estimate::observe(double rate_tps) {
+  if (rate_tps <= 0)
+    return;
+  if (!seen_) { // not §2.2's R/2: a straggler slow from its first report must be relieved
+    mean_ = rate_tps;
+    seen_ = true;
+    return;
+  }
+  spread_ = 0.75 * spread_ + 0.25 * std::abs(mean_ - rate_tps); // §2.3, beta 1/4, alpha 1/8
+  mean_ = 0.875 * mean_ + 0.125 * rate_tps;
+}
+
 namespace {
+
+/// A pace the worker can be trusted to keep: its rate less (`sign` -1) or more (+1) the
+/// spread it has shown.
+double bound(double rate, double spread, int sign) {
+  return rate > 0 ? std::max(0.0, rate + sign * spread) : 0.0;
+}
 
 /// Whether moving running request `r` onto `dst` pays (OrchestrRL App. A): the time it saves,
 /// its expected remaining tokens (as many as it generated: lengths are heavy-tailed) at the
 /// destination's pace instead of the source's, at least the waiting its KV move costs, the
-/// destination's running batch included when the move is a recompute (kv_move_cost).
-bool move_pays(const gen_request& r, double src_rate, const gen_worker& dst, double dst_rate) {
-  if (src_rate <= 0 || dst_rate <= 0)
+/// destination's running batch included when the move is a recompute (kv_move_cost). The
+/// paces are the workers' smoothed rates less what their spread leaves uncertain (the
+/// source's fastest, the destination's slowest): a gap the rates' own noise explains moves
+/// nothing.
+bool move_pays(const gen_request& r, const gen_worker& src, const gen_worker& dst,
+               double dst_rate, double dst_spread) {
+  const double from = bound(src.pace_tps, src.rate_spread_tps, +1);
+  const double to = bound(dst_rate, dst_spread, -1);
+  if (from <= 0 || to < from)
     return false;
-  const double saved = double(std::max<int64_t>(r.generated, 1)) * (1 / src_rate - 1 / dst_rate);
+  const double saved = double(std::max<int64_t>(r.generated, 1)) * (1 / from - 1 / to);
   return saved >= r.move.best_s(int(dst.running.size()));
 }
 
 /// Index into `queue` of the shortest-context request the destination can take, or -1.
 /// `running`: the queue is the running batch, whose requests move only if the move pays;
-/// `dst_rate` is the pace the destination offers (an idle one: the fastest seen).
+/// `dst_rate` is the pace the destination offers (an idle one: the fastest seen), `dst_spread`
+/// how far that pace has swung.
 long pick(const std::vector<gen_request>& queue, bool running, const gen_worker& src,
-          const gen_worker& dst, double dst_rate, const balancer_params& p) {
+          const gen_worker& dst, double dst_rate, double dst_spread, const balancer_params& p) {
   long best = -1;
   auto reserve = int64_t(dst.running.size()) * p.growth_reserve_tokens;
   for (size_t i = 0; i < queue.size(); ++i) {
     if (queue[i].pinned || dst.kv_free_tokens - queue[i].context_tokens < reserve)
       continue;
-    if (running && !move_pays(queue[i], src.decode_rate_tps, dst, dst_rate))
+    if (running && !move_pays(queue[i], src, dst, dst_rate, dst_spread))
       continue;
     if (best < 0 || queue[i].context_tokens < queue[size_t(best)].context_tokens)
       best = long(i);
@@ -65,11 +91,14 @@ std::vector<migration> plan_migrations(std::vector<gen_worker>& workers,
   if (workers.size() < 2)
     return out;
   double mean_rate = 0;
-  double fastest = 0;
-  for (auto& w : workers) {
-    mean_rate += w.decode_rate_tps / double(workers.size());
-    fastest = std::max(fastest, w.decode_rate_tps);
+  const gen_worker* fastest = &workers.front(); // what an idle worker will offer: the fastest
+  for (auto& w : workers) {                      // rate seen (a worker's pace rises as its
+    mean_rate += w.decode_rate_tps / double(workers.size()); // batch drains: no smoothing lag)
+    if (w.decode_rate_tps > fastest->decode_rate_tps)
+      fastest = &w;
   }
+  const double fastest_rate = fastest->decode_rate_tps;
+  const double fastest_spread = fastest->rate_spread_tps;
   std::vector<double> index(workers.size());
   for (size_t i = 0; i < workers.size(); ++i)
     index[i] = load_index(workers[i], mean_rate);
@@ -81,11 +110,13 @@ std::vector<migration> plan_migrations(std::vector<gen_worker>& workers,
     auto& dst = workers[size_t(lo - index.begin())];
     // Waiting requests first (no KV to move), shortest context first.
     bool from_waiting = true;
-    const double dst_rate = dst.running.empty() ? fastest : dst.decode_rate_tps;
-    long i = pick(src.waiting, false, src, dst, dst_rate, p);
+    const bool idle = dst.running.empty();
+    const double dst_rate = idle ? fastest_rate : dst.pace_tps;
+    const double dst_spread = idle ? fastest_spread : dst.rate_spread_tps;
+    long i = pick(src.waiting, false, src, dst, dst_rate, dst_spread, p);
     if (i < 0) {
       from_waiting = false;
-      i = pick(src.running, true, src, dst, dst_rate, p);
+      i = pick(src.running, true, src, dst, dst_rate, dst_spread, p);
     }
     if (i < 0)
       break; // nothing the least congested worker can take without hurting its batch

@@ -271,11 +271,14 @@ void deployment_runtime::admit_resumed(double now) {
         ++sequences;
         tokens += h->second.prompt_tokens + h->second.generated;
       }
-    bool recompute = sequences > 0
-                     && kv_move_cost_of(*engine_, instances_.at(k).config, int(sequences),
-                                        tokens / sequences, config_.planner.kv_path)
-                          .recompute();
+    kv_move_cost cost;
+    if (sequences > 0)
+      cost = kv_move_cost_of(*engine_, instances_.at(k).config, int(sequences),
+                             tokens / sequences, config_.planner.kv_path);
+    const bool recompute = sequences > 0 && cost.recompute();
     (recompute ? counters_.kv_recomputes : counters_.kv_transfers) += sequences;
+    if (switching_) // the new instance starts after its moved KV (engine_sim::admit)
+      switching_->kv_s = std::max(switching_->kv_s, cost.best_s());
     std::vector<admitted_request> list;
     for (auto id : ids) {
       auto& r = *find(id);
@@ -293,6 +296,16 @@ void deployment_runtime::admit_resumed(double now) {
 
 void deployment_runtime::finish_reconfiguration(double now) {
   phase_ = reconfig_phase::none;
+  if (switching_) {
+    gen_record r;
+    r.kind = gen_record_kind::switched;
+    r.detail = std::move(switching_->detail);
+    r.switch_s = now - switching_->started;
+    r.kv_s = switching_->kv_s;
+    r.planned_s = switching_->planned_s;
+    switching_.reset();
+    emit(std::move(r), now);
+  }
   assignment_.clear();
   held_.clear();
   note(fmt::format("layout {} serves: {}", epoch_, serving().name()));

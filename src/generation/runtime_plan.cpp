@@ -58,6 +58,8 @@ deployment_runtime::tick_work deployment_runtime::tick(double now) {
     w.kv_free_tokens = inst.stats->kv_free_tokens;
     w.max_batch = inst.stats->max_batch;
     w.decode_rate_tps = inst.stats->decode_rate_tps;
+    w.pace_tps = inst.pace.mean_tps();
+    w.rate_spread_tps = inst.pace.spread_tps();
     loads.push_back(std::move(w));
   }
   if (config_.planner_enabled && !planning_ && placed_ && now >= next_plan_at_
@@ -305,6 +307,7 @@ void deployment_runtime::begin_reconfiguration(const gen_decision& d, double now
   gen_record r;
   r.kind = gen_record_kind::reconfigured;
   r.detail = fmt::format("{} -> {}", reconfig_from_, d.deployment.name());
+  switching_ = switch_clock{now, d.switch_s + d.migrate_s, 0, r.detail};
   emit(std::move(r), now);
   gen_command drain;
   drain.kind = gen_command_kind::drain;

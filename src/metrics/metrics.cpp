@@ -82,6 +82,9 @@ service_metrics::service_metrics() : registry_(std::make_shared<prometheus::Regi
                               "Requests the balancer moved, by how their KV travelled");
   gen_solve_ = &histogram(r, "loom_gen_solve_seconds", "Generation planner solve time",
                           {1e-4, 1e-3, 1e-2, 0.05, 0.1, 1, 10});
+  gen_switch_ = &histogram(r, "loom_gen_switch_seconds",
+                           "A parallelism switch, from the drain until the new layout admitted",
+                           {0.5, 1, 2, 5, 10, 30, 60});
   gen_forecast_error_ = &gauges(r, "loom_gen_forecast_error",
                                 "Relative error of the last step's length-histogram forecast");
   gen_steps_ = &counters(r, "loom_gen_steps_total", "Generation steps finished");

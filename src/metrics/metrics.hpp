@@ -78,6 +78,8 @@ public:
   prometheus::Counter& gen_migrations(const std::string& deployment, const std::string& mode);
   /// Planner solve time (Eq. 1-4), seconds.
   prometheus::Histogram& gen_solve_seconds() { return *gen_solve_; }
+  /// A switch's duration, drain to the new layout admitting (§6.2.2's accounting), seconds.
+  prometheus::Histogram& gen_switch_seconds() { return *gen_switch_; }
   /// The last finished step's forecast error (histogram L1 over the batch).
   prometheus::Gauge& gen_forecast_error(const std::string& deployment);
   prometheus::Counter& gen_steps(const std::string& deployment);
@@ -133,6 +135,7 @@ private:
   prometheus::Family<prometheus::Counter>* gen_reconfigurations_;
   prometheus::Family<prometheus::Counter>* gen_migrations_;
   prometheus::Histogram* gen_solve_;
+  prometheus::Histogram* gen_switch_;
   prometheus::Family<prometheus::Gauge>* gen_forecast_error_;
   prometheus::Family<prometheus::Counter>* gen_steps_;
   prometheus::Family<prometheus::Counter>* gen_engines_lost_;

@@ -212,7 +212,7 @@ typename Inspector::result_type inspect(Inspector& f, gen_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_worker& x) {
   return f(caf::meta::type_name("gen_worker"), x.id, x.running, x.waiting, x.kv_free_tokens,
-           x.max_batch, x.decode_rate_tps);
+           x.max_batch, x.decode_rate_tps, x.pace_tps, x.rate_spread_tps);
 }
 
 template <class Inspector>
@@ -293,7 +293,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_record& x) {
   return f(caf::meta::type_name("gen_record"), x.deployment, x.kind, x.step, x.step_s, x.pending,
            x.detail, x.mode, x.reconfigure, x.solve_ms, x.forecast_error, x.forecast_mean_error,
-           x.preemptions);
+           x.preemptions, x.switch_s, x.kv_s, x.planned_s);
 }
 
 template <class Inspector>

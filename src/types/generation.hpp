@@ -129,6 +129,8 @@ struct gen_worker {
   int max_batch = 256;         // the engine's concurrency limit
   double decode_rate_tps = 0;  // observed decode rate of one running request (tokens/s): a
                                // busy worker's per-request pace, not its summed throughput
+  double pace_tps = 0;         // that rate smoothed over the ticks, and how far it swings around
+  double rate_spread_tps = 0;  // it (pace_estimate): what the balancer's moves are judged on
 };
 
 /// One request moved by the balancer.
@@ -303,11 +305,12 @@ enum class gen_record_kind : uint8_t {
   engine_lost,
   command_retried,
   command_abandoned,
+  switched,        // a reconfiguration's new layout serves (switch_s, kv_s, planned_s)
 };
 
 template <>
 struct enum_names<gen_record_kind> {
-  static constexpr std::array<std::pair<gen_record_kind, std::string_view>, 11> table{{
+  static constexpr std::array<std::pair<gen_record_kind, std::string_view>, 12> table{{
     {gen_record_kind::step_started, "step_started"},
     {gen_record_kind::planned, "planned"},
     {gen_record_kind::reconfigured, "reconfigured"},
@@ -319,6 +322,7 @@ struct enum_names<gen_record_kind> {
     {gen_record_kind::engine_lost, "engine_lost"},
     {gen_record_kind::command_retried, "command_retried"},
     {gen_record_kind::command_abandoned, "command_abandoned"},
+    {gen_record_kind::switched, "switched"},
   }};
 };
 
@@ -338,6 +342,13 @@ struct gen_record {
   double forecast_error = -1; // forecast_scored: histogram relative error (-1: none)
   double forecast_mean_error = -1;
   int64_t preemptions = 0;   // step_done: engine preemptions during the step
+  // switched (§6.2.2's switch accounting): seconds from the drain until every new instance had
+  // its requests (the engines' answers, their shard loads inside); the KV the switch moved,
+  // by App. A's cost model as the runtime took it (transfer or recompute, the slowest
+  // instance); and C_sw + C_mig as the planner predicted them.
+  double switch_s = 0;
+  double kv_s = 0;
+  double planned_s = 0;
 };
 
 /// What a deployment's controller has done, counted across restarts.
