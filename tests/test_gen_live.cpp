@@ -550,12 +550,12 @@ BOOST_AUTO_TEST_CASE(loom_drive_plays_a_generation_scenario_live_as_replay_decid
   auto replayed_switches = reconfigurations_in(s.dir / "replay/store/orchestr");
   BOOST_CHECK_EQUAL(replayed_switches.size(), replay["reconfigurations"].get<size_t>());
   BOOST_CHECK(reconfigurations_in(s.dir / "drive-db") == replayed_switches);
-  // The balancer acts live too. It reacts to every tick's loads, and those are the machine's:
-  // a busy machine delays one engine's ticks, which makes it a real straggler to move requests
-  // from, so the count follows the machine, not replay. Never a runaway: its cooldown keeps a
-  // request from moving back and forth, so there are fewer moves than requests.
+  // The balancer runs live too, on every tick's loads, and those are the machine's: a busy
+  // machine delays one engine's ticks. It moves a request only where a pace gap outlasts how
+  // far the rates swing (replay: none), so the count follows the machine, and is never a
+  // runaway: fewer moves than requests.
   const double live_moves = live["migrations"].get<double>();
   const auto workload = json::parse(lt::read_file(s.dir / "replay/report.json"))["workload"];
-  BOOST_CHECK_GT(live_moves, 0);
+  BOOST_TEST_MESSAGE("live moves " << live_moves << ", replayed " << replay["migrations"]);
   BOOST_CHECK_LT(live_moves, workload["steps"].get<double>() * workload["batch"].get<double>());
 }

@@ -176,6 +176,7 @@ BOOST_AUTO_TEST_CASE(a_pace_s_spread_follows_how_far_its_rate_swings) {
   BOOST_CHECK_GT(swinging.spread_tps(), 20);
   BOOST_CHECK_GT(swinging.mean_tps(), 20);
   BOOST_CHECK_LT(swinging.mean_tps(), 45);
+  BOOST_CHECK_CLOSE(swinging.peak_tps(), 60, 1e-9); // what it offers once idle
   steady.observe(0); // an idle tick says nothing of its pace
   BOOST_CHECK_CLOSE(steady.mean_tps(), 40, 1e-9);
 }

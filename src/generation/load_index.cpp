@@ -30,6 +30,7 @@ double load_index(const gen_worker& w, double mean_rate) {
 void pace_estimate::observe(double rate_tps) {
   if (rate_tps <= 0)
     return;
+  peak_ = std::max(peak_, rate_tps);
   if (!seen_) { // not §2.2's R/2: a straggler slow from its first report must be relieved
     mean_ = rate_tps;
     seen_ = true;
@@ -66,8 +67,7 @@ bool move_pays(const gen_request& r, const gen_worker& src, const gen_worker& ds
 
 /// Index into `queue` of the shortest-context request the destination can take, or -1.
 /// `running`: the queue is the running batch, whose requests move only if the move pays;
-/// `dst_rate` is the pace the destination offers (an idle one: the fastest seen), `dst_spread`
-/// how far that pace has swung.
+/// `dst_rate` is the pace the destination offers, `dst_spread` how far that pace has swung.
 long pick(const std::vector<gen_request>& queue, bool running, const gen_worker& src,
           const gen_worker& dst, double dst_rate, double dst_spread, const balancer_params& p) {
   long best = -1;
@@ -91,14 +91,11 @@ std::vector<migration> plan_migrations(std::vector<gen_worker>& workers,
   if (workers.size() < 2)
     return out;
   double mean_rate = 0;
-  const gen_worker* fastest = &workers.front(); // what an idle worker will offer: the fastest
-  for (auto& w : workers) {                      // rate seen (a worker's pace rises as its
-    mean_rate += w.decode_rate_tps / double(workers.size()); // batch drains: no smoothing lag)
-    if (w.decode_rate_tps > fastest->decode_rate_tps)
-      fastest = &w;
+  double fastest = 0; // the fastest rate seen now, less its swing
+  for (auto& w : workers) {
+    mean_rate += w.decode_rate_tps / double(workers.size());
+    fastest = std::max(fastest, bound(w.decode_rate_tps, w.rate_spread_tps, -1));
   }
-  const double fastest_rate = fastest->decode_rate_tps;
-  const double fastest_spread = fastest->rate_spread_tps;
   std::vector<double> index(workers.size());
   for (size_t i = 0; i < workers.size(); ++i)
     index[i] = load_index(workers[i], mean_rate);
@@ -110,9 +107,11 @@ std::vector<migration> plan_migrations(std::vector<gen_worker>& workers,
     auto& dst = workers[size_t(lo - index.begin())];
     // Waiting requests first (no KV to move), shortest context first.
     bool from_waiting = true;
+    // An idle worker offers a request the pace it ran its last, fewest requests at (its peak:
+    // its smoothed pace lags the rise as its batch drained), or the fastest seen now.
     const bool idle = dst.running.empty();
-    const double dst_rate = idle ? fastest_rate : dst.pace_tps;
-    const double dst_spread = idle ? fastest_spread : dst.rate_spread_tps;
+    const double dst_rate = idle ? std::max(fastest, dst.peak_tps) : dst.pace_tps;
+    const double dst_spread = idle ? 0.0 : dst.rate_spread_tps;
     long i = pick(src.waiting, false, src, dst, dst_rate, dst_spread, p);
     if (i < 0) {
       from_waiting = false;

@@ -35,10 +35,14 @@ public:
   void observe(double rate_tps);
   double mean_tps() const { return mean_; }
   double spread_tps() const { return spread_; }
+  /// The fastest it has run: the pace it offers a request once idle (it ran its last, fewest
+  /// requests at it).
+  double peak_tps() const { return peak_; }
 
 private:
   double mean_ = 0;
   double spread_ = 0;
+  double peak_ = 0;
   bool seen_ = false;
 };
 

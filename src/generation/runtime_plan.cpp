@@ -60,6 +60,7 @@ deployment_runtime::tick_work deployment_runtime::tick(double now) {
     w.decode_rate_tps = inst.stats->decode_rate_tps;
     w.pace_tps = inst.pace.mean_tps();
     w.rate_spread_tps = inst.pace.spread_tps();
+    w.peak_tps = inst.pace.peak_tps();
     loads.push_back(std::move(w));
   }
   if (config_.planner_enabled && !planning_ && placed_ && now >= next_plan_at_

@@ -212,7 +212,7 @@ typename Inspector::result_type inspect(Inspector& f, gen_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gen_worker& x) {
   return f(caf::meta::type_name("gen_worker"), x.id, x.running, x.waiting, x.kv_free_tokens,
-           x.max_batch, x.decode_rate_tps, x.pace_tps, x.rate_spread_tps);
+           x.max_batch, x.decode_rate_tps, x.pace_tps, x.rate_spread_tps, x.peak_tps);
 }
 
 template <class Inspector>

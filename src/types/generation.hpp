@@ -131,6 +131,7 @@ struct gen_worker {
                                // busy worker's per-request pace, not its summed throughput
   double pace_tps = 0;         // that rate smoothed over the ticks, and how far it swings around
   double rate_spread_tps = 0;  // it (pace_estimate): what the balancer's moves are judged on
+  double peak_tps = 0;         // the fastest it has run (what it offers once idle)
 };
 
 /// One request moved by the balancer.
