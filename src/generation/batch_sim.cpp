@@ -6,12 +6,19 @@ namespace loom {
 
 instance_result simulate_instance(const engine_model& engine, const parallel_config& config,
                                   const std::vector<sim_request>& requests,
-                                  decode_terms_table* terms) {
+                                  decode_terms_table* terms, double give_up_s,
+                                  std::vector<double>* finishes) {
   instance_sim sim{engine, config, terms};
+  sim.reserve(requests.size());
   for (size_t i = 0; i < requests.size(); ++i)
     sim.add(i, requests[i]);
-  sim.run_to_completion();
-  return {sim.now(), sim.steps(), sim.preemptions(), sim.peak_batch(), sim.feasible()};
+  sim.advance_to(give_up_s); // runs to completion unless the clock reaches give_up_s first
+  if (finishes)
+    for (auto& f : sim.finished())
+      finishes->push_back(f.second);
+  const bool stopped = sim.feasible() && !sim.idle();
+  const double makespan = stopped ? std::numeric_limits<double>::infinity() : sim.now();
+  return {makespan, sim.steps(), sim.preemptions(), sim.peak_batch(), sim.feasible()};
 }
 
 instance_result simulate_deployment(const engine_model& engine, const parallel_config& config,

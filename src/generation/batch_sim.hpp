@@ -3,6 +3,7 @@
 // completion by the continuous-batching simulator (OrchestrRL §4.1: T_k(R_k, y_k)).
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "generation/instance_sim.hpp"
@@ -18,10 +19,15 @@ struct instance_result {
 };
 
 /// Runs the requests to completion on one instance, in the given (arrival) order.
-/// `terms`: the config's decode_terms_table, if several simulations share one.
+/// `terms`: the config's decode_terms_table, if several simulations share one. A run still
+/// going at `give_up_s` stops there with an infinite makespan: a caller that only asks whether
+/// the makespan is under a bar need not simulate past it. Under the bar the result is exact.
+/// `finishes`, if given, gets each finished request's time appended.
 instance_result simulate_instance(const engine_model& engine, const parallel_config& config,
                                   const std::vector<sim_request>& requests,
-                                  decode_terms_table* terms = nullptr);
+                                  decode_terms_table* terms = nullptr,
+                                  double give_up_s = std::numeric_limits<double>::infinity(),
+                                  std::vector<double>* finishes = nullptr);
 
 /// DP instances of one config; requests are dealt round-robin in order, as a DP front end
 /// spreads a batch. The makespan is the slowest instance's.

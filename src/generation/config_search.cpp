@@ -88,18 +88,87 @@ std::vector<parallel_config> throughput_configs(const engine_model& engine, int 
   return out;
 }
 
+namespace {
+
+/// What an assignment balances: the sampled remaining lengths (scoring a candidate: each
+/// instance gets its share of the forecast distribution), or each request's expected remaining
+/// (placing: which request carries which sampled length is a guess).
+enum class balance_on : uint8_t { sampled, expected };
+
+int64_t weight(const gen_request_state& r, balance_on on) {
+  return on == balance_on::expected ? r.load() : r.remaining;
+}
+
+/// Heaviest first, ties in input order: a stable radix sort, 11 bits a pass, of each weight's
+/// distance below the heaviest (a few passes: weights are token counts). Planning sorts every
+/// checkpoint's requests, and a comparison sort was a tenth of a plan.
+std::vector<size_t> longest_first_order(const std::vector<gen_request_state>& reqs,
+                                        balance_on on = balance_on::sampled) {
+  constexpr int bits = 11;
+  constexpr uint64_t mask = (uint64_t(1) << bits) - 1;
+  std::vector<uint64_t> key(reqs.size());
+  int64_t heaviest = std::numeric_limits<int64_t>::min();
+  for (auto& r : reqs)
+    heaviest = std::max(heaviest, weight(r, on));
+  uint64_t widest = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    key[i] = uint64_t(heaviest - weight(reqs[i], on));
+    widest |= key[i];
+  }
+  std::vector<size_t> order(reqs.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::vector<size_t> next(reqs.size());
+  for (int shift = 0; shift == 0 || (widest >> shift) != 0; shift += bits) {
+    std::array<size_t, mask + 2> start{};
+    for (auto i : order)
+      ++start[((key[i] >> shift) & mask) + 1];
+    for (size_t b = 1; b < start.size(); ++b)
+      start[b] += start[b - 1];
+    for (auto i : order)
+      next[start[(key[i] >> shift) & mask]++] = i;
+    order.swap(next);
+  }
+  return order;
+}
+
+/// What the lower bounds read of a set of requests, once for every candidate scored on it:
+/// the tokens left to generate, the context tokens their steps will read, and the requests no
+/// other outlasts in both remaining tokens and context (the longest lone run is one of them:
+/// a step never gets cheaper with more context).
+struct request_summary {
+  double total = 0;
+  double read = 0;
+  std::vector<std::pair<double, double>> outlasting; // (remaining, context)
+};
+
+/// `longest_first`: the requests by remaining, longest first (longest_first_order).
+request_summary summarize(const std::vector<gen_request_state>& reqs,
+                          const std::vector<size_t>& longest_first) {
+  request_summary s;
+  for (auto& r : reqs) {
+    s.total += double(r.remaining);
+    const double n = double(std::max<int64_t>(r.remaining, 0));
+    s.read += n * double(r.context) + n * (n - 1) / 2; // context_r + t at its t-th token
+  }
+  double widest = -1;
+  for (auto i : longest_first)
+    if (double(reqs[i].context) > widest && reqs[i].remaining > 0) {
+      widest = double(reqs[i].context);
+      s.outlasting.emplace_back(double(reqs[i].remaining), widest);
+    }
+  return s;
+}
+
 double makespan_lower_bound(const engine_model& engine, const gen_deployment& d,
-                            const std::vector<gen_request_state>& reqs) {
+                            const request_summary& s) {
   // Once per config: a MoE step's terms cost a pow.
   const auto alone = engine.decode_terms(d.parallel, 1);
   const auto latency_alone = engine.decode_terms(d.mixed() ? d.latency : d.parallel, 1);
-  double total = 0;
   double longest = 0;
-  for (auto& r : reqs) {
-    total += double(r.remaining);
-    const double c = double(r.context);
-    longest = std::max(longest, double(r.remaining)
-                                  * std::min(alone.at(c), latency_alone.at(c)));
+  for (auto [remaining, context] : s.outlasting) {
+    const double step =
+      d.mixed() ? std::min(alone.at(context), latency_alone.at(context)) : alone.at(context);
+    longest = std::max(longest, remaining * step);
   }
   auto best_rate = [&](const parallel_config& config) {
     double best = 0;
@@ -113,68 +182,55 @@ double makespan_lower_bound(const engine_model& engine, const gen_deployment& d,
   double rate = d.instances * best_rate(d.parallel);
   if (d.mixed())
     rate += d.latency_instances * best_rate(d.latency);
-  return std::max(longest, total / rate);
-}
-
-namespace {
-
-/// What an assignment balances: the sampled remaining lengths (scoring a candidate: each
-/// instance gets its share of the forecast distribution), or each request's expected remaining
-/// (placing: which request carries which sampled length is a guess).
-enum class balance_on : uint8_t { sampled, expected };
-
-double weight(const gen_request_state& r, balance_on on) {
-  return double(on == balance_on::expected ? r.load() : r.remaining);
-}
-
-/// Heaviest first, ties in input order. Sorts (weight, index) pairs: comparing through the
-/// indices reached into the requests at random.
-std::vector<size_t> longest_first_order(const std::vector<gen_request_state>& reqs,
-                                        balance_on on = balance_on::sampled) {
-  std::vector<std::pair<double, size_t>> keyed(reqs.size());
-  for (size_t i = 0; i < reqs.size(); ++i)
-    keyed[i] = {-weight(reqs[i], on), i};
-  std::sort(keyed.begin(), keyed.end());
-  std::vector<size_t> order(reqs.size());
-  for (size_t i = 0; i < keyed.size(); ++i)
-    order[i] = keyed[i].second;
-  return order;
+  return std::max(longest, s.total / rate);
 }
 
 /// The least loaded instance, ties to the lowest index, as a tournament tree: a load change is
-/// one walk to the root, where a heap pops and pushes. An excluded instance is never the least.
+/// one walk to the root, where a heap pops and pushes. Each node holds its winner's load, so a
+/// walk compares neighbours without reaching back into the leaves. Loads are token counts,
+/// whole numbers: integer compares keep the walk's dependency chain short. An excluded instance
+/// is never the least.
 class least_loaded {
 public:
-  explicit least_loaded(const std::vector<double>& load) : key_(load) {
-    while (leaves_ < key_.size())
+  explicit least_loaded(const std::vector<int64_t>& load) {
+    while (leaves_ < load.size())
       leaves_ *= 2;
-    tree_.assign(2 * leaves_, none);
-    for (size_t k = 0; k < key_.size(); ++k)
-      tree_[leaves_ + k] = k;
+    tree_.assign(2 * leaves_, node{});
+    for (size_t k = 0; k < load.size(); ++k)
+      tree_[leaves_ + k] = {load[k], k};
     for (size_t n = leaves_ - 1; n > 0; --n)
       tree_[n] = winner(tree_[2 * n], tree_[2 * n + 1]);
   }
   /// The least loaded instance not excluded, or `none`.
-  size_t top() const {
-    const auto t = tree_[1];
-    return t == none || key_[t] == infinity ? none : t;
+  size_t top() const { return tree_[1].load == excluded ? none : tree_[1].index; }
+  void set(size_t k, int64_t load) {
+    // The winner is carried up in two scalars (registers): each level reads only the sibling,
+    // and the left one keeps ties. Branch-free: which side wins is a coin flip to a predictor.
+    size_t n = leaves_ + k;
+    tree_[n].load = load;
+    for (; n > 1; n /= 2) {
+      const node& sibling = tree_[n ^ 1];
+      // A left sibling (n odd) wins ties: it needs to be under load + 1.
+      const bool sibling_wins = sibling.load < load + int64_t(n & 1);
+      const auto mask = size_t(0) - size_t(sibling_wins);
+      k ^= (k ^ sibling.index) & mask;
+      load ^= (load ^ sibling.load) & int64_t(mask);
+      tree_[n / 2].load = load;
+      tree_[n / 2].index = k;
+    }
   }
-  void set(size_t k, double load) {
-    key_[k] = load;
-    for (size_t n = (leaves_ + k) / 2; n > 0; n /= 2)
-      tree_[n] = winner(tree_[2 * n], tree_[2 * n + 1]);
-  }
-  void exclude(size_t k) { set(k, infinity); }
+  void exclude(size_t k) { set(k, excluded); }
   static constexpr size_t none = std::numeric_limits<size_t>::max();
 
 private:
-  size_t winner(size_t a, size_t b) const {
-    if (a == none || b == none)
-      return a == none ? b : a;
-    return key_[b] < key_[a] ? b : a; // a < b: ties to a
-  }
-  std::vector<double> key_;
-  std::vector<size_t> tree_;
+  // One under the largest: load + 1 above stays defined.
+  static constexpr int64_t excluded = std::numeric_limits<int64_t>::max() - 1;
+  struct node {
+    int64_t load = excluded; // padding and excluded instances never win
+    size_t index = none;
+  };
+  static const node& winner(const node& a, const node& b) { return b.load < a.load ? b : a; }
+  std::vector<node> tree_;
   size_t leaves_ = 1;
 };
 
@@ -220,7 +276,7 @@ std::vector<int> balanced_assignment(const engine_model& engine, const gen_deplo
                                      const std::vector<int>& fixed, const planner_params& p,
                                      balance_on on = balance_on::sampled) {
   const double cap = double(engine.kv_capacity_tokens(d.parallel));
-  std::vector<double> load(size_t(d.instances), 0.0);
+  std::vector<int64_t> load(size_t(d.instances), 0);
   std::vector<double> kv(size_t(d.instances), 0.0);
   std::vector<int> out = fixed;
   double total_kv = 0;
@@ -374,17 +430,27 @@ struct evaluation {
   double migrate_s = 0;
   std::vector<int> assignment;
   size_t long_count = 0; // mixed: how many of the longest requests the latency instances took
+  std::vector<double> finishes; // each request's finish time (unsorted), when it ran to the end
 };
 
-/// Eq. 1 for deployment `d` with `assignment`.
+/// Eq. 1 for deployment `d` with `assignment`. At or past `cutoff` the objective is only
+/// known to be there (infinity): the instances stop simulating once one of them gets there.
+/// The margin keeps a give-up out of the reach of rounding in the callers' own comparisons.
 evaluation evaluate_assignment(const engine_model& engine, const gen_deployment& d,
                                bool is_current, const std::vector<gen_request_state>& reqs,
-                               std::vector<int> assignment, const planner_params& p) {
+                               std::vector<int> assignment, const planner_params& p,
+                               double cutoff = infinity) {
   evaluation e;
   e.assignment = std::move(assignment);
+  e.finishes.reserve(reqs.size());
   std::vector<std::vector<sim_request>> per(size_t(d.size()));
   std::vector<int64_t> moved(size_t(d.size()), 0);
   std::vector<int64_t> moved_tokens(size_t(d.size()), 0);
+  std::vector<size_t> count(size_t(d.size()), 0); // each instance's list allocated once
+  for (auto k : e.assignment)
+    ++count[size_t(k)];
+  for (size_t k = 0; k < per.size(); ++k)
+    per[k].reserve(count[k]);
   for (size_t i = 0; i < reqs.size(); ++i) {
     auto k = size_t(e.assignment[i]);
     bool stays = is_current && reqs[i].instance == e.assignment[i];
@@ -401,16 +467,17 @@ evaluation evaluate_assignment(const engine_model& engine, const gen_deployment&
   double worst = 0;
   decode_terms_table base{engine, d.parallel};
   decode_terms_table latency{engine, d.latency};
+  const double give_up = cutoff + 1e-9 * (1.0 + std::abs(cutoff)) - e.switch_s;
   for (size_t k = 0; k < per.size(); ++k) {
     const auto& config = d.config_of(int(k));
-    auto sim = simulate_instance(engine, config, per[k],
-                                 config == d.parallel ? &base : &latency);
-    if (!sim.feasible)
-      return evaluation{};
     double mig = moved[k] > 0 ? kv_move_cost_of(engine, config, int(moved[k]),
                                                 moved_tokens[k] / moved[k], p.kv_path)
                                   .best_s()
                               : 0.0;
+    auto sim = simulate_instance(engine, config, per[k], config == d.parallel ? &base : &latency,
+                                 give_up - mig, &e.finishes);
+    if (!sim.feasible || sim.makespan_s == infinity)
+      return evaluation{};
     e.migrate_s = std::max(e.migrate_s, mig);
     worst = std::max(worst, sim.makespan_s + mig);
   }
@@ -422,14 +489,16 @@ evaluation evaluate_assignment(const engine_model& engine, const gen_deployment&
 /// deployment as it stands); otherwise every request is placed afresh, and those that land
 /// elsewhere pay C_mig. A deployment other than the current one also pays C_sw. A mixed one
 /// is scored with its latency instances taking 1, 2, 4, ... of the longest requests each, up
-/// to their share of the GPUs, and keeps the best split.
+/// to their share of the GPUs, and keeps the best split. `cutoff` as in evaluate_assignment.
 evaluation evaluate(const engine_model& engine, const gen_deployment& d, bool is_current,
                     bool keep, const std::vector<gen_request_state>& reqs,
-                    const std::vector<size_t>& longest_first, const planner_params& p) {
+                    const std::vector<size_t>& longest_first, const planner_params& p,
+                    double cutoff = infinity) {
   const auto fixed = kept_in_place(d, reqs, keep);
   if (!d.mixed())
     return evaluate_assignment(engine, d, is_current, reqs,
-                               balanced_assignment(engine, d, reqs, longest_first, fixed, p), p);
+                               balanced_assignment(engine, d, reqs, longest_first, fixed, p), p,
+                               cutoff);
   const auto to_place = size_t(std::count(fixed.begin(), fixed.end(), -1));
   const size_t share = to_place * size_t(d.latency_instances * d.latency.gpus()) / size_t(d.gpus());
   evaluation best;
@@ -437,7 +506,8 @@ evaluation evaluate(const engine_model& engine, const gen_deployment& d, bool is
        n *= 2) {
     auto e = evaluate_assignment(
       engine, d, is_current, reqs,
-      mixed_assignment(engine, d, reqs, fixed, n, p, balance_on::sampled), p);
+      mixed_assignment(engine, d, reqs, fixed, n, p, balance_on::sampled), p,
+      std::min(cutoff, best.objective));
     e.long_count = n;
     if (e.objective < best.objective)
       best = std::move(e);
@@ -447,7 +517,9 @@ evaluation evaluate(const engine_model& engine, const gen_deployment& d, bool is
 
 /// The pending requests as they would stand when `d`, running them where `assignment` puts
 /// them, is down to each of `counts` unfinished requests (descending); one checkpoint per count
-/// reached before the end. A request admitted (or resident) keeps its instance and KV.
+/// reached before the end and before `until_s` (the callers stop there). `finishes`: when each
+/// request finished in the scoring run of that placement, which tells when the counts are
+/// reached. A request admitted (or resident) keeps its instance and KV.
 struct checkpoint {
   double at_s = 0;
   std::vector<gen_request_state> pending;
@@ -456,7 +528,9 @@ struct checkpoint {
 std::vector<checkpoint> run_to_checkpoints(const engine_model& engine, const gen_deployment& d,
                                            const std::vector<gen_request_state>& reqs,
                                            const std::vector<int>& assignment,
-                                           const std::vector<size_t>& counts) {
+                                           std::vector<double> finishes,
+                                           const std::vector<size_t>& counts,
+                                           double until_s) {
   decode_terms_table base{engine, d.parallel};
   decode_terms_table latency{engine, d.latency};
   std::vector<instance_sim> sims;
@@ -464,29 +538,79 @@ std::vector<checkpoint> run_to_checkpoints(const engine_model& engine, const gen
     sims.emplace_back(engine, d.config_of(k), d.config_of(k) == d.parallel ? &base : &latency);
   for (size_t i = 0; i < reqs.size(); ++i)
     sims[size_t(assignment[i])].add(i, {reqs[i].context, reqs[i].remaining, reqs[i].instance >= 0});
-  std::vector<double> finishes;
-  for (auto sim : sims) { // a copy runs ahead to learn when the counts are reached
-    sim.run_to_completion();
-    for (auto& f : sim.finished())
-      finishes.push_back(f.second);
-  }
-  std::sort(finishes.begin(), finishes.end());
   std::vector<checkpoint> out;
+  auto selected = finishes.begin(); // the ranks rise: each selection works right of the last
   for (auto left : counts) {
     if (left == 0 || left >= finishes.size())
       continue;
+    const auto rank = finishes.end() - std::ptrdiff_t(left) - 1;
+    std::nth_element(selected, rank, finishes.end());
+    selected = rank + 1;
     checkpoint c;
-    c.at_s = finishes[finishes.size() - left - 1];
+    c.at_s = *rank;
+    if (c.at_s >= until_s)
+      break;
+    c.pending.reserve(left + sims.size());
     for (size_t k = 0; k < sims.size(); ++k) {
       sims[k].advance_to(c.at_s);
-      for (auto& r : sims[k].requests())
+      sims[k].for_each_request([&](const request_progress& r) {
         c.pending.push_back({reqs[r.id].id, r.state.context, r.state.remaining,
                              r.state.kv_resident ? int(k) : -1});
+      });
     }
     out.push_back(std::move(c));
   }
   return out;
 }
+
+/// A homogeneous config's least step cost per unit of work, over every batch size it runs:
+/// for each line of its step terms, the least a generated token costs (the line's batch part
+/// and the fixed part, per request in the batch) and the least a context token read costs.
+struct token_floors {
+  parallel_config config;
+  int lines = 0;
+  std::array<double, 4> per_generated{};
+  std::array<double, 4> per_context{};
+};
+
+token_floors floors_of(const engine_model& engine, const parallel_config& config) {
+  token_floors f{config};
+  f.per_generated.fill(infinity);
+  f.per_context.fill(infinity);
+  for (int b = 1; b <= engine.max_batch(config); ++b) {
+    const auto t = engine.decode_terms(config, b);
+    f.lines = t.count;
+    for (size_t j = 0; j < size_t(t.count); ++j) {
+      f.per_generated[j] = std::min(f.per_generated[j], (t.lines[j].base + t.fixed) / b);
+      f.per_context[j] = std::min(f.per_context[j], t.lines[j].per_token);
+    }
+  }
+  return f;
+}
+
+/// work_lower_bound from floors and a summary computed once (the look-ahead prunes with it).
+double work_lower_bound(const token_floors& f, int instances, const request_summary& s) {
+  double bound = 0;
+  for (size_t j = 0; j < size_t(f.lines); ++j)
+    bound = std::max(bound, f.per_generated[j] * s.total + f.per_context[j] * s.read);
+  return bound / instances;
+}
+
+/// token_floors of the configs the look-ahead meets, each computed once.
+class floors_cache {
+public:
+  explicit floors_cache(const engine_model& engine) : engine_(&engine) {}
+  const token_floors& of(const parallel_config& c) {
+    for (auto& f : known_)
+      if (f.config == c)
+        return f;
+    return known_.emplace_back(floors_of(*engine_, c));
+  }
+
+private:
+  const engine_model* engine_;
+  std::vector<token_floors> known_;
+};
 
 /// The look-ahead (OrchestrRL §4.1, third heuristic): keep the current deployment while the
 /// batch is large and switch to a latency mode (one that decodes a lone request faster) only
@@ -496,23 +620,25 @@ std::vector<checkpoint> run_to_checkpoints(const engine_model& engine, const gen
 /// 9/16, ... of them remain, and stops at the first plan that beats `bar`; returns its
 /// objective, costs included (infinity if none does).
 double deferred_switch_s(const engine_model& engine, int budget, const gen_deployment& current,
-                         const std::vector<int>& assignment,
-                         const std::vector<gen_request_state>& reqs, double bar,
-                         const planner_params& p) {
+                         const evaluation& staying, const std::vector<gen_request_state>& reqs,
+                         double bar, const planner_params& p) {
   std::vector<size_t> counts;
   for (size_t left = reqs.size() * 3 / 4; left > 0; left = left * 3 / 4)
     counts.push_back(left);
   const double lone_now = lone_step_s(engine, current);
-  for (auto& c : run_to_checkpoints(engine, current, reqs, assignment, counts)) {
-    if (c.at_s >= bar)
-      break;
+  floors_cache floors{engine};
+  for (auto& c : run_to_checkpoints(engine, current, reqs, staying.assignment, staying.finishes,
+                                    counts, bar)) {
     const auto order = longest_first_order(c.pending);
+    const auto summary = summarize(c.pending, order);
     for (auto& later : candidates(engine, budget, current, c.pending.size(), p)) {
-      if (later.mixed() || lone_step_s(engine, later) >= lone_now
-          || c.at_s + switch_cost_s(engine, later, p)
-                 + makespan_lower_bound(engine, later, c.pending) >= bar)
+      if (later.mixed() || lone_step_s(engine, later) >= lone_now)
         continue;
-      auto e = evaluate(engine, later, false, false, c.pending, order, p);
+      const double from = c.at_s + switch_cost_s(engine, later, p);
+      if (from + makespan_lower_bound(engine, later, summary) >= bar
+          || from + work_lower_bound(floors.of(later.parallel), later.instances, summary) >= bar)
+        continue;
+      auto e = evaluate(engine, later, false, false, c.pending, order, p, bar - c.at_s);
       if (c.at_s + e.objective < bar)
         return c.at_s + e.objective;
     }
@@ -529,26 +655,37 @@ double with_tail_switch_s(const engine_model& engine, int budget, const gen_depl
                           const evaluation& e, const std::vector<gen_request_state>& reqs,
                           const planner_params& p) {
   double best = e.objective;
-  auto counted = [&](double at, double later_s) {
+  if (best == infinity)
+    return best; // it cannot run: no run to switch from
+  auto to_beat = [&](double at) { // what a later switch at `at` must take less than to count
     const double staying = e.objective - at;
-    return later_s < staying - std::max(p.epsilon_s, p.error_margin * staying);
+    return staying - std::max(p.epsilon_s, p.error_margin * staying);
   };
   std::vector<size_t> counts;
   for (size_t left = reqs.size() * 3 / 4; left > 0; left = left * 3 / 4)
     counts.push_back(left);
   const double lone = lone_step_s(engine, d);
-  for (auto& c : run_to_checkpoints(engine, d, reqs, e.assignment, counts)) {
+  floors_cache floors{engine};
+  // Past e.objective less the switch, the loop below stops (the margin outruns rounding).
+  const double until = e.objective - e.switch_s + 1e-9 * (1.0 + std::abs(e.objective));
+  for (auto& c :
+       run_to_checkpoints(engine, d, reqs, e.assignment, e.finishes, counts, until)) {
     const double at = e.switch_s + c.at_s;
     if (at >= best)
       break;
     const auto order = longest_first_order(c.pending);
+    const auto summary = summarize(c.pending, order);
     for (auto& later : candidates(engine, budget, d, c.pending.size(), p)) {
-      if (later.mixed() || lone_step_s(engine, later) >= lone
-          || at + switch_cost_s(engine, later, p) + makespan_lower_bound(engine, later, c.pending)
-               >= best)
+      if (later.mixed() || lone_step_s(engine, later) >= lone)
         continue;
-      const double later_s = evaluate(engine, later, false, false, c.pending, order, p).objective;
-      if (counted(at, later_s))
+      const double from = at + switch_cost_s(engine, later, p);
+      if (from + makespan_lower_bound(engine, later, summary) >= best
+          || from + work_lower_bound(floors.of(later.parallel), later.instances, summary) >= best)
+        continue;
+      const double later_s = evaluate(engine, later, false, false, c.pending, order, p,
+                                      std::min(best - at, to_beat(at)))
+                               .objective;
+      if (later_s < to_beat(at))
         best = std::min(best, at + later_s);
     }
   }
@@ -601,8 +738,9 @@ void score_current(const engine_model& engine, const gen_deployment& d, double b
                    evaluation& e) {
   if (bound < e.objective
       && std::any_of(requests.begin(), requests.end(), [](auto& r) { return r.instance >= 0; }))
-    e.objective = std::min(
-      e.objective, evaluate(engine, d, true, false, requests, longest_first, params).objective);
+    e.objective = std::min(e.objective, evaluate(engine, d, true, false, requests, longest_first,
+                                                 params, e.objective)
+                                          .objective);
 }
 
 /// Where the chosen deployment's requests go: balanced on their expected remaining lengths
@@ -621,6 +759,17 @@ std::vector<int> placement(const engine_model& engine, const gen_deployment& d, 
 }
 
 } // namespace
+
+double makespan_lower_bound(const engine_model& engine, const gen_deployment& d,
+                            const std::vector<gen_request_state>& reqs) {
+  return makespan_lower_bound(engine, d, summarize(reqs, longest_first_order(reqs)));
+}
+
+double work_lower_bound(const engine_model& engine, const parallel_config& config, int instances,
+                        const std::vector<gen_request_state>& reqs) {
+  return work_lower_bound(floors_of(engine, config), instances,
+                          summarize(reqs, longest_first_order(reqs)));
+}
 
 double objective_of(const engine_model& engine, int gpu_budget, const gen_deployment& d,
                     const gen_deployment& current,
@@ -648,7 +797,7 @@ namespace {
 struct search_result {
   evaluation best;
   gen_deployment best_config;
-  size_t current_long_count = 0;
+  evaluation current; // the current deployment as placed, before score_current
   std::vector<std::pair<gen_deployment, evaluation>> starts;
 };
 
@@ -662,9 +811,10 @@ search_result search(const engine_model& engine, int gpu_budget, const gen_deplo
   search_result out;
   out.best_config = current;
   auto options = candidates(engine, gpu_budget, current, requests.size(), params);
+  const auto summary = summarize(requests, longest_first);
   std::vector<double> bound;
   for (auto& d : options)
-    bound.push_back(makespan_lower_bound(engine, d, requests)
+    bound.push_back(makespan_lower_bound(engine, d, summary)
                     + (d == current ? 0.0 : switch_cost_s(engine, d, params)));
   for (auto i : search_order(options, current, bound)) {
     const auto& d = options[i];
@@ -676,7 +826,7 @@ search_result search(const engine_model& engine, int gpu_budget, const gen_deplo
     auto e = evaluate(engine, d, is_current, is_current, requests, longest_first, params);
     if (is_current) {
       plan.assignment = e.assignment;
-      out.current_long_count = e.long_count;
+      out.current = e;
       score_current(engine, d, bound[i], requests, longest_first, params, e);
       plan.current_s = e.objective;
     }
@@ -718,7 +868,7 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
   plan.objective_s = infinity;
   const bool start = params.look_ahead && new_batch(requests);
   const auto longest_first = longest_first_order(requests);
-  auto [best, best_config, current_long_count, starts] =
+  auto [best, best_config, staying, starts] =
     search(engine, gpu_budget, current, requests, longest_first, start, params, plan);
   if (start)
     start_with_tail_switch(engine, gpu_budget, current, requests, params, plan, starts, best,
@@ -732,7 +882,7 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
                               : std::max(params.epsilon_s, params.error_margin * plan.current_s);
   bool reconfigure = !(best_config == current) && best.objective < plan.current_s - margin;
   if (reconfigure && !start && params.look_ahead && plan.assignment.size() == requests.size()) {
-    plan.deferred_s = deferred_switch_s(engine, gpu_budget, current, plan.assignment, requests,
+    plan.deferred_s = deferred_switch_s(engine, gpu_budget, current, staying, requests,
                                         best.objective - params.epsilon_s, params);
     reconfigure = plan.deferred_s == infinity;
   }
@@ -748,7 +898,7 @@ gen_plan plan_generation(const engine_model& engine, int gpu_budget,
   } else {
     plan.objective_s = plan.current_s;
     plan.assignment = placement(engine, current, true, requests, std::move(plan.assignment),
-                                current_long_count, params);
+                                staying.long_count, params);
   }
   return plan;
 }

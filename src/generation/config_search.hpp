@@ -109,6 +109,14 @@ struct gen_plan {
 double makespan_lower_bound(const engine_model& engine, const gen_deployment& d,
                             const std::vector<gen_request_state>& requests);
 
+/// No placement of `requests` on `instances` instances of `config` finishes sooner: a step of
+/// batch b reading C context tokens costs, for any line of its terms, at least the least that
+/// line charges a generated token (over every batch size) times b plus its slope times C; each
+/// request reads its context plus t at its t-th token, and the instances share the steps at best
+/// evenly. Tighter than makespan_lower_bound where steps read long contexts.
+double work_lower_bound(const engine_model& engine, const parallel_config& config, int instances,
+                        const std::vector<gen_request_state>& requests);
+
 /// A batch nothing has run yet: every request unplaced with nothing generated (a step's start,
 /// or the next step foreseen between steps).
 bool new_batch(const std::vector<gen_request_state>& requests);

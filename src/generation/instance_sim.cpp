@@ -8,11 +8,7 @@ namespace loom {
 instance_sim::instance_sim(const engine_model& engine, const parallel_config& config,
                            decode_terms_table* terms)
   : engine_(&engine), terms_(terms), config_(config),
-    capacity_(engine.kv_capacity_tokens(config)) {}
-
-int instance_sim::max_batch() const {
-  return engine_->max_batch(config_);
-}
+    capacity_(engine.kv_capacity_tokens(config)), max_batch_(engine.max_batch(config)) {}
 
 void instance_sim::add(uint64_t id, const sim_request& request) {
   if (request.remaining <= 0)
@@ -65,7 +61,7 @@ void instance_sim::admit() {
     s_ += r.req.context - r.admitted;
     ++batch_;
     admission_order_.push_back(i);
-    finishing_.emplace(r.finish, i, r.epoch);
+    finishing_.push({r.finish, uint32_t(i), r.epoch});
   }
   clock_ += engine_->prefill_s(config_, prefill_tokens); // one chunked-prefill pass
   if (batch_ == 0 && !waiting_.empty())
@@ -74,8 +70,8 @@ void instance_sim::admit() {
 }
 
 void instance_sim::retire_finished() {
-  while (!finishing_.empty() && std::get<0>(finishing_.top()) <= step_) {
-    auto [finish, i, epoch] = finishing_.top();
+  while (!finishing_.empty() && finishing_.top().finish <= step_) {
+    const auto [finish, i, epoch] = finishing_.top();
     finishing_.pop();
     auto& r = slots_[i];
     if (!r.active || r.epoch != epoch)
@@ -113,12 +109,12 @@ void instance_sim::advance_to(double t) {
     if (batch_ == 0)
       break;
     while (true) { // drop stale heap entries
-      auto [finish, i, epoch] = finishing_.top();
+      const auto [finish, i, epoch] = finishing_.top();
       if (slots_[i].active && slots_[i].epoch == epoch)
         break;
       finishing_.pop();
     }
-    int64_t until_finish = std::get<0>(finishing_.top()) - step_;
+    int64_t until_finish = finishing_.top().finish - step_;
     // A lone sequence beyond the cache has no one to preempt: it runs to its end.
     int64_t until_overflow = used() > capacity_ ? until_finish : (capacity_ - used()) / batch_ + 1;
     int64_t steps = std::max<int64_t>(1, std::min(until_finish, until_overflow));
@@ -162,16 +158,7 @@ void instance_sim::wait_until(double t) {
 
 std::vector<request_progress> instance_sim::requests() const {
   std::vector<request_progress> out;
-  for (auto& r : slots_) {
-    if (!r.present)
-      continue;
-    if (r.active) {
-      auto generated = step_ - r.admitted;
-      out.push_back({r.id, {r.req.context + generated, r.req.remaining - generated, true}, true});
-    } else {
-      out.push_back({r.id, r.req, false});
-    }
-  }
+  for_each_request([&](const request_progress& r) { out.push_back(r); });
   return out;
 }
 

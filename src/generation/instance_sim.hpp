@@ -11,7 +11,6 @@
 #include <deque>
 #include <optional>
 #include <queue>
-#include <tuple>
 #include <vector>
 
 #include "generation/engine_model.hpp"
@@ -39,6 +38,8 @@ public:
 
   /// Queues a request behind the waiting ones.
   void add(uint64_t id, const sim_request& request);
+  /// Room for `requests` more without reallocating.
+  void reserve(size_t requests) { slots_.reserve(slots_.size() + requests); }
 
   /// Removes a request wherever it is; its progress so far is in the returned state.
   std::optional<sim_request> take(uint64_t id);
@@ -60,7 +61,7 @@ public:
   size_t waiting() const { return waiting_.size(); }
   int64_t kv_capacity_tokens() const { return capacity_; }
   int64_t kv_free_tokens() const { return capacity_ - used(); }
-  int max_batch() const;
+  int max_batch() const { return max_batch_; }
   /// Tokens per second over the last advance_to, summed over the batch.
   double decode_rate_tps() const { return rate_; }
   /// Decode steps per second over the last advance_to: how fast one running request
@@ -73,6 +74,21 @@ public:
 
   /// Every request still here, waiting or running.
   std::vector<request_progress> requests() const;
+  /// Calls `f(request_progress)` for every request still here, without a list to hold them.
+  template <typename F>
+  void for_each_request(F&& f) const {
+    for (auto& r : slots_) {
+      if (!r.present)
+        continue;
+      if (!r.active) {
+        f(request_progress{r.id, r.req, false});
+        continue;
+      }
+      const auto generated = step_ - r.admitted;
+      f(request_progress{
+        r.id, {r.req.context + generated, r.req.remaining - generated, true}, true});
+    }
+  }
   /// (id, finish time) of every request finished so far, in finishing order.
   const std::vector<std::pair<uint64_t, double>>& finished() const { return finished_; }
 
@@ -97,10 +113,20 @@ private:
   decode_terms_table* terms_;
   parallel_config config_;
   int64_t capacity_;
+  int max_batch_;
   std::vector<slot> slots_;
   std::deque<size_t> waiting_;
   std::deque<size_t> admission_order_; // running, oldest first (lazy: may hold departed)
-  using entry = std::tuple<int64_t, size_t, uint32_t>; // finish step, slot, epoch
+  struct entry {
+    int64_t finish = 0; // step
+    uint32_t slot = 0;
+    uint32_t epoch = 0;
+    /// Earliest finish on top, ties to the lower slot; entries alike but for their epoch
+    /// are one request's, and only the live one is acted on.
+    bool operator>(const entry& o) const {
+      return finish != o.finish ? finish > o.finish : slot > o.slot;
+    }
+  };
   std::priority_queue<entry, std::vector<entry>, std::greater<>> finishing_;
   std::vector<std::pair<uint64_t, double>> finished_;
   int64_t step_ = 0;
