@@ -600,6 +600,11 @@ double work_lower_bound(const token_floors& f, int instances, const request_summ
 class floors_cache {
 public:
   explicit floors_cache(const engine_model& engine) : engine_(&engine) {}
+  /// Whether pruning `requests` on `c` with the work bound can pay: its floors cost one step
+  /// model per batch size, about what scoring that many requests costs.
+  bool pays(const parallel_config& c, size_t requests) const {
+    return requests > size_t(engine_->max_batch(c));
+  }
   const token_floors& of(const parallel_config& c) {
     for (auto& f : known_)
       if (f.config == c)
@@ -636,7 +641,9 @@ double deferred_switch_s(const engine_model& engine, int budget, const gen_deplo
         continue;
       const double from = c.at_s + switch_cost_s(engine, later, p);
       if (from + makespan_lower_bound(engine, later, summary) >= bar
-          || from + work_lower_bound(floors.of(later.parallel), later.instances, summary) >= bar)
+          || (floors.pays(later.parallel, c.pending.size())
+              && from + work_lower_bound(floors.of(later.parallel), later.instances, summary)
+                   >= bar))
         continue;
       auto e = evaluate(engine, later, false, false, c.pending, order, p, bar - c.at_s);
       if (c.at_s + e.objective < bar)
@@ -680,7 +687,9 @@ double with_tail_switch_s(const engine_model& engine, int budget, const gen_depl
         continue;
       const double from = at + switch_cost_s(engine, later, p);
       if (from + makespan_lower_bound(engine, later, summary) >= best
-          || from + work_lower_bound(floors.of(later.parallel), later.instances, summary) >= best)
+          || (floors.pays(later.parallel, c.pending.size())
+              && from + work_lower_bound(floors.of(later.parallel), later.instances, summary)
+                   >= best))
         continue;
       const double later_s = evaluate(engine, later, false, false, c.pending, order, p,
                                       std::min(best - at, to_beat(at)))
