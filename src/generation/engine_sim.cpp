@@ -211,8 +211,9 @@ std::vector<instance_stats> engine_sim::stats() const {
     s.engine = id_;
     s.instance = k;
     s.epoch = epoch_;
-    for (auto& p : h.sim.requests())
+    h.sim.for_each_request([&](const request_progress& p) {
       s.requests.push_back(state_of(p.id, p.state, p.running));
+    });
     s.kv_free_tokens = h.sim.kv_free_tokens();
     s.kv_capacity_tokens = h.sim.kv_capacity_tokens();
     s.max_batch = h.sim.max_batch();
