@@ -398,6 +398,22 @@ BOOST_AUTO_TEST_CASE(a_switch_to_a_config_the_engines_ran_skips_their_warm_up) {
   BOOST_CHECK_CLOSE(plan_generation(e, 8, {2, 4}, pending, warm).switch_s, first.switch_s, 1e-9);
 }
 
+BOOST_AUTO_TEST_CASE(a_start_that_cannot_hold_a_prompt_is_passed_over) {
+  // Qwen2.5-32B on one H800 holds 11,444 KV tokens: a 12,000-token prompt fits no TP1
+  // instance. That start scores infinity and has no run to switch from; the look-ahead read
+  // its empty placement before (a crash); the plan must take another start.
+  const engine_model e{*find_model("Qwen2.5-32B"), *find_builtin_gpu("H800")};
+  BOOST_REQUIRE_LT(e.kv_capacity_tokens(parallel_config(1)), 12000);
+  std::vector<gen_request_state> batch;
+  for (uint64_t i = 0; i < 512; ++i)
+    batch.push_back({i, i == 0 ? 12000 : 500, 2000, -1});
+  const auto plan = plan_generation(e, 16, {parallel_config(1), 16}, batch, planner_params{});
+  BOOST_CHECK(plan.reconfigure);
+  BOOST_CHECK(!(plan.config.parallel == parallel_config(1)));
+  BOOST_CHECK(std::isfinite(plan.objective_s));
+  BOOST_CHECK_EQUAL(plan.assignment.size(), batch.size());
+}
+
 BOOST_AUTO_TEST_CASE(the_look_ahead_switches_later_than_the_myopic_planner) {
   // OrchestrRL §4.1: throughput mode while the batch is large, latency mode in the tail. As the
   // step on 4 x TP=2 progresses, the myopic planner (every candidate kept to the end) switches
