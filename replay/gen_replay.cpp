@@ -290,6 +290,7 @@ json static_policy(const gen_scenario& sc, const std::string& name, const static
     p["dispatch"] = to_string(run->dispatch);
   }
   timings[name]["wall_s"] = round4(run->wall_s);
+  timings[name]["events"] = run->log.events;
   return p;
 }
 
@@ -304,6 +305,7 @@ caf::expected<json> adaptive_policy(const gen_scenario& sc, const std::string& n
     return log.error();
   timings[name]["wall_s"] =
     round4(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  timings[name]["events"] = log->events;
   if (!log->solve_ms.empty()) {
     auto max = *std::max_element(log->solve_ms.begin(), log->solve_ms.end());
     timings[name]["solve_ms"] = {{"p50", round4(percentile(log->solve_ms, 0.5))},

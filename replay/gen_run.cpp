@@ -42,7 +42,8 @@ caf::expected<gen_run_log> run_generation(const engine_model& engine, const gen_
   links.edge = caf::actor_cast<engine_edge_actor>(sim);
   auto controller = keep(sys.spawn(gen_controller, engine, dep, links, gen_controller_restore{}));
   caf::anon_send(sim, connect_atom::value, controller);
-  d.run_to_quiescence();
+  const auto run = d.run_to_quiescence();
+  log->events = int64_t(run.messages + run.timeouts);
   auto status = request_now<gen_status>(d, controller, status_atom::value);
   for (auto& a : all)
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);

@@ -78,6 +78,7 @@ struct gen_run_log {
   int64_t migrations = 0;
   int64_t kv_transfers = 0;
   int64_t kv_recomputes = 0;
+  int64_t events = 0; // messages and timers the driver ran: replay's own pace (timings.json)
   int64_t preemptions = 0;
   bool done = false;
   std::string error; // why the run stopped early
