@@ -56,49 +56,9 @@ metrics = "127.0.0.1:{}"
 [storage]
 path = "{}"
 sync_writes = true
-[cluster]
-name = "bench"
-cross_link_gbps = 20.0
-[[cluster.rollout]]
-id = "r-{{0..{}}}"
-gpu = "H20"
-gpus = 8
-host_memory_gb = 2048
-[[cluster.training]]
-id = "t-{{0..{}}}"
-gpu = "H800"
-gpus = 8
-host_memory_gb = 2048
 )",
-                     port, metrics_port, db, nodes - 1, nodes - 1);
-}
-
-std::string job_text(const std::string& name) {
-  return fmt::format(R"(name = "{}"
-model = "Qwen2.5-7B"
-rollout_gpus = 8
-training_gpus = 8
-rollout_host_memory_gb = 100
-training_host_memory_gb = 100
-worst_rollout_s = 100
-worst_training_s = 50
-model_gb = 15
-)",
-                     name);
-}
-
-/// user + system CPU seconds of a process so far.
-double cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto close = all.rfind(')');
-  std::istringstream fields(all.substr(close + 2));
-  std::string f;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i)
-    if (i == 14 || i == 15)
-      ticks += std::stod(f);
-  return ticks / double(sysconf(_SC_CLK_TCK));
+                                     port, metrics_port, db)
+         + loom::bench::cluster_text(nodes);
 }
 
 /// The value of a counter on the service's /metrics, or -1 if it has none.
@@ -144,7 +104,7 @@ double run(int clients, int per_client, const std::vector<std::string>& etcd = {
   o.secret_key = loom::read_key(dir / "db/keys/admin.secret");
   o.timeout = std::chrono::seconds{5};
   const double syncs0 = metric(metrics_port, "loom_store_syncs_total");
-  const double cpu0 = cpu_seconds(serve.pid());
+  const double cpu0 = loom::bench::cpu_seconds(serve.pid());
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   auto t0 = clock_type::now();
@@ -153,7 +113,7 @@ double run(int clients, int per_client, const std::vector<std::string>& etcd = {
       loom::client admin{o};
       for (int k = 0; k < per_client; ++k) {
         loom::v1::Envelope e;
-        e.mutable_submit_job()->set_spec_toml(job_text(fmt::format("j{}-{}", c, k)));
+        e.mutable_submit_job()->set_spec_toml(loom::bench::admitted_job(fmt::format("j{}-{}", c, k)));
         auto r = admin.call(e);
         if (!r || !r->has_submit_reply() || r->submit_reply().group().empty())
           ++failures;
@@ -162,7 +122,7 @@ double run(int clients, int per_client, const std::vector<std::string>& etcd = {
   for (auto& t : threads)
     t.join();
   const double secs = std::chrono::duration<double>(clock_type::now() - t0).count();
-  const double cpu = cpu_seconds(serve.pid()) - cpu0;
+  const double cpu = loom::bench::cpu_seconds(serve.pid()) - cpu0;
   const double syncs = syncs0 < 0 ? -1 : metric(metrics_port, "loom_store_syncs_total") - syncs0;
   const double commits = metric(metrics_port, "loom_ha_commit_seconds_count");
   const double commit_s = metric(metrics_port, "loom_ha_commit_seconds_sum");

@@ -168,6 +168,43 @@ BOOST_AUTO_TEST_CASE(jobs_attached_at_once_share_a_group_and_survive_failure_and
   BOOST_CHECK(serve->wait(lt::live_limit));
 }
 
+BOOST_AUTO_TEST_CASE(a_restored_group_gets_its_executor_when_its_job_is_first_needed) {
+  lt::live_service s{{.iterations = 2}};
+  auto serve = s.serve();
+  for (auto job : {"job-p", "job-q"})
+    BOOST_REQUIRE_EQUAL(s.admin({"submit", s.job_file(job)}).exit_code, 0);
+  serve->send_signal(SIGTERM);
+  BOOST_REQUIRE(serve->wait(lt::live_limit));
+  serve = s.serve();
+  BOOST_REQUIRE(logged(*serve, "event=scheduler_restored jobs=2 groups=1 placed=2"));
+  // No worker has come back: the group is restored and answers, without an executor yet.
+  check_metrics_show(*serve, [](const std::string& page) {
+    return page.find("loom_groups 1") != std::string::npos
+           && page.find("loom_actors_up{actor=\"group_executor\"} 0") != std::string::npos;
+  });
+  BOOST_CHECK(serve->stderr_text().find("event=job_joined") == std::string::npos);
+  // A job leaving the dormant group is gone from it; the other stays placed.
+  BOOST_REQUIRE_EQUAL(s.admin({"cancel", "job-q"}).exit_code, 0);
+  auto jobs = s.admin({"jobs"});
+  BOOST_CHECK_MESSAGE(jobs.out.find("job-q  cancelled") != std::string::npos, jobs.out);
+  BOOST_CHECK_MESSAGE(jobs.out.find("job-p  placed") != std::string::npos, jobs.out);
+  // The first worker of job-p spawns the executor, which runs job-p's iterations alone.
+  auto w = s.cpp_worker("driver-a", "job-p", "driver", 2, 50);
+  BOOST_REQUIRE_MESSAGE(lt::finished(*w), "worker:\n" << w->stderr_text());
+  BOOST_CHECK_EQUAL(lt::count_lines(*w, "grant "), 6); // 2 iterations x 3 phases
+  BOOST_CHECK(logged(*serve, "event=job_joined group=g1 job=job-p"));
+  BOOST_CHECK(serve->stderr_text().find("job=job-q members") == std::string::npos);
+  serve->send_signal(SIGTERM);
+  BOOST_REQUIRE(serve->wait(lt::live_limit));
+  serve = s.serve();
+  BOOST_REQUIRE(logged(*serve, "event=serve_ready"));
+  jobs = s.admin({"jobs"});
+  BOOST_CHECK_MESSAGE(jobs.out.find("job-p  finished") != std::string::npos, jobs.out);
+  BOOST_CHECK_MESSAGE(jobs.out.find("job-q  cancelled") != std::string::npos, jobs.out);
+  serve->send_signal(SIGTERM);
+  BOOST_CHECK(serve->wait(lt::live_limit));
+}
+
 BOOST_AUTO_TEST_CASE(a_rollout_worker_and_a_trainer_run_one_job_together_in_either_language) {
   lt::live_service s{{.iterations = 3}};
   auto serve = s.serve();

@@ -84,7 +84,7 @@ void poll_scheduler_metrics(caf::actor_system& sys, cluster_scheduler_actor sche
                 .Set(n == c.jobs.end() ? 0 : double(n->second));
             }
             metrics->groups().Set(double(c.groups));
-            metrics->actors_up("group_executor").Set(double(c.groups)); // one per group
+            metrics->actors_up("group_executor").Set(double(c.executors));
           },
           [](caf::error&) {});
     };

@@ -207,7 +207,7 @@ caf::expected<cluster_scheduler_actor> start_scheduler(caf::actor_system& sys,
   sc.policy = cfg.policy.weave;
   sc.sync_writes = cfg.storage.sync_writes;
   return actors.add("cluster_scheduler",
-                    sys.spawn(cluster_scheduler, sc, store, worker, observer));
+                    sys.spawn(cluster_scheduler, std::move(sc), store, worker, observer));
 }
 
 /// One deployment's planner, balancer and controller, working through the gateway's engine
@@ -390,8 +390,7 @@ caf::expected<service_end> run_service(caf::actor_system& sys, const config& cfg
   if (!scheduler)
     return scheduler.error();
   // Ready means ready: the scheduler has restored every stored job and answers.
-  if (auto restored = ask_now<std::vector<group_status>>(sys, *scheduler, groups_atom::value);
-      !restored)
+  if (auto restored = ask_now<scheduler_census>(sys, *scheduler, census_atom::value); !restored)
     return restored.error();
   poll_scheduler_metrics(sys, *scheduler, metrics, std::chrono::seconds{1});
   caf::anon_send(gw, connect_atom::value, *scheduler, *fabric);

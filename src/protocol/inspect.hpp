@@ -151,7 +151,7 @@ typename Inspector::result_type inspect(Inspector& f, job_status& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_census& x) {
-  return f(caf::meta::type_name("scheduler_census"), x.jobs, x.groups);
+  return f(caf::meta::type_name("scheduler_census"), x.jobs, x.groups, x.executors);
 }
 
 template <class Inspector>

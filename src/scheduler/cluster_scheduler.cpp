@@ -45,6 +45,14 @@ group_executor_actor executor_for(scheduler_ptr self, uint64_t id) {
   auto exec = self->spawn(group_executor, std::move(cfg), st.worker,
                           caf::actor_cast<cluster_scheduler_actor>(self), st.observer, st.store);
   st.executors.emplace(id, exec);
+  if (auto d = st.dormant.find(id); d != st.dormant.end()) { // first, before the caller's word
+    for (auto& m : d->second)
+      if (m.progress)
+        self->send(exec, restore_atom::value, m.member, *m.progress);
+      else
+        self->send(exec, join_atom::value, m.member);
+    st.dormant.erase(d);
+  }
   return exec;
 }
 
@@ -200,12 +208,28 @@ event_kind departure_event(job_state state) {
   }
 }
 
+/// A job leaves a group whose executor was never spawned: the gateway hears it, as it would
+/// from the executor.
+void leave_dormant(scheduler_ptr self, const std::string& id, uint64_t group, job_state why) {
+  auto& st = self->state;
+  auto d = st.dormant.find(group);
+  if (d == st.dormant.end())
+    return;
+  const auto n = std::erase_if(d->second, [&](auto& m) { return m.member.job.id == id; });
+  if (d->second.empty() || !st.engine->groups().count(group))
+    st.dormant.erase(d);
+  if (n && st.worker)
+    self->send(st.worker, leave_atom::value, id, why);
+}
+
 /// Tells the group's executor the job left; an emptied group's executor stops.
 void leave_group(scheduler_ptr self, const std::string& id, uint64_t group, job_state why) {
   auto& st = self->state;
   auto ex = st.executors.find(group);
-  if (ex == st.executors.end())
+  if (ex == st.executors.end()) {
+    leave_dormant(self, id, group, why);
     return;
+  }
   self->send(ex->second, leave_atom::value, id, why);
   if (!st.engine->groups().count(group)) {
     self->send_exit(ex->second, caf::exit_reason::user_shutdown);

@@ -1,13 +1,14 @@
 #pragma once
 // The cluster_scheduler actor: admission and inter-group placement (WEAVE §4.2) around the
 // placement_engine core. Every decision is written to the store before anyone hears of it;
-// placed jobs are handed to their group's executor, which it spawns with the group and stops
-// with the group (or with itself). After a restart it takes every acknowledged decision back
+// placed jobs are handed to their group's executor, which it spawns with the group (a restored
+// group's when first needed) and stops with the group (or with itself). After a restart it takes every acknowledged decision back
 // as it was (restore_plan): groups, ids, nodes, turn order and iteration counts.
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,15 @@ struct cluster_scheduler_state {
   worker_actor worker;
   observer_actor observer;
   std::map<uint64_t, group_executor_actor> executors;
+  // Restored groups whose executor is not spawned yet, with what it will be told first (turn
+  // order; the place and count kept, if any): a restart at scale made 50,000 executors
+  // runnable at once for jobs whose workers had not come back (#49). Whatever needs a group's
+  // executor (a worker's first request, an inspection, a new member) spawns it.
+  struct dormant_member {
+    group_member member;
+    std::optional<job_progress> progress;
+  };
+  std::map<uint64_t, std::vector<dormant_member>> dormant;
   std::map<std::string, job_entry> jobs;        // changed only by put_job and set_job_state
   std::map<job_state, uint64_t> job_counts;     // jobs per state, kept by those two
   std::map<std::string, job_progress> progress; // executors' last durable record per job

@@ -1,6 +1,6 @@
 // The cluster scheduler after a restart: every acknowledged decision comes back as it was
-// (restore_plan), the executors resume their groups' round robins, and only drifted jobs and
-// records that do not fit together go through admission again.
+// (restore_plan), each executor resumes its group's round robin once the group is needed, and
+// only drifted jobs and records that do not fit together go through admission again.
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -21,7 +21,8 @@ std::vector<std::string> pool_ids(const std::vector<pool_node>& pool) {
   return out;
 }
 
-/// One group back in the engine, its members with their executor; false if it did not fit.
+/// One group back in the engine, its members waiting for its executor (spawned when first
+/// needed: executor_for); false if it did not fit.
 bool restore_group(scheduler_ptr self, restored_group& g, const restore_plan& plan) {
   auto& st = self->state;
   for (auto& m : g.members)
@@ -31,15 +32,15 @@ bool restore_group(scheduler_ptr self, restored_group& g, const restore_plan& pl
     spdlog::error("event=group_restore_failed group={} reason=\"{}\"", group_name(g.id), why);
     return false;
   }
-  auto exec = executor_for(self, g.id);
+  auto& dormant = st.dormant[g.id];
   for (auto& m : g.members) {
     st.put_job(m.job.id, {m.job, job_state::placed, g.id, ""});
+    std::optional<job_progress> progress;
     if (auto p = plan.progress.find(m.job.id); p != plan.progress.end()) {
       st.progress[m.job.id] = p->second;
-      self->send(exec, restore_atom::value, m, p->second);
-    } else {
-      self->send(exec, join_atom::value, m);
+      progress = p->second;
     }
+    dormant.push_back({m, std::move(progress)});
   }
   return true;
 }

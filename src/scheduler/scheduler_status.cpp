@@ -37,7 +37,7 @@ std::vector<job_status> job_statuses(const cluster_scheduler_state& st, const st
 }
 
 scheduler_census census(const cluster_scheduler_state& st) {
-  return {st.job_counts, st.engine->groups().size()};
+  return {st.job_counts, st.engine->groups().size(), st.executors.size()};
 }
 
 std::vector<group_status> group_statuses(const cluster_scheduler_state& st) {

@@ -293,12 +293,13 @@ struct job_status {
   member_status member;
 };
 
-/// How many jobs are in each state and how many groups run: what /metrics shows each second,
-/// counted without copying any job's status (at 100,000 jobs that copy kept an idle service
-/// busy).
+/// How many jobs are in each state, how many groups run and how many executors they have (a
+/// restored group's is spawned when first needed): what /metrics shows each second, counted
+/// without copying any job's status (at 100,000 jobs that copy kept an idle service busy).
 struct scheduler_census {
   std::map<job_state, uint64_t> jobs;
   uint64_t groups = 0;
+  uint64_t executors = 0;
 };
 
 struct group_status {
