@@ -43,6 +43,27 @@ std::optional<std::vector<int>> indices_of(const std::vector<std::string>& names
   return out;
 }
 
+/// A member's rollout nodes by index: they are its group's (`names`, at `indices`), so they are
+/// found among those first and hashed only if not; nothing if one is unknown.
+std::optional<std::vector<int>> member_indices(const std::vector<node_share>& shares,
+                                               const std::vector<std::string>& names,
+                                               const std::vector<int>& indices,
+                                               const node_index& index) {
+  std::vector<int> out;
+  out.reserve(shares.size());
+  for (auto& share : shares) {
+    auto in_group = std::find(names.begin(), names.end(), share.node);
+    if (in_group != names.end()) {
+      out.push_back(indices[size_t(in_group - names.begin())]);
+    } else if (auto it = index.find(share.node); it != index.end()) {
+      out.push_back(it->second);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
 node_index index_of(const std::vector<std::string>& pool) {
   node_index out;
   out.reserve(pool.size());
@@ -109,10 +130,7 @@ std::optional<restored_group> rebuild(const group_record& g, by_key<job_record>&
       problems.push_back(fmt::format("group '{}' lists job '{}' without its placement", g.id, job));
       continue;
     }
-    std::vector<std::string> nodes;
-    for (auto& share : p->rollout)
-      nodes.push_back(share.node);
-    auto idx = indices_of(nodes, rollout_index);
+    auto idx = member_indices(p->rollout, g.rollout_nodes, out.rollout_nodes, rollout_index);
     if (!idx) {
       problems.push_back(fmt::format("job '{}' is placed on an unknown rollout node", job));
       continue;
