@@ -246,7 +246,9 @@ void read_pool(table_reader& cl, std::string_view key, pool_kind pool, cluster& 
     e.reject_unknown();
     if (!id)
       continue;
-    for (auto& one : expand(e, "id", *id)) {
+    const auto ids = expand(e, "id", *id);
+    nodes.reserve(nodes.size() + ids.size()); // a range may name 100,000 nodes
+    for (auto& one : ids) {
       if (!node_ids.add(e, "id", one) || !gpu || !gpus || !mem)
         continue;
       nodes.push_back(node{one, pool, *gpu, static_cast<int>(*gpus), *mem});

@@ -172,8 +172,8 @@ restore_plan plan_restore(const stored_schedule& stored,
   }
   const auto placement_of = lookup(placements); // both keyed by job id
   const auto progress_of = lookup(progress);
-  const auto rollout_index = index_of(rollout_pool);
-  const auto training_index = index_of(training_pool);
+  const auto rollout_index = groups.empty() ? node_index{} : index_of(rollout_pool);
+  const auto training_index = groups.empty() ? node_index{} : index_of(training_pool);
   for (auto& [key, g] : groups) {
     auto group = rebuild(g, placed, placement_of, rollout_index, training_index, plan.problems);
     if (!group)

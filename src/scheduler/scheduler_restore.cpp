@@ -40,7 +40,7 @@ bool restore_group(scheduler_ptr self, restored_group& g, const restore_plan& pl
       st.progress[m.job.id] = p->second;
       progress = p->second;
     }
-    dormant.push_back({m, std::move(progress)});
+    dormant.push_back({std::move(m), std::move(progress)}); // the engine has its copy
   }
   return true;
 }
