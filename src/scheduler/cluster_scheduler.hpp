@@ -2,8 +2,9 @@
 // The cluster_scheduler actor: admission and inter-group placement (WEAVE §4.2) around the
 // placement_engine core. Every decision is written to the store before anyone hears of it;
 // placed jobs are handed to their group's executor, which it spawns with the group (a restored
-// group's when first needed) and stops with the group (or with itself). After a restart it takes every acknowledged decision back
-// as it was (restore_plan): groups, ids, nodes, turn order and iteration counts.
+// group's when first needed) and stops with the group (or with itself). After a restart it
+// takes every acknowledged decision back as it was (restore_plan): groups, ids, nodes, turn
+// order and iteration counts.
 
 #include <functional>
 #include <map>
