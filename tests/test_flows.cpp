@@ -295,11 +295,10 @@ CAF_TEST(restart_keeps_what_was_decided_and_places_again_only_what_was_drifting)
   using scheduler_impl =
     std::remove_pointer_t<cluster_scheduler_actor::stateful_pointer<cluster_scheduler_state>>;
   auto& st = deref<scheduler_impl>(scheduler).state;
-  CAF_REQUIRE_EQUAL(st.executors.count(3), 1u);
-  auto executor = st.executors.at(3);
-  // A comes back where it was, with its turn and count; only B is decided (and written) again.
-  expect((restore_atom, loom::group_member, job_progress),
-         from(scheduler).to(executor).with(restore_atom::value, _, _));
+  // A's group comes back without its executor until something needs it; only B is decided
+  // (and written) again.
+  CAF_CHECK_EQUAL(st.executors.count(3), 0u);
+  CAF_CHECK_EQUAL(st.dormant.count(3), 1u);
   expect((write_atom, write_batch), from(scheduler).to(store_handle).with(write_atom::value, _));
   expect((drain_atom), from(store_handle).to(store_handle).with(drain_atom::value));
   run();
@@ -309,12 +308,19 @@ CAF_TEST(restart_keeps_what_was_decided_and_places_again_only_what_was_drifting)
   CAF_CHECK_EQUAL(st.jobs.at("B").group, 7u); // group ids are never reused
   CAF_CHECK(st.jobs.at("C").state == job_state::finished);
   CAF_CHECK_EQUAL(st.engine->jobs(), 2u);
-  // Its executor resumes its count once its workers say it is staged.
-  self->send(executor, status_atom::value, std::string{"A"});
+  // Asked where A stands (as the gateway asks for a worker's first request), the scheduler
+  // spawns g3's executor, which takes A back first, with its turn and count; it resumes its
+  // count once A's workers say it is staged.
+  self->send(scheduler, job_atom::value, std::string{"A"});
+  expect((job_atom, std::string), from(self).to(scheduler).with(job_atom::value, _));
+  CAF_REQUIRE_EQUAL(st.executors.count(3), 1u);
+  CAF_CHECK_EQUAL(st.dormant.count(3), 0u);
+  expect((restore_atom, loom::group_member, job_progress),
+         from(scheduler).to(st.executors.at(3)).with(restore_atom::value, _, _));
   run();
-  self->receive([](const member_status& m) {
-    CAF_CHECK_EQUAL(m.iterations_done, 5);
-    CAF_CHECK(!m.staged);
+  self->receive([](const job_status& s) {
+    CAF_CHECK_EQUAL(s.member.iterations_done, 5);
+    CAF_CHECK(!s.member.staged);
   });
   caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);

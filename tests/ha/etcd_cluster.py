@@ -24,13 +24,25 @@ class EtcdCluster:
     def __init__(self, work: str, size: int = 3):
         self.work = work
         self.names = [f"e{i}" for i in range(size)]
-        self.client = {n: f"http://127.0.0.1:{free_port()}" for n in self.names}
-        self.peer = {n: f"http://127.0.0.1:{free_port()}" for n in self.names}
         self.procs = {}
         self.logs = {}
-        for n in self.names:
-            self.start(n, new=True)
-        self.wait_healthy()
+        for attempt in range(3):
+            self.client = {n: f"http://127.0.0.1:{free_port()}" for n in self.names}
+            self.peer = {n: f"http://127.0.0.1:{free_port()}" for n in self.names}
+            for n in self.names:
+                self.start(n, new=True)
+            try:
+                self.wait_healthy()
+                return
+            except AssertionError:
+                exited = [n for n, p in self.procs.items() if p.poll() is not None]
+                if attempt == 2 or not exited:
+                    raise
+                # A port picked free was taken before its member bound it (suites run two at
+                # a time): a new cluster on fresh ports and folders.
+                self.stop_all()
+                for n in self.names:
+                    shutil.rmtree(os.path.join(self.work, n), ignore_errors=True)
 
     @property
     def urls(self) -> List[str]:
@@ -75,4 +87,15 @@ class EtcdCluster:
             if all(self.healthy(n) for n in names):
                 return
             time.sleep(0.1)
-        raise AssertionError(f"etcd members {names} not healthy in time")
+        raise AssertionError(f"etcd members {names} not healthy in time:\n" + self.log_tails(names))
+
+    def log_tails(self, names: List[str]) -> str:
+        """Each member's last log lines and whether its process still runs: why it is not."""
+        out = []
+        for n in names:
+            self.logs[n].flush()
+            with open(os.path.join(self.work, f"{n}.log")) as f:
+                tail = f.readlines()[-5:]
+            state = "running" if self.procs[n].poll() is None else f"exited {self.procs[n].poll()}"
+            out.append(f"{n} ({state}):\n" + "".join(tail))
+        return "\n".join(out)
