@@ -192,11 +192,6 @@ double group_commit_floor(int clients, int per_client) {
   return failures ? 0 : n / secs;
 }
 
-std::string spread(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return fmt::format("{:.2f} / {:.2f} / {:.2f}", v.front(), v[v.size() / 2], v.back());
-}
-
 /// RocksDB beside its group-commit floor (`rounds` times), then etcd, for the same load.
 int side_by_side(int clients, int per_client, int rounds) {
   std::vector<double> of_floor;
@@ -210,7 +205,7 @@ int side_by_side(int clients, int per_client, int rounds) {
   }
   std::printf("admissions, %d client(s): RocksDB admissions / the group-commit floor, min / "
               "median / max of %d rounds: %s (goal: >= 0.5)\n",
-              clients, rounds, spread(of_floor).c_str());
+              clients, rounds, loom::bench::spread(of_floor, "{:.2f}").c_str());
   lt::etcd_cluster etcd{3};
   const double replicated = run(clients, per_client, etcd.urls());
   if (local > 0 && replicated > 0)

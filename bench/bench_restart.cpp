@@ -37,6 +37,7 @@
 namespace fs = std::filesystem;
 namespace lt = loom::test;
 using loom::bench::clock_type;
+using loom::bench::spread;
 
 namespace {
 
@@ -226,17 +227,11 @@ double empty_restart(const fs::path& dir, int jobs) {
   return ready;
 }
 
-std::string spread(std::vector<double> v, const char* fmt_one) {
-  std::sort(v.begin(), v.end());
-  auto one = [&](double x) { return fmt::format(fmt::runtime(fmt_one), x); };
-  return one(v.front()) + " / " + one(v[v.size() / 2]) + " / " + one(v.back());
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
   const int jobs = argc > 1 ? std::atoi(argv[1]) : 100000;
-  const int rounds = argc > 2 ? std::atoi(argv[2]) : 3;
+  const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 3;
   std::unique_ptr<lt::temp_dir> temp;
   fs::path dir;
   if (auto* keep = std::getenv("LOOM_BENCH_STORE")) {
@@ -283,12 +278,16 @@ int main(int argc, char** argv) {
   std::printf("restart with %d jobs, min / median / max of %d rounds:\n", jobs, rounds);
   std::printf("  until ready (every job restored, the scheduler answering): %s; one scan of the "
               "store: %s\n",
-              spread(ready, "{:.3f} s").c_str(), spread(scans, "{:.3f} s").c_str());
+              spread(ready, "{:.3f} s").c_str(),
+              spread(scans, "{:.3f} s").c_str());
   std::printf("  restart / scan: %s (target <= 3x); with no job at all / scan: %s\n",
-              spread(ratio, "{:.1f}x").c_str(), spread(fixed, "{:.1f}x").c_str());
+              spread(ratio, "{:.1f}x").c_str(),
+              spread(fixed, "{:.1f}x").c_str());
   std::printf("  peak RSS / settled RSS: %s; peak RSS / the filled service's RSS (%.0f MB): %s "
               "(target <= 1.5x)\n",
-              spread(mem, "{:.2f}x").c_str(), filled_mb, spread(mem_filled, "{:.2f}x").c_str());
-  std::printf("  idle CPU: %s of a core (target < 1%%)\n", spread(idle, "{:.2f}%").c_str());
+              spread(mem, "{:.2f}x").c_str(), filled_mb,
+              spread(mem_filled, "{:.2f}x").c_str());
+  std::printf("  idle CPU: %s of a core (target < 1%%)\n",
+              spread(idle, "{:.2f}%").c_str());
   return 0;
 }

@@ -1,12 +1,14 @@
 #pragma once
 // What the benchmarks that start real `loom` processes share.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -54,6 +56,13 @@ worst_training_s = 50
 model_gb = 15
 )",
                      name);
+}
+
+/// "min / median / max" of a bench's rounds, each as `one` formats it (e.g. "{:.2f}x").
+inline std::string spread(std::vector<double> v, const char* one) {
+  std::sort(v.begin(), v.end());
+  auto f = [&](double x) { return fmt::format(fmt::runtime(one), x); };
+  return v.empty() ? "-" : f(v.front()) + " / " + f(v[v.size() / 2]) + " / " + f(v.back());
 }
 
 /// user + system CPU seconds of a process so far.

@@ -367,7 +367,8 @@ caf::expected<service_end> run_service(caf::actor_system& sys, const config& cfg
   // one of the scheduler's threads they stalled every other actor meanwhile (16 admitting
   // clients: 0.40-0.41 -> 0.43 of the group-commit floor, bench_admission).
   auto store_handle =
-    ha ? actors.add("store", sys.spawn<caf::detached>(replicated_store, std::move(db), metrics, ha))
+    ha ? actors.add("store",
+                    sys.spawn<caf::detached>(replicated_store, std::move(db), metrics, ha))
        : actors.add("store", sys.spawn<caf::detached>(store, std::move(db), metrics));
   // Actors initialise asynchronously: one round trip makes "ready" mean the store answers.
   if (auto ready = ask_now<ok_atom>(sys, store_handle, flush_atom::value); !ready)
