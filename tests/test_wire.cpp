@@ -1,10 +1,17 @@
 #define BOOST_TEST_MODULE wire
 #include <boost/test/unit_test.hpp>
 
+#include <thread>
+
+#include <zmq.hpp>
+
 #include "gateway/grant_matcher.hpp"
+#include "gateway/keys.hpp"
 #include "gateway/rate_limiter.hpp"
 #include "gateway/sessions.hpp"
 #include "gateway/wire.hpp"
+#include "loom.pb.h"
+#include "loom/client.hpp"
 #include "protocol/error.hpp"
 
 using namespace loom;
@@ -269,6 +276,42 @@ BOOST_AUTO_TEST_CASE(a_key_gets_its_burst_then_its_rate_and_other_keys_are_untou
   rate_limiter off{0, 0};
   for (int i = 0; i < 1000; ++i)
     BOOST_REQUIRE(off.admit("K1", t0));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The client library's send path (client.cpp): a burst far past the socket's high-water mark
+// waits in the client and follows as the peer reads, none lost, in the order sent.
+BOOST_AUTO_TEST_SUITE(client_send_path)
+
+BOOST_AUTO_TEST_CASE(a_burst_past_the_high_water_mark_arrives_whole_and_in_order) {
+  zmq::context_t ctx;
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  auto server = *generate_keypair();
+  auto mine = *generate_keypair();
+  router.set(zmq::sockopt::curve_server, 1);
+  router.set(zmq::sockopt::curve_secretkey, server.secret_key);
+  router.set(zmq::sockopt::rcvhwm, 100);
+  router.bind("tcp://127.0.0.1:*");
+  client_options o;
+  o.endpoint = router.get(zmq::sockopt::last_endpoint);
+  o.server_public_key = server.public_key;
+  o.public_key = mine.public_key;
+  o.secret_key = mine.secret_key;
+  client c{o};
+  constexpr uint32_t burst = 200'000; // megabytes: more than the socket and TCP buffers hold
+  for (uint32_t k = 0; k < burst; ++k)
+    c.progress("job", k, burst);
+  std::this_thread::sleep_for(200ms); // nobody reads: the client holds what the link cannot
+  router.set(zmq::sockopt::rcvtimeo, 10'000);
+  for (uint32_t k = 0; k < burst; ++k) {
+    zmq::message_t id, body;
+    BOOST_REQUIRE_MESSAGE(router.recv(id) && router.recv(body), "report " << k << " missing");
+    v1::Envelope e;
+    BOOST_REQUIRE(e.ParseFromArray(body.data(), int(body.size())));
+    BOOST_REQUIRE(e.has_progress());
+    BOOST_REQUIRE_EQUAL(e.progress().responses_done(), k);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -136,7 +136,7 @@ struct client::impl {
   mutable std::mutex mutex; // everything below
   std::condition_variable arrived;
   std::map<uint64_t, pending_call> pending;
-  std::deque<std::string> outbox;
+  std::deque<std::string> outbox; // queued by any thread, taken whole by the I/O thread
   std::deque<v1::Envelope> commands;
   std::function<void(const v1::Envelope&)> callback;
   std::optional<v1::Envelope> registration;
@@ -152,6 +152,7 @@ struct client::impl {
   uint64_t next_id = 1;
   std::atomic<bool> stop{false};
   std::thread io;
+  std::deque<std::string> sending; // the I/O thread's: taken from the outbox, not yet sent
   // The link to the service, from the socket's monitor: since when it is down (nothing while
   // it is up), and when it last came back.
   zmq::socket_t monitor{shared_context(), zmq::socket_type::pair};
@@ -186,17 +187,25 @@ struct client::impl {
     }
     // While the session is being re-established, requests wait for it.
     if (!lost || e.has_register_())
-      outbox.push_back(e.SerializeAsString());
+      queue(e.SerializeAsString());
     pending[rid] = {std::move(e), std::nullopt, {}};
-    notify_io();
     return rid;
   }
 
   void enqueue_oneway(v1::Envelope e) {
     e.set_version(1);
+    auto frame = e.SerializeAsString();
     std::lock_guard<std::mutex> lock{mutex};
-    outbox.push_back(e.SerializeAsString());
-    notify_io();
+    queue(std::move(frame));
+  }
+
+  /// Under the mutex. The I/O thread is woken only when the outbox was empty: it takes the
+  /// whole outbox at once, so a wake per frame (a syscall and a context switch each) would
+  /// find nothing more to send.
+  void queue(std::string frame) {
+    outbox.push_back(std::move(frame));
+    if (outbox.size() == 1)
+      notify_io();
   }
 
   std::optional<v1::Envelope> wait(uint64_t rid, std::chrono::milliseconds timeout) {
@@ -436,21 +445,21 @@ struct client::impl {
     }
   }
 
-  /// Sends what is queued; what the socket cannot take now waits for the next turn.
+  /// Sends what is queued, oldest first; what the socket cannot take now (its high-water
+  /// mark reached) stays in `sending` until the socket polls writable.
   void flush() {
-    std::deque<std::string> batch;
     {
       std::lock_guard<std::mutex> lock{mutex};
-      batch.swap(outbox);
+      if (sending.empty())
+        sending.swap(outbox);
+      else
+        for (; !outbox.empty(); outbox.pop_front())
+          sending.push_back(std::move(outbox.front()));
     }
-    while (!batch.empty()) {
-      if (!socket.send(zmq::buffer(batch.front()), zmq::send_flags::dontwait))
+    while (!sending.empty()) {
+      if (!socket.send(zmq::buffer(sending.front()), zmq::send_flags::dontwait))
         break;
-      batch.pop_front();
-    }
-    if (!batch.empty()) {
-      std::lock_guard<std::mutex> lock{mutex};
-      outbox.insert(outbox.begin(), batch.begin(), batch.end());
+      sending.pop_front();
     }
   }
 
@@ -474,15 +483,17 @@ struct client::impl {
   void run() {
     auto next_beat = clock_type::now();
     while (!stop.load()) {
-      zmq::pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
+      // Frames the socket could not take wake it when it can (POLLOUT), not at a timeout.
+      const short events = sending.empty() ? ZMQ_POLLIN : ZMQ_POLLIN | ZMQ_POLLOUT;
+      zmq::pollitem_t items[] = {{socket.handle(), 0, events, 0},
                                  {nullptr, wake, ZMQ_POLLIN, 0},
                                  {monitor.handle(), 0, ZMQ_POLLIN, 0}};
-      bool backlog;
+      bool registering_now;
       {
         std::lock_guard<std::mutex> lock{mutex};
-        backlog = !outbox.empty() || lost;
+        registering_now = lost;
       }
-      zmq::poll(items, 3, std::chrono::milliseconds{backlog ? 20 : 100});
+      zmq::poll(items, 3, std::chrono::milliseconds{registering_now ? 20 : 100});
       if (items[1].revents & ZMQ_POLLIN) {
         uint64_t n;
         [[maybe_unused]] auto r = ::read(wake, &n, sizeof n);
