@@ -15,10 +15,24 @@ namespace gateway_steps {
 
 constexpr uint32_t protocol_version = 1;
 
+enum class direction { in, out };
+
+/// The frame's loom_gateway_messages_total counter.
+prometheus::Counter& messages(self_ptr self, direction d, const v1::Envelope& e) {
+  auto& cache = self->state.message_counters[size_t(d)];
+  const auto body = size_t(e.body_case());
+  if (body >= cache.size())
+    cache.resize(body + 1, nullptr);
+  if (!cache[body])
+    cache[body] = &self->state.metrics->gateway_messages(d == direction::in ? "in" : "out",
+                                                         wire::body_name(e));
+  return *cache[body];
+}
+
 void send_frame(self_ptr self, const std::string& identity, v1::Envelope& e) {
   e.set_version(protocol_version);
   self->state.server->send(identity, e.SerializeAsString());
-  self->state.metrics->gateway_messages("out", wire::body_name(e)).Increment();
+  messages(self, direction::out, e).Increment();
 }
 
 void send_error(self_ptr self, const std::string& identity, uint64_t request_id,
@@ -236,14 +250,16 @@ void handle_frame(self_ptr self, const wire_frame& frame) {
                "the frame is not a loom.v1.Envelope with a body");
     return;
   }
-  st.metrics->gateway_messages("in", wire::body_name(env)).Increment();
+  messages(self, direction::in, env).Increment();
   if (env.version() != protocol_version) {
     send_error(self, frame.identity, env.request_id(), v1::ERROR_UNSUPPORTED_VERSION,
                fmt::format("protocol version {} is not supported; this gateway speaks {}",
                            env.version(), protocol_version));
     return;
   }
-  if (auto oversized = wire::oversized_field(env)) {
+  // No field is longer than the frame: one within the smallest limit needs no walk.
+  if (auto oversized = frame.payload.size() <= wire::max_id_bytes ? std::nullopt
+                                                                   : wire::oversized_field(env)) {
     st.metrics->gateway_messages("in", "oversized").Increment();
     send_error(self, frame.identity, env.request_id(), v1::ERROR_TOO_LARGE, *oversized);
     return;

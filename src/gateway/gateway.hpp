@@ -9,9 +9,11 @@
 // the job joined. Every request is answered: malformed frames, unknown protocol versions,
 // unknown or ended jobs and refused actions get a typed Error.
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gateway/grant_matcher.hpp"
 #include "gateway/rate_limiter.hpp"
@@ -60,6 +62,9 @@ struct gateway_state {
   rate_limiter session_limiter{0, 0}; // a registered session's frames, by connection
   // A limited key's frames are logged once a second at most: key -> (last line, dropped since).
   std::map<std::string, std::pair<std::chrono::steady_clock::time_point, uint64_t>> limited_log;
+  // loom_gateway_messages_total's counters, [in, out] by body field number, each looked up
+  // once: the registry's lookup builds and hashes a label map per call, per frame before.
+  std::array<std::vector<prometheus::Counter*>, 2> message_counters;
   bool stopping = false; // the service is going away: sessions were told, requests refused
   std::chrono::steady_clock::time_point sweep_due; // when the liveness sweep should run next
 };
