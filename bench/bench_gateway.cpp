@@ -249,7 +249,9 @@ int main(int argc, char** argv) {
   auto scheduler = sys.spawn(cluster_scheduler, sc, store_handle,
                              caf::actor_cast<worker_actor>(gw), observer_actor{});
   caf::anon_send(gw, connect_atom::value, scheduler, fabric_controller_actor{});
-  server->run([gw](wire_frame f) { caf::anon_send(gw, frame_atom::value, std::move(f)); });
+  server->run([gw](std::vector<wire_frame> frames) {
+    caf::anon_send(gw, frame_atom::value, std::move(frames));
+  });
   {
     caf::scoped_actor self{sys};
     for (int i = 0; i < jobs; ++i)

@@ -406,7 +406,9 @@ caf::expected<service_end> run_service(caf::actor_system& sys, const config& cfg
       if (auto err = start_deployment(sys, cfg, d, store_handle, gw, gen_observer, actors))
         return err;
   }
-  socket->run([gw](wire_frame f) { caf::anon_send(gw, frame_atom::value, std::move(f)); });
+  socket->run([gw](std::vector<wire_frame> frames) {
+    caf::anon_send(gw, frame_atom::value, std::move(frames));
+  });
   spdlog::info("event=gateway_listening endpoint={} secure={}", socket->endpoint(),
                !cfg.security.insecure);
   set_health(service_health::ready);

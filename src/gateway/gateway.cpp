@@ -373,10 +373,12 @@ gateway_actor::behavior_type gateway(gateway_actor::stateful_pointer<gateway_sta
     [self](connect_atom, const std::string& name, gen_controller_actor controller) {
       self->state.deployments[name] = std::move(controller);
     },
-    [self](frame_atom, const wire_frame& frame) {
-      handle_frame(self, frame);
-      if (self->state.server)
-        self->state.server->handled(frame.payload.size());
+    [self](frame_atom, const std::vector<wire_frame>& frames) {
+      for (auto& frame : frames) {
+        handle_frame(self, frame);
+        if (self->state.server)
+          self->state.server->handled(frame.payload.size());
+      }
     },
     [self](sweep_atom) { sweep(self); },
     [self](stopping_atom) { return stopping(self); },

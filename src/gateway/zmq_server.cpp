@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -153,40 +154,55 @@ struct zmq_server::impl {
     }
   }
 
+  /// Hands the frames waiting to the gateway, up to max_batch at a time: one actor message
+  /// (and one wake of its thread) per batch, not per frame.
   void receive() {
+    std::vector<wire_frame> batch;
     while (!saturated()) {
-      zmq::message_t id;
-      if (!router.recv(id, zmq::recv_flags::dontwait))
-        return;
-      std::vector<zmq::message_t> rest;
-      bool more = id.more();
-      while (more) {
-        zmq::message_t part;
-        (void)router.recv(part, zmq::recv_flags::none);
-        more = part.more();
-        rest.push_back(std::move(part));
-      }
-      wire_frame frame;
-      frame.identity = id.to_string();
-      if (!rest.empty() && !config.insecure)
-        if (auto* uid = rest.back().gets("User-Id")) {
-          std::string_view user{uid};
-          auto colon = user.find(':');
-          if (auto role = parse_name<worker_role>(user.substr(0, colon));
-              role && colon != std::string_view::npos) {
-            frame.role = *role;
-            frame.key = std::string{user.substr(colon + 1)};
-            frame.authenticated = true;
-          }
-        }
-      // One frame is the protocol; anything else is malformed and answered as such.
-      frame.single_part = rest.size() == 1;
-      if (frame.single_part)
-        frame.payload = rest[0].to_string();
-      ++frames_in_flight;
-      bytes_in_flight += frame.payload.size();
-      on_frame(std::move(frame));
+      auto frame = read_frame();
+      if (!frame)
+        break;
+      batch.push_back(std::move(*frame));
+      if (batch.size() == max_batch)
+        on_frame(std::exchange(batch, {}));
     }
+    if (!batch.empty())
+      on_frame(std::move(batch));
+  }
+
+  /// One frame from the router, or nothing if none is waiting.
+  std::optional<wire_frame> read_frame() {
+    zmq::message_t id;
+    if (!router.recv(id, zmq::recv_flags::dontwait))
+      return std::nullopt;
+    std::vector<zmq::message_t> rest;
+    bool more = id.more();
+    while (more) {
+      zmq::message_t part;
+      (void)router.recv(part, zmq::recv_flags::none);
+      more = part.more();
+      rest.push_back(std::move(part));
+    }
+    wire_frame frame;
+    frame.identity = id.to_string();
+    if (!rest.empty() && !config.insecure)
+      if (auto* uid = rest.back().gets("User-Id")) {
+        std::string_view user{uid};
+        auto colon = user.find(':');
+        if (auto role = parse_name<worker_role>(user.substr(0, colon));
+            role && colon != std::string_view::npos) {
+          frame.role = *role;
+          frame.key = std::string{user.substr(colon + 1)};
+          frame.authenticated = true;
+        }
+      }
+    // One frame is the protocol; anything else is malformed and answered as such.
+    frame.single_part = rest.size() == 1;
+    if (frame.single_part)
+      frame.payload = rest[0].to_string();
+    ++frames_in_flight;
+    bytes_in_flight += frame.payload.size();
+    return frame;
   }
 };
 
@@ -266,12 +282,17 @@ void zmq_server::set_clients(std::map<std::string, worker_role> clients) {
 }
 
 void zmq_server::send(std::string identity, std::string payload) {
+  bool first;
   {
     std::lock_guard<std::mutex> guard{impl_->mutex};
     impl_->outbox.emplace_back(std::move(identity), std::move(payload));
+    first = impl_->outbox.size() == 1;
   }
-  uint64_t one = 1;
-  [[maybe_unused]] auto r = ::write(impl_->wake, &one, sizeof one);
+  // The I/O thread takes the whole outbox at once: one wake per batch, not per frame.
+  if (first) {
+    uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(impl_->wake, &one, sizeof one);
+  }
 }
 
 void zmq_server::fence(std::function<bool()> may_send) {

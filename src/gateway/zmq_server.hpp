@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <caf/expected.hpp>
 
@@ -30,6 +31,8 @@ constexpr int64_t max_frame_bytes = int64_t{16} << 20;
 /// reading, so a flood waits in the peers' queues and TCP, not in the gateway's mailbox.
 constexpr size_t max_frames_in_flight = 4096;
 constexpr size_t max_bytes_in_flight = size_t{64} << 20;
+/// Frames handed to the gateway in one message at most.
+constexpr size_t max_batch = 256;
 
 struct zmq_server_config {
   std::string endpoint;
@@ -40,12 +43,13 @@ struct zmq_server_config {
 
 class zmq_server {
 public:
-  using inbound = std::function<void(wire_frame)>;
+  using inbound = std::function<void(std::vector<wire_frame>)>;
 
   /// Binds the endpoint; nothing is received until run().
   static caf::expected<std::unique_ptr<zmq_server>> open(zmq_server_config config,
                                                          std::function<void()> on_refused);
-  /// Starts the I/O thread, which hands every frame to `on_frame`.
+  /// Starts the I/O thread, which hands the frames to `on_frame` in the order read, as many
+  /// as are waiting at once (up to max_batch).
   void run(inbound on_frame);
   /// Stops the I/O thread (also on destruction); nothing is received or sent after.
   void stop();

@@ -345,7 +345,7 @@ using gateway_actor = worker_actor::extend<
   caf::reacts_to<connect_atom, cluster_scheduler_actor, fabric_controller_actor>,
   // A generation deployment's controller, by name (one message per deployment, likewise).
   caf::reacts_to<connect_atom, std::string, gen_controller_actor>,
-  caf::reacts_to<frame_atom, wire_frame>,
+  caf::reacts_to<frame_atom, std::vector<wire_frame>>,
   caf::reacts_to<sweep_atom>, // heartbeat check
   // The service is stopping: every session is told so (answered once the notices are queued).
   caf::replies_to<stopping_atom>::with<ok_atom>,

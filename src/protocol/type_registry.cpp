@@ -83,6 +83,7 @@ void register_loom_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<expert_load>("loom.expert_load");
   cfg.add_message_type<opus_registration>("loom.opus_registration");
   cfg.add_message_type<wire_frame>("loom.wire_frame");
+  cfg.add_message_type<std::vector<wire_frame>>("loom.wire_frames");
   cfg.add_message_type<topo_write>("loom.topo_write");
   cfg.add_message_type<topo_ack>("loom.topo_ack");
   cfg.add_error_category(error_category(), [](uint8_t code, caf::atom_value, const caf::message& ctx) {
