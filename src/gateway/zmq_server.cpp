@@ -175,18 +175,17 @@ struct zmq_server::impl {
     zmq::message_t id;
     if (!router.recv(id, zmq::recv_flags::dontwait))
       return std::nullopt;
-    std::vector<zmq::message_t> rest;
-    bool more = id.more();
-    while (more) {
-      zmq::message_t part;
-      (void)router.recv(part, zmq::recv_flags::none);
-      more = part.more();
-      rest.push_back(std::move(part));
+    // The body, and how many parts came after the identity (one is the protocol).
+    zmq::message_t body;
+    size_t parts = 0;
+    for (bool more = id.more(); more; ++parts) {
+      (void)router.recv(body, zmq::recv_flags::none);
+      more = body.more();
     }
     wire_frame frame;
     frame.identity = id.to_string();
-    if (!rest.empty() && !config.insecure)
-      if (auto* uid = rest.back().gets("User-Id")) {
+    if (parts && !config.insecure)
+      if (auto* uid = body.gets("User-Id")) {
         std::string_view user{uid};
         auto colon = user.find(':');
         if (auto role = parse_name<worker_role>(user.substr(0, colon));
@@ -197,9 +196,9 @@ struct zmq_server::impl {
         }
       }
     // One frame is the protocol; anything else is malformed and answered as such.
-    frame.single_part = rest.size() == 1;
+    frame.single_part = parts == 1;
     if (frame.single_part)
-      frame.payload = rest[0].to_string();
+      frame.payload = body.to_string();
     ++frames_in_flight;
     bytes_in_flight += frame.payload.size();
     return frame;
